@@ -1,0 +1,63 @@
+"""Dependencies shared by the route modules: the services, the caller, the admin check."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from manifold.errors import Forbidden
+from manifold.services.auth import Caller
+from manifold.services.hub import Services
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def client_address(request: Request, trusted: list[str]) -> str:
+    """The real client address: X-Forwarded-For is believed only from trusted proxies."""
+    peer = request.client.host if request.client else ""
+    if not trusted or not _is_trusted(peer, trusted):
+        return peer
+    forwarded = request.headers.get("x-forwarded-for", "")
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
+    # Walk from the nearest hop back; the first address not ours is the client.
+    for hop in reversed(hops):
+        if not _is_trusted(hop, trusted):
+            return hop
+    return hops[0] if hops else peer
+
+
+def _is_trusted(address: str, trusted: list[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for entry in trusted:
+        try:
+            if ip in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+async def get_caller(request: Request) -> Caller:
+    services = get_services(request)
+    client = client_address(request, services.config.trusted_proxies)
+    header = request.headers.get("authorization", "")
+    return await services.auth.authenticate(header, client)
+
+
+async def get_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    if not caller.user.is_admin:
+        raise Forbidden("You are not an admin")
+    return caller
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+CallerDep = Annotated[Caller, Depends(get_caller)]
+AdminDep = Annotated[Caller, Depends(get_admin)]

@@ -1,0 +1,49 @@
+"""The current user and its SSH public keys."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.envelope import ok, paged
+from manifold.api.schemas import RequestBody, sshkey_json, user_json
+from manifold.errors import Forbidden
+
+
+class ProfileBody(RequestBody):
+    username: str
+    password: str = ""
+    sso_id: str = ""
+
+
+class KeyBody(RequestBody):
+    title: str
+    key: str
+
+
+async def me(caller: CallerDep) -> Response:
+    return ok(user_json(caller.user, with_otp=True))
+
+
+async def update_me(body: ProfileBody, caller: CallerDep, services: ServicesDep) -> Response:
+    if caller.user.is_guest:
+        raise Forbidden("Guest user can not update profile")
+    await services.users.update_profile(caller.user, body.username, body.password, body.sso_id)
+    return ok()
+
+
+async def list_keys(
+    caller: CallerDep, services: ServicesDep, page: int = 1, per_page: int = 0
+) -> Response:
+    keys, total = await services.sshkeys.page(caller.user, page, per_page)
+    return paged([sshkey_json(k) for k in keys], total)
+
+
+async def add_key(body: KeyBody, caller: CallerDep, services: ServicesDep) -> Response:
+    await services.sshkeys.add(caller.user, body.title, body.key)
+    return ok()
+
+
+async def delete_key(id: int, caller: CallerDep, services: ServicesDep) -> Response:
+    await services.sshkeys.delete_own(caller.user, id)
+    return ok()

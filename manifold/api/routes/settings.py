@@ -1,0 +1,66 @@
+"""Public settings and their administration."""
+
+from __future__ import annotations
+
+from starlette.responses import PlainTextResponse, Response
+
+from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.envelope import ok, raw
+from manifold.api.schemas import RequestBody, setting_json
+from manifold.errors import BadRequest
+
+
+class SettingBody(RequestBody):
+    key: str
+    value: str = ""
+
+
+async def ping() -> Response:
+    return PlainTextResponse("pong")
+
+
+async def public_settings(services: ServicesDep) -> Response:
+    return raw(services.settings.public_envelope())
+
+
+async def list_settings(
+    _: AdminDep, services: ServicesDep, group: str = "", groups: str = ""
+) -> Response:
+    wanted = groups or group
+    if not wanted:
+        items = services.settings.all_items()
+    else:
+        items = services.settings.by_groups(_ints(wanted))
+    return ok([setting_json(i) for i in items])
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise BadRequest(f"invalid group list: {text!r}") from None
+
+
+async def get_setting(
+    _: AdminDep, services: ServicesDep, key: str = "", keys: str = ""
+) -> Response:
+    if key:
+        return ok(setting_json(services.settings.items_for([key])[0]))
+    if keys:
+        wanted = [k for k in keys.split(",") if k]
+        return ok([setting_json(i) for i in services.settings.items_for(wanted)])
+    raise BadRequest("record not found")
+
+
+async def save_settings(body: list[SettingBody], _: AdminDep, services: ServicesDep) -> Response:
+    await services.settings.save((item.key, item.value) for item in body)
+    return ok()
+
+
+async def delete_setting(key: str, _: AdminDep, services: ServicesDep) -> Response:
+    await services.settings.delete(key)
+    return ok({})
+
+
+async def reset_token(_: AdminDep, services: ServicesDep) -> Response:
+    return ok(await services.settings.reset_token())

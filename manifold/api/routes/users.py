@@ -1,0 +1,88 @@
+"""Administration of users and their SSH keys."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.envelope import ok, paged
+from manifold.api.schemas import RequestBody, sshkey_json, user_json
+from manifold.errors import BadRequest, ServerError
+from manifold.models import Role
+from manifold.services.users import UserInput
+
+
+class UserBody(RequestBody):
+    id: int = 0
+    username: str
+    password: str = ""
+    base_path: str = "/"
+    role: int = Role.GENERAL
+    disabled: bool = False
+    permission: int = 0
+    sso_id: str = ""
+
+    def as_input(self) -> UserInput:
+        return UserInput(
+            username=self.username,
+            password=self.password,
+            base_path=self.base_path,
+            role=self.role,
+            disabled=self.disabled,
+            permission=self.permission,
+            sso_id=self.sso_id,
+        )
+
+
+async def list_users(
+    _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+) -> Response:
+    users, total = await services.users.page(page, per_page)
+    return paged([user_json(u) for u in users], total)
+
+
+async def get_user(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    return ok(user_json(await services.users.get(id)))
+
+
+async def create_user(body: UserBody, _: AdminDep, services: ServicesDep) -> Response:
+    await services.users.create(body.as_input())
+    return ok()
+
+
+async def update_user(body: UserBody, _: AdminDep, services: ServicesDep) -> Response:
+    await services.users.update(body.id, body.as_input())
+    return ok()
+
+
+async def delete_user(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    await services.users.delete(id)
+    return ok()
+
+
+async def cancel_2fa(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    user = await services.users.get(id)
+    await services.users.set_otp_secret(user, "")
+    return ok()
+
+
+async def del_cache(_: AdminDep, services: ServicesDep, username: str = "") -> Response:
+    if not username:
+        raise BadRequest("username is empty")
+    if await services.users.by_name(username) is None:
+        raise ServerError("failed find user: record not found")
+    services.users.forget(username)
+    return ok()
+
+
+async def list_user_keys(
+    uid: int, _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+) -> Response:
+    await services.users.get(uid)
+    keys, total = await services.sshkeys.page_for(uid, page, per_page)
+    return paged([sshkey_json(k) for k in keys], total)
+
+
+async def delete_user_key(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    await services.sshkeys.delete_any(id)
+    return ok()

@@ -1,0 +1,173 @@
+"""The ASGI application: every route is listed in ``ROUTES`` below, and nowhere else."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from manifold import VERSION_STRING
+from manifold.api import envelope
+from manifold.api.routes import auth, me, metas, settings, users
+from manifold.config import Config
+from manifold.errors import ManifoldError
+from manifold.services.hub import Services
+
+log = logging.getLogger("manifold")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    methods: tuple[str, ...]
+    path: str
+    endpoint: Callable[..., Any]
+    admin: bool = False
+
+
+GET, POST = ("GET",), ("POST",)
+ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
+
+ROUTES: tuple[Route, ...] = (
+    Route(ANY, "/ping", settings.ping),
+    Route(ANY, "/api/public/settings", settings.public_settings),
+    Route(POST, "/api/auth/login", auth.login),
+    Route(POST, "/api/auth/login/hash", auth.login_hash),
+    Route(GET, "/api/auth/logout", auth.logout),
+    Route(POST, "/api/auth/2fa/generate", auth.generate_2fa),
+    Route(POST, "/api/auth/2fa/verify", auth.verify_2fa),
+    Route(GET, "/api/me", me.me),
+    Route(POST, "/api/me/update", me.update_me),
+    Route(GET, "/api/me/sshkey/list", me.list_keys),
+    Route(POST, "/api/me/sshkey/add", me.add_key),
+    Route(POST, "/api/me/sshkey/delete", me.delete_key),
+    Route(GET, "/api/admin/user/list", users.list_users, admin=True),
+    Route(GET, "/api/admin/user/get", users.get_user, admin=True),
+    Route(POST, "/api/admin/user/create", users.create_user, admin=True),
+    Route(POST, "/api/admin/user/update", users.update_user, admin=True),
+    Route(POST, "/api/admin/user/delete", users.delete_user, admin=True),
+    Route(POST, "/api/admin/user/cancel_2fa", users.cancel_2fa, admin=True),
+    Route(POST, "/api/admin/user/del_cache", users.del_cache, admin=True),
+    Route(GET, "/api/admin/user/sshkey/list", users.list_user_keys, admin=True),
+    Route(POST, "/api/admin/user/sshkey/delete", users.delete_user_key, admin=True),
+    Route(GET, "/api/admin/setting/list", settings.list_settings, admin=True),
+    Route(GET, "/api/admin/setting/get", settings.get_setting, admin=True),
+    Route(POST, "/api/admin/setting/save", settings.save_settings, admin=True),
+    Route(POST, "/api/admin/setting/delete", settings.delete_setting, admin=True),
+    Route(POST, "/api/admin/setting/reset_token", settings.reset_token, admin=True),
+    Route(GET, "/api/admin/meta/list", metas.list_metas, admin=True),
+    Route(GET, "/api/admin/meta/get", metas.get_meta, admin=True),
+    Route(POST, "/api/admin/meta/create", metas.create_meta, admin=True),
+    Route(POST, "/api/admin/meta/update", metas.update_meta, admin=True),
+    Route(POST, "/api/admin/meta/delete", metas.delete_meta, admin=True),
+)
+
+
+def create_app(config: Config, services: Services | None = None) -> FastAPI:
+    services = services or Services.build(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await services.start()
+        if services.created_admin_password:
+            _announce_admin_password(services.created_admin_password)
+        try:
+            yield
+        finally:
+            await services.stop()
+
+    app = FastAPI(
+        title="Manifold",
+        version=VERSION_STRING,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.services = services
+    for route in ROUTES:
+        app.add_api_route(route.path, route.endpoint, methods=list(route.methods))
+    _install_error_handlers(app, services)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=config.cors_origins,
+        allow_methods=["*"],
+        allow_headers=["*"],
+        allow_credentials="*" not in config.cors_origins,
+    )
+    app.add_middleware(CatchAll)
+    return app
+
+
+def _announce_admin_password(password: str) -> None:
+    # Printed once, to the terminal that started the server, never to the log.
+    sys.stdout.write(
+        f"Successfully created the admin user and the initial password is: {password}\n"
+    )
+    sys.stdout.flush()
+
+
+def _install_error_handlers(app: FastAPI, services: Services) -> None:
+    async def on_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ManifoldError)
+        return envelope.error(exc.code, services.settings.mask_private(exc.message))
+
+    async def on_invalid(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return envelope.error(400, describe_validation(exc))
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if request.url.path.startswith("/api/") or request.url.path == "/api":
+            return envelope.error(exc.status_code, str(exc.detail).lower())
+        return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
+
+    app.add_exception_handler(ManifoldError, on_error)
+    app.add_exception_handler(RequestValidationError, on_invalid)
+    app.add_exception_handler(HTTPException, on_http)
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    """One clear sentence per problem, naming the field as the client spelled it."""
+    parts = []
+    for problem in exc.errors():
+        location = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query")]
+        field = ".".join(location) or "body"
+        parts.append(f"{field}: {problem.get('msg', 'invalid')}")
+    return "; ".join(parts) or "request invalid"
+
+
+class CatchAll:
+    """Last line of defence: an unexpected error answers the envelope, and the log
+    gets one line naming the error class; no traceback, which may hold secrets."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            log.error("unhandled %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
+            if not started:
+                await envelope.error(500, "internal error")(scope, receive, send)

@@ -1,0 +1,216 @@
+"""The command line: ``manifold server | admin | cancel2fa``.
+
+Every failure a user can cause prints one clear line to stderr and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import logging
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+
+from manifold import VERSION_STRING
+from manifold.config import Config, ConfigError, load_config
+from manifold.errors import ManifoldError
+from manifold.services.hub import Services
+from manifold.services.users import random_password
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result: int = args.handler(args)
+        return result
+    except (ConfigError, ManifoldError, OSError) as exc:
+        sys.stderr.write(f"manifold: {_one_line(exc)}\n")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_FAILURE
+
+
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return str(text).splitlines()[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="manifold", description="Storage aggregation server")
+    parser.add_argument("--version", action="version", version=f"manifold {VERSION_STRING}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    server = commands.add_parser("server", help="run the server")
+    _data_option(server)
+    server.add_argument("--host", help="address to listen on (default from config, 0.0.0.0)")
+    server.add_argument("--port", type=int, help="port to listen on (default from config, 5244)")
+    server.set_defaults(handler=_server)
+
+    admin = commands.add_parser("admin", help="show or change the admin account")
+    _data_option(admin)
+    admin.set_defaults(handler=_admin_show)
+    actions = admin.add_subparsers(dest="action")
+    set_cmd = actions.add_parser("set", help="set the admin password")
+    set_cmd.add_argument("password")
+    _data_option(set_cmd)
+    set_cmd.set_defaults(handler=_admin_set)
+    random_cmd = actions.add_parser("random", help="set a random admin password")
+    _data_option(random_cmd)
+    random_cmd.set_defaults(handler=_admin_random)
+    token_cmd = actions.add_parser("token", help="print the permanent admin token")
+    _data_option(token_cmd)
+    token_cmd.set_defaults(handler=_admin_token)
+
+    cancel = commands.add_parser("cancel2fa", help="turn off the admin's two-factor login")
+    _data_option(cancel)
+    cancel.set_defaults(handler=_cancel2fa)
+    return parser
+
+
+def _data_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data", default=argparse.SUPPRESS, help="data folder (default ./data)", type=Path
+    )
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(getattr(args, "data", Path("data")))
+
+
+def _server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from manifold.app import create_app
+
+    config = _config(args)
+    if args.host:
+        config.address = args.host
+    if args.port is not None:
+        config.port = args.port
+    _check_port(config.address, config.port)
+    logging.basicConfig(level=config.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
+    sys.stdout.write(f"config file: {config.config_path}\n")
+    sys.stdout.write(f"database: {_shown_database(config)}\n")
+    sys.stdout.write(f"listening on http://{config.address}:{config.port}\n")
+    sys.stdout.flush()
+    uvicorn.run(
+        create_app(config),
+        host=config.address,
+        port=config.port,
+        loop="uvloop",
+        http="httptools",
+        log_level=config.log_level,
+        access_log=False,
+        server_header=False,
+    )
+    return 0
+
+
+def _shown_database(config: Config) -> str:
+    from manifold.config import describe
+
+    return str(describe(config)["database_url"] or config.effective_database_url)
+
+
+def _check_port(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is already in use") from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def _with_services(args: argparse.Namespace, work: Callable[[Services], Awaitable[int]]) -> int:
+    config = _config(args)
+
+    async def run() -> int:
+        services = Services.build(config)
+        try:
+            await services.start()
+            if services.created_admin_password:
+                sys.stdout.write(f"initial admin password: {services.created_admin_password}\n")
+            result = await work(services)
+            await _tell_running_server(config, services)
+            return result
+        finally:
+            await services.stop()
+
+    return asyncio.run(run())
+
+
+async def _tell_running_server(config: Config, services: Services) -> None:
+    """A running server caches users; ask it to forget the admin we just changed."""
+    admin = await services.users.admin()
+    host = "127.0.0.1" if config.address in ("0.0.0.0", "", "::") else config.address  # noqa: S104
+    url = f"http://{host}:{config.port}/api/admin/user/del_cache"
+    headers = {"Authorization": services.settings.get("token")}
+    try:
+        async with httpx.AsyncClient(timeout=2) as client:
+            await client.post(url, params={"username": admin.username}, headers=headers)
+    except httpx.HTTPError:
+        return  # no server running: nothing to tell
+
+
+def _admin_show(args: argparse.Namespace) -> int:
+    async def work(services: Services) -> int:
+        admin = await services.users.admin()
+        sys.stdout.write(f"admin user's name: {admin.username}\n")
+        sys.stdout.write("set a new password with: manifold admin set NEW_PASSWORD\n")
+        return 0
+
+    return _with_services(args, work)
+
+
+def _admin_set(args: argparse.Namespace) -> int:
+    return _set_admin_password(args, args.password)
+
+
+def _admin_random(args: argparse.Namespace) -> int:
+    return _set_admin_password(args, random_password())
+
+
+def _set_admin_password(args: argparse.Namespace, password: str) -> int:
+    if not password:
+        raise ConfigError("the password must not be empty")
+
+    async def work(services: Services) -> int:
+        admin = await services.users.admin()
+        await services.users.set_password(admin, password)
+        sys.stdout.write(f"admin user's name: {admin.username}\n")
+        sys.stdout.write(f"admin user's password: {password}\n")
+        return 0
+
+    return _with_services(args, work)
+
+
+def _admin_token(args: argparse.Namespace) -> int:
+    async def work(services: Services) -> int:
+        sys.stdout.write(services.settings.get("token") + "\n")
+        return 0
+
+    return _with_services(args, work)
+
+
+def _cancel2fa(args: argparse.Namespace) -> int:
+    async def work(services: Services) -> int:
+        admin = await services.users.admin()
+        await services.users.set_otp_secret(admin, "")
+        sys.stdout.write("two-factor authentication of the admin is now off\n")
+        return 0
+
+    return _with_services(args, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

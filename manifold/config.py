@@ -1,0 +1,185 @@
+"""The server's configuration: a JSON file in the data folder, overridden by the environment.
+
+On first start the file is written with defaults and a freshly generated JWT secret,
+so the secret survives restarts. Every key may be overridden by an environment
+variable named ``MANIFOLD_`` + the key in upper case (``MANIFOLD_PORT=8080``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "config.json"
+ENV_PREFIX = "MANIFOLD_"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be read or used; the message is one line for the user."""
+
+
+class Secret:
+    """A string that never shows itself in a repr, a log line or an f-string."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and secrets.compare_digest(self._value, other._value)
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(slots=True)
+class Config:
+    data_dir: Path
+    address: str = "0.0.0.0"  # noqa: S104 - a file server listens on every interface by default
+    port: int = 5244
+    site_url: str = ""
+    database_url: str = ""
+    jwt_secret: Secret = field(default_factory=lambda: Secret(""))
+    token_expires_in: int = 48
+    cors_origins: list[str] = field(default_factory=lambda: ["*"])
+    trusted_proxies: list[str] = field(default_factory=list)
+    log_level: str = "info"
+    max_login_failures: int = 5
+    login_lockout_seconds: int = 300
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'data.db'}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / CONFIG_FILE
+
+
+_FILE_KEYS = (
+    "address",
+    "port",
+    "site_url",
+    "database_url",
+    "jwt_secret",
+    "token_expires_in",
+    "cors_origins",
+    "trusted_proxies",
+    "log_level",
+    "max_login_failures",
+    "login_lockout_seconds",
+)
+_INT_KEYS = {"port", "token_expires_in", "max_login_failures", "login_lockout_seconds"}
+_LIST_KEYS = {"cors_origins", "trusted_proxies"}
+
+
+def load_config(data_dir: Path, env: Mapping[str, str] | None = None) -> Config:
+    """Read (or create) the config file in ``data_dir`` and apply environment overrides."""
+    env = os.environ if env is None else env
+    data_dir = data_dir.resolve()
+    _ensure_data_dir(data_dir)
+    path = data_dir / CONFIG_FILE
+    stored = _read_file(path) if path.exists() else {}
+    if not stored.get("jwt_secret"):
+        stored["jwt_secret"] = secrets.token_urlsafe(32)
+    config = Config(data_dir=data_dir)
+    _apply(config, stored, source=str(path))
+    _write_file(path, config)
+    overrides = {
+        k: env[ENV_PREFIX + k.upper()] for k in _FILE_KEYS if ENV_PREFIX + k.upper() in env
+    }
+    _apply(config, overrides, source="environment")
+    return config
+
+
+def _ensure_data_dir(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"data folder {data_dir} is not writable: {exc.strerror}") from exc
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a JSON object")
+    return loaded
+
+
+def _apply(config: Config, values: Mapping[str, Any], source: str) -> None:
+    for key, raw in values.items():
+        if key not in _FILE_KEYS:
+            continue
+        setattr(config, key, _coerce(key, raw, source))
+
+
+def _coerce(key: str, raw: Any, source: str) -> Any:
+    if key == "jwt_secret":
+        return Secret(str(raw))
+    if key in _INT_KEYS:
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source}: {key} must be a whole number, got {raw!r}") from None
+    if key in _LIST_KEYS:
+        if isinstance(raw, str):
+            return [part.strip() for part in raw.split(",") if part.strip()]
+        if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            return list(raw)
+        raise ConfigError(f"{source}: {key} must be a list of strings")
+    if not isinstance(raw, str):
+        raise ConfigError(f"{source}: {key} must be a string")
+    return raw
+
+
+def _write_file(path: Path, config: Config) -> None:
+    values = {k: getattr(config, k) for k in _FILE_KEYS}
+    values["jwt_secret"] = config.jwt_secret.reveal()
+    text = json.dumps(values, indent=2) + "\n"
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    temp = path.with_suffix(".json.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temp, path)
+
+
+def describe(config: Config) -> dict[str, Any]:
+    """The configuration as it may be shown to a person: secrets masked."""
+    shown = dataclasses.asdict(config)
+    shown["jwt_secret"] = "**********"  # noqa: S105 - the mask, not a secret
+    shown["data_dir"] = str(config.data_dir)
+    if "@" in config.database_url:
+        shown["database_url"] = _mask_url_password(config.database_url)
+    return shown
+
+
+def _mask_url_password(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

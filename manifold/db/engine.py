@@ -1,0 +1,61 @@
+"""Opening the database and bringing its schema up to date with Alembic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from manifold.errors import ServerError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class DatabaseError(ServerError):
+    default_message = "database error"
+
+
+def open_engine(url: str) -> AsyncEngine:
+    """Create the engine for ``url``; SQLite gets WAL mode and a busy timeout."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"invalid database URL: {exc}") from exc
+    options: dict[str, Any] = {"pool_pre_ping": parsed.get_backend_name() != "sqlite"}
+    if parsed.get_backend_name() == "mysql":
+        options["pool_recycle"] = 3600
+    engine = create_async_engine(parsed, **options)
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Apply every migration not yet applied. Forward only."""
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade)
+    except SQLAlchemyError as exc:
+        raise DatabaseError(f"database migration failed: {exc.__class__.__name__}") from exc
+
+
+def _upgrade(connection: Connection) -> None:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")

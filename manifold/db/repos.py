@@ -1,0 +1,195 @@
+"""Repositories: the only code that writes SQL. Each returns plain models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from manifold.db import tables as t
+from manifold.errors import ServerError
+from manifold.models import Meta, SettingItem, SshKey, User
+
+
+class DuplicateError(ServerError):
+    """A unique column already holds the value."""
+
+
+class Repo:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def _rows(self, stmt: Any) -> Sequence[Row[Any]]:
+        async with self.engine.connect() as conn:
+            return (await conn.execute(stmt)).all()
+
+    async def _write(self, stmt: Any, duplicate: str = "") -> Any:
+        try:
+            async with self.engine.begin() as conn:
+                return await conn.execute(stmt)
+        except IntegrityError as exc:
+            raise DuplicateError(duplicate or "duplicate value") from exc
+
+    async def _count(self, table: Any, *where: Any) -> int:
+        async with self.engine.connect() as conn:
+            stmt = select(func.count()).select_from(table).where(*where)
+            return int((await conn.execute(stmt)).scalar_one())
+
+
+def _page(stmt: Any, page: int, per_page: int) -> Any:
+    if per_page < 1:
+        return stmt
+    return stmt.limit(per_page).offset((max(page, 1) - 1) * per_page)
+
+
+class UserRepo(Repo):
+    async def get(self, user_id: int) -> User | None:
+        rows = await self._rows(select(t.users).where(t.users.c.id == user_id))
+        return User(**rows[0]._mapping) if rows else None
+
+    async def by_name(self, username: str) -> User | None:
+        rows = await self._rows(select(t.users).where(t.users.c.username == username))
+        return User(**rows[0]._mapping) if rows else None
+
+    async def by_role(self, role: int) -> User | None:
+        stmt = select(t.users).where(t.users.c.role == role).order_by(t.users.c.id).limit(1)
+        rows = await self._rows(stmt)
+        return User(**rows[0]._mapping) if rows else None
+
+    async def page(self, page: int, per_page: int) -> tuple[list[User], int]:
+        stmt = _page(select(t.users).order_by(t.users.c.id), page, per_page)
+        users = [User(**r._mapping) for r in await self._rows(stmt)]
+        return users, await self._count(t.users)
+
+    async def create(self, user: User) -> User:
+        values = asdict(user)
+        values.pop("id")
+        result = await self._write(insert(t.users).values(**values), _dup_user(user.username))
+        user.id = int(result.inserted_primary_key[0])
+        return user
+
+    async def save(self, user: User) -> None:
+        values = asdict(user)
+        stmt = update(t.users).where(t.users.c.id == user.id).values(**values)
+        await self._write(stmt, _dup_user(user.username))
+
+    async def delete(self, user_id: int) -> None:
+        await self._write(delete(t.users).where(t.users.c.id == user_id))
+
+
+def _dup_user(username: str) -> str:
+    return f"user {username!r} already exists"
+
+
+class SettingRepo(Repo):
+    async def all(self) -> list[SettingItem]:
+        rows = await self._rows(select(t.settings).order_by(t.settings.c.index))
+        return [SettingItem(**r._mapping) for r in rows]
+
+    async def upsert(self, items: Iterable[SettingItem]) -> None:
+        async with self.engine.begin() as conn:
+            existing = set((await conn.execute(select(t.settings.c.key))).scalars())
+            for item in items:
+                values = asdict(item)
+                if item.key in existing:
+                    stmt: Any = update(t.settings).where(t.settings.c.key == item.key)
+                    await conn.execute(stmt.values(**values))
+                else:
+                    await conn.execute(insert(t.settings).values(**values))
+
+    async def delete(self, key: str) -> None:
+        await self._write(delete(t.settings).where(t.settings.c.key == key))
+
+
+class MetaRepo(Repo):
+    async def all(self) -> list[Meta]:
+        return [Meta(**r._mapping) for r in await self._rows(select(t.metas))]
+
+    async def page(self, page: int, per_page: int) -> tuple[list[Meta], int]:
+        stmt = _page(select(t.metas).order_by(t.metas.c.id), page, per_page)
+        metas = [Meta(**r._mapping) for r in await self._rows(stmt)]
+        return metas, await self._count(t.metas)
+
+    async def get(self, meta_id: int) -> Meta | None:
+        rows = await self._rows(select(t.metas).where(t.metas.c.id == meta_id))
+        return Meta(**rows[0]._mapping) if rows else None
+
+    async def create(self, meta: Meta) -> Meta:
+        values = asdict(meta)
+        values.pop("id")
+        result = await self._write(insert(t.metas).values(**values), _dup_meta(meta.path))
+        meta.id = int(result.inserted_primary_key[0])
+        return meta
+
+    async def save(self, meta: Meta) -> None:
+        stmt = update(t.metas).where(t.metas.c.id == meta.id).values(**asdict(meta))
+        await self._write(stmt, _dup_meta(meta.path))
+
+    async def delete(self, meta_id: int) -> None:
+        await self._write(delete(t.metas).where(t.metas.c.id == meta_id))
+
+
+def _dup_meta(path: str) -> str:
+    return f"a meta for path {path!r} already exists"
+
+
+class SshKeyRepo(Repo):
+    async def page(self, user_id: int, page: int, per_page: int) -> tuple[list[SshKey], int]:
+        where = t.ssh_keys.c.user_id == user_id
+        stmt = _page(select(t.ssh_keys).where(where).order_by(t.ssh_keys.c.id), page, per_page)
+        keys = [_ssh_key(r) for r in await self._rows(stmt)]
+        return keys, await self._count(t.ssh_keys, where)
+
+    async def get(self, key_id: int) -> SshKey | None:
+        rows = await self._rows(select(t.ssh_keys).where(t.ssh_keys.c.id == key_id))
+        return _ssh_key(rows[0]) if rows else None
+
+    async def create(self, key: SshKey) -> SshKey:
+        values = asdict(key)
+        values.pop("id")
+        message = "key with the same title already exists"
+        result = await self._write(insert(t.ssh_keys).values(**values), message)
+        key.id = int(result.inserted_primary_key[0])
+        return key
+
+    async def delete(self, key_id: int) -> None:
+        await self._write(delete(t.ssh_keys).where(t.ssh_keys.c.id == key_id))
+
+    async def delete_for_user(self, user_id: int) -> None:
+        await self._write(delete(t.ssh_keys).where(t.ssh_keys.c.user_id == user_id))
+
+    async def touch(self, key_id: int, when: datetime) -> None:
+        stmt = update(t.ssh_keys).where(t.ssh_keys.c.id == key_id).values(last_used_time=when)
+        await self._write(stmt)
+
+
+def _ssh_key(row: Row[Any]) -> SshKey:
+    key = SshKey(**row._mapping)
+    # SQLite and MySQL hand back naive datetimes; every time we store is UTC.
+    key.added_time = _as_utc(key.added_time)
+    key.last_used_time = _as_utc(key.last_used_time)
+    return key
+
+
+def _as_utc(when: datetime) -> datetime:
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+class RevocationRepo(Repo):
+    async def active(self, now: int) -> dict[str, int]:
+        stmt = select(t.revoked_tokens).where(t.revoked_tokens.c.expires_at > now)
+        return {r.jti: r.expires_at for r in await self._rows(stmt)}
+
+    async def add(self, jti: str, expires_at: int) -> None:
+        try:
+            await self._write(insert(t.revoked_tokens).values(jti=jti, expires_at=expires_at))
+        except DuplicateError:
+            return
+
+    async def purge(self, now: int) -> None:
+        await self._write(delete(t.revoked_tokens).where(t.revoked_tokens.c.expires_at <= now))

@@ -1,0 +1,108 @@
+"""The database schema as SQLAlchemy Core tables. Migrations in ``migrations/`` create it."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("username", String(255), nullable=False, unique=True),
+    Column("pwd_hash", String(255), nullable=False, default=""),
+    Column("pwd_ts", BigInteger, nullable=False, default=0),
+    Column("base_path", Text, nullable=False, default="/"),
+    Column("role", Integer, nullable=False, default=0),
+    Column("disabled", Boolean, nullable=False, default=False),
+    Column("permission", Integer, nullable=False, default=0),
+    Column("otp_secret", String(255), nullable=False, default=""),
+    Column("sso_id", String(255), nullable=False, default=""),
+)
+
+settings = Table(
+    "settings",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("value", Text, nullable=False, default=""),
+    Column("help", Text, nullable=False, default=""),
+    Column("type", String(32), nullable=False, default="string"),
+    Column("options", Text, nullable=False, default=""),
+    Column("group", Integer, nullable=False, default=0),
+    Column("flag", Integer, nullable=False, default=0),
+    Column("index", Integer, nullable=False, default=0),
+)
+
+metas = Table(
+    "metas",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("path", String(768), nullable=False, unique=True),
+    Column("password", Text, nullable=False, default=""),
+    Column("p_sub", Boolean, nullable=False, default=False),
+    Column("write", Boolean, nullable=False, default=False),
+    Column("w_sub", Boolean, nullable=False, default=False),
+    Column("hide", Text, nullable=False, default=""),
+    Column("h_sub", Boolean, nullable=False, default=False),
+    Column("readme", Text, nullable=False, default=""),
+    Column("r_sub", Boolean, nullable=False, default=False),
+    Column("header", Text, nullable=False, default=""),
+    Column("header_sub", Boolean, nullable=False, default=False),
+)
+
+ssh_keys = Table(
+    "ssh_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user_id", Integer, nullable=False, index=True),
+    Column("title", String(255), nullable=False),
+    Column("fingerprint", String(255), nullable=False),
+    Column("key_str", Text, nullable=False),
+    Column("added_time", DateTime(timezone=True), nullable=False),
+    Column("last_used_time", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("user_id", "title", name="uq_ssh_keys_user_title"),
+)
+
+storages = Table(
+    "storages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("mount_path", String(768), nullable=False, unique=True),
+    Column("order", Integer, nullable=False, default=0),
+    Column("driver", String(64), nullable=False),
+    Column("cache_expiration", Integer, nullable=False, default=30),
+    Column("status", Text, nullable=False, default=""),
+    Column("addition", Text, nullable=False, default="{}"),
+    Column("remark", Text, nullable=False, default=""),
+    Column("modified", DateTime(timezone=True), nullable=True),
+    Column("disabled", Boolean, nullable=False, default=False),
+    Column("disable_index", Boolean, nullable=False, default=False),
+    Column("enable_sign", Boolean, nullable=False, default=False),
+    Column("order_by", String(64), nullable=False, default=""),
+    Column("order_direction", String(16), nullable=False, default=""),
+    Column("extract_folder", String(16), nullable=False, default=""),
+    Column("web_proxy", Boolean, nullable=False, default=False),
+    Column("webdav_policy", String(32), nullable=False, default="native_proxy"),
+    Column("proxy_range", Boolean, nullable=False, default=False),
+    Column("down_proxy_url", Text, nullable=False, default=""),
+)
+
+# A logged-out token stays refused until it would have expired anyway.
+revoked_tokens = Table(
+    "revoked_tokens",
+    metadata,
+    Column("jti", String(64), primary_key=True),
+    Column("expires_at", BigInteger, nullable=False, index=True),
+)

@@ -1,0 +1,130 @@
+"""The one exception tree of Manifold.
+
+Every error a client can see is an instance of a class below. Each class carries
+the envelope ``code`` and the message text AList v3.45 uses, because clients
+match on both (401 means "log in again", 402 "2FA code needed", 403 "ask for the
+folder password", and messages ending in "object not found" mean a missing path).
+
+    ManifoldError (500)
+    ├── BadRequest (400)
+    │   └── InvalidRequest              request body or query failed validation
+    ├── Unauthorized (401)
+    ├── TwoFactorRequired (402)         "Invalid 2FA code" at login
+    ├── Forbidden (403)
+    │   ├── PermissionDenied            "permission denied"
+    │   ├── RelativePath                "access using relative path is not allowed"
+    │   └── PasswordRequired            meta password missing or wrong
+    ├── NotFound (404)
+    ├── TooManyAttempts (429)
+    └── ServerError (500)
+        ├── ObjectNotFound              "object not found"
+        ├── NotAFolder / NotAFile
+        ├── ObjectExists
+        ├── StorageNotFound
+        ├── NotSupported                the driver lacks the capability
+        └── TemporaryFailure            a back end is unreachable; worth retrying
+
+Protocol front ends (WebDAV, SFTP, FTP, S3) map these classes onto their own
+status codes from this same tree.
+"""
+
+from __future__ import annotations
+
+
+class ManifoldError(Exception):
+    """Base of every error that reaches a client."""
+
+    code: int = 500
+    default_message: str = "internal error"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message if message is not None else self.default_message
+        super().__init__(self.message)
+
+    def with_context(self, context: str) -> ManifoldError:
+        """Return a copy whose message is prefixed, AList style: ``context: inner``."""
+        clone = type(self).__new__(type(self))
+        ManifoldError.__init__(clone, f"{context}: {self.message}")
+        return clone
+
+
+class BadRequest(ManifoldError):
+    code = 400
+    default_message = "bad request"
+
+
+class InvalidRequest(BadRequest):
+    default_message = "request invalid"
+
+
+class Unauthorized(ManifoldError):
+    code = 401
+    default_message = "unauthorized"
+
+
+class TwoFactorRequired(ManifoldError):
+    code = 402
+    default_message = "Invalid 2FA code"
+
+
+class Forbidden(ManifoldError):
+    code = 403
+    default_message = "forbidden"
+
+
+class PermissionDenied(Forbidden):
+    default_message = "permission denied"
+
+
+class RelativePath(Forbidden):
+    default_message = "access using relative path is not allowed"
+
+
+class PasswordRequired(Forbidden):
+    default_message = "password is incorrect or you have no permission"
+
+
+class NotFound(ManifoldError):
+    code = 404
+    default_message = "not found"
+
+
+class TooManyAttempts(ManifoldError):
+    code = 429
+    default_message = (
+        "Too many unsuccessful sign-in attempts have been made using an incorrect "
+        "username or password, Try again later."
+    )
+
+
+class ServerError(ManifoldError):
+    code = 500
+    default_message = "internal error"
+
+
+class ObjectNotFound(ServerError):
+    default_message = "object not found"
+
+
+class NotAFolder(ServerError):
+    default_message = "not a folder"
+
+
+class NotAFile(ServerError):
+    default_message = "not a file"
+
+
+class ObjectExists(ServerError):
+    default_message = "object already exists"
+
+
+class StorageNotFound(ServerError):
+    default_message = "storage not found"
+
+
+class NotSupported(ServerError):
+    default_message = "not support"
+
+
+class TemporaryFailure(ServerError):
+    default_message = "temporary failure, try again later"

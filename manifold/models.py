@@ -1,0 +1,99 @@
+"""Plain data shared by every layer. No behaviour beyond small derived properties."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, IntFlag
+
+
+class Role(IntEnum):
+    GENERAL = 0
+    GUEST = 1
+    ADMIN = 2
+
+
+class Perm(IntFlag):
+    """User permission bits, numbered as AList v3.45 numbers them."""
+
+    SEE_HIDDEN = 1 << 0
+    ACCESS_WITHOUT_PASSWORD = 1 << 1
+    OFFLINE_DOWNLOAD = 1 << 2
+    WRITE = 1 << 3
+    RENAME = 1 << 4
+    MOVE = 1 << 5
+    COPY = 1 << 6
+    REMOVE = 1 << 7
+    WEBDAV_READ = 1 << 8
+    WEBDAV_MANAGE = 1 << 9
+    FTP_READ = 1 << 10
+    FTP_MANAGE = 1 << 11
+    READ_ARCHIVES = 1 << 12
+    DECOMPRESS = 1 << 13
+
+
+ADMIN_DEFAULT_PERMISSION = 0x30FF
+
+
+@dataclass(slots=True)
+class User:
+    id: int
+    username: str
+    pwd_hash: str = field(repr=False)
+    pwd_ts: int
+    base_path: str
+    role: int
+    disabled: bool
+    permission: int
+    otp_secret: str = field(repr=False)
+    sso_id: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Role.ADMIN
+
+    @property
+    def is_guest(self) -> bool:
+        return self.role == Role.GUEST
+
+    def can(self, perm: Perm) -> bool:
+        return bool(self.permission & perm)
+
+
+@dataclass(slots=True)
+class Meta:
+    id: int
+    path: str
+    password: str = field(repr=False)
+    p_sub: bool = False
+    write: bool = False
+    w_sub: bool = False
+    hide: str = ""
+    h_sub: bool = False
+    readme: str = ""
+    r_sub: bool = False
+    header: str = ""
+    header_sub: bool = False
+
+
+@dataclass(slots=True)
+class SettingItem:
+    key: str
+    value: str
+    help: str
+    type: str
+    options: str
+    group: int
+    flag: int
+    index: int = 0
+
+
+@dataclass(slots=True)
+class SshKey:
+    id: int
+    user_id: int
+    title: str
+    fingerprint: str
+    key_str: str
+    added_time: datetime
+    last_used_time: datetime

@@ -1,0 +1,137 @@
+"""Logging in, 2FA, and turning an Authorization header into a user."""
+
+from __future__ import annotations
+
+import base64
+import io
+import secrets
+from dataclasses import dataclass
+
+import pyotp
+import qrcode
+
+from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorRequired, Unauthorized
+from manifold.models import User
+from manifold.services.limiter import LoginLimiter
+from manifold.services.passwords import static_hash, verify_static_async
+from manifold.services.settings import SettingsService
+from manifold.services.tokens import TokenService
+from manifold.services.users import UserService
+
+OTP_ISSUER = "Manifold"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, passed explicitly to every service call."""
+
+    user: User
+    client: str
+    token: str = ""
+
+
+class AuthService:
+    def __init__(
+        self,
+        users: UserService,
+        tokens: TokenService,
+        settings: SettingsService,
+        limiter: LoginLimiter,
+    ) -> None:
+        self._users = users
+        self._tokens = tokens
+        self._settings = settings
+        self._limiter = limiter
+
+    async def login(self, username: str, password: str, otp_code: str, client: str) -> str:
+        return await self.login_hashed(username, static_hash(password), otp_code, client)
+
+    async def login_hashed(self, username: str, hashed: str, otp_code: str, client: str) -> str:
+        if await self._limiter.is_locked(client):
+            raise TooManyAttempts()
+        try:
+            user = await self._check_credentials(username, hashed, otp_code)
+        except (BadRequest, TwoFactorRequired):
+            await self._limiter.record_failure(client)
+            raise
+        await self._limiter.record_success(client)
+        return self._tokens.issue(user.username, user.pwd_ts)
+
+    async def _check_credentials(self, username: str, hashed: str, otp_code: str) -> User:
+        if not username:
+            raise BadRequest("username is empty")
+        user = await self._users.by_name(username)
+        if user is None:
+            raise BadRequest("failed find user: record not found")
+        if not hashed:
+            raise BadRequest("password is empty")
+        if not await verify_static_async(user.pwd_hash, hashed):
+            raise BadRequest("password is incorrect")
+        if user.otp_secret and not _otp_ok(user.otp_secret, otp_code):
+            raise TwoFactorRequired()
+        return user
+
+    async def logout(self, caller: Caller) -> None:
+        if caller.token and not self._is_admin_token(caller.token):
+            await self._tokens.revoke(caller.token)
+
+    async def authenticate(self, header: str, client: str) -> Caller:
+        """The caller for a request's Authorization header value (empty = guest)."""
+        token = header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
+        if token and self._is_admin_token(token):
+            return Caller(await self._users.admin(), client, token)
+        if not token:
+            guest = await self._users.guest()
+            if guest.disabled:
+                raise Unauthorized("Guest user is disabled, login please")
+            return Caller(guest, client)
+        claims = await self._tokens.parse(token)
+        user = await self._users.by_name(claims.username)
+        if user is None:
+            raise Unauthorized("failed find user: record not found")
+        if claims.pwd_ts != user.pwd_ts:
+            raise Unauthorized("Password has been changed, login please")
+        if user.disabled:
+            raise Unauthorized("Current user is disabled, replace please")
+        return Caller(user, client, token)
+
+    def _is_admin_token(self, token: str) -> bool:
+        admin_token = self._settings.get("token")
+        return bool(admin_token) and secrets.compare_digest(token.encode(), admin_token.encode())
+
+    def generate_2fa(self, caller: Caller) -> tuple[str, str]:
+        """A new secret and its QR code as a PNG data URL; nothing is stored yet."""
+        if caller.user.is_guest:
+            raise Forbidden("Guest user can not generate 2FA code")
+        secret = pyotp.random_base32(32)
+        uri = pyotp.TOTP(secret).provisioning_uri(name=caller.user.username, issuer_name=OTP_ISSUER)
+        return secret, _qr_data_url(uri)
+
+    async def verify_2fa(self, caller: Caller, code: str, secret: str) -> None:
+        if caller.user.is_guest:
+            raise Forbidden("Guest user can not generate 2FA code")
+        if not _otp_ok(secret, code):
+            raise BadRequest("Invalid 2FA code")
+        await self._users.set_otp_secret(caller.user, _normalise_secret(secret))
+
+
+def _normalise_secret(secret: str) -> str:
+    secret = secret.strip().upper().replace(" ", "")
+    return secret + "=" * (-len(secret) % 8)
+
+
+def _otp_ok(secret: str, code: str) -> bool:
+    code = code.strip()
+    if not code.isdigit() or len(code) != 6:
+        return False
+    try:
+        return pyotp.TOTP(_normalise_secret(secret)).verify(code, valid_window=1)
+    except (ValueError, TypeError):
+        return False
+
+
+def _qr_data_url(uri: str) -> str:
+    image = qrcode.make(uri, box_size=10, border=2)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()

@@ -1,0 +1,69 @@
+"""Builds every service from the configuration, and starts and stops them together."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from manifold.config import Config
+from manifold.db import repos
+from manifold.db.engine import migrate, open_engine
+from manifold.services.auth import AuthService
+from manifold.services.limiter import MemoryLoginLimiter
+from manifold.services.metas import MetaService
+from manifold.services.settings import SettingsService
+from manifold.services.sshkeys import SshKeyService
+from manifold.services.tokens import DatabaseRevocationStore, TokenService
+from manifold.services.users import UserService
+
+ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name
+
+
+@dataclass(slots=True)
+class Services:
+    config: Config
+    engine: AsyncEngine
+    settings: SettingsService
+    users: UserService
+    auth: AuthService
+    metas: MetaService
+    sshkeys: SshKeyService
+    revocations: DatabaseRevocationStore
+    created_admin_password: str | None = None
+
+    @classmethod
+    def build(cls, config: Config) -> Services:
+        engine = open_engine(config.effective_database_url)
+        settings = SettingsService(repos.SettingRepo(engine))
+        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine))
+        revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
+        tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
+        limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+        return cls(
+            config=config,
+            engine=engine,
+            settings=settings,
+            users=users,
+            auth=AuthService(users, tokens, settings, limiter),
+            metas=MetaService(repos.MetaRepo(engine)),
+            sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
+            revocations=revocations,
+        )
+
+    async def start(self, admin_password: str | None = None) -> None:
+        """Migrate, load caches, create the default users.
+
+        The first admin's password is ``admin_password``, else the environment's
+        ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``).
+        """
+        await migrate(self.engine)
+        await self.settings.start()
+        password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
+        self.created_admin_password = await self.users.ensure_defaults(password)
+        await self.metas.start()
+        await self.revocations.load()
+
+    async def stop(self) -> None:
+        await self.engine.dispose()

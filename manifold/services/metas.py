@@ -1,0 +1,73 @@
+"""Meta records: per-path password, write, hide, readme and header rules.
+
+All metas are held in memory (an installation has few), so the nearest-meta walk
+on every file-tree request costs no database query.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from manifold.db.repos import MetaRepo
+from manifold.errors import BadRequest, ServerError
+from manifold.models import Meta
+from manifold.vfs.paths import clean_path
+
+
+class MetaService:
+    def __init__(self, repo: MetaRepo) -> None:
+        self._repo = repo
+        self._by_path: dict[str, Meta] = {}
+
+    async def start(self) -> None:
+        self._by_path = {m.path: m for m in await self._repo.all()}
+
+    def nearest(self, path: str) -> Meta | None:
+        """The meta of ``path`` or of its closest ancestor; only that one applies."""
+        path = clean_path(path)
+        while True:
+            meta = self._by_path.get(path)
+            if meta is not None or path == "/":
+                return meta
+            path = path.rsplit("/", 1)[0] or "/"
+
+    async def page(self, page: int, per_page: int) -> tuple[list[Meta], int]:
+        return await self._repo.page(page, per_page)
+
+    async def get(self, meta_id: int) -> Meta:
+        meta = await self._repo.get(meta_id)
+        if meta is None:
+            raise ServerError("failed get old meta: record not found")
+        return meta
+
+    async def create(self, meta: Meta) -> Meta:
+        meta = _validated(meta)
+        created = await self._repo.create(meta)
+        self._by_path[created.path] = created
+        return created
+
+    async def update(self, meta: Meta) -> None:
+        old = await self.get(meta.id)
+        meta = _validated(meta)
+        await self._repo.save(meta)
+        self._by_path.pop(old.path, None)
+        self._by_path[meta.path] = meta
+
+    async def delete(self, meta_id: int) -> None:
+        old = await self.get(meta_id)
+        await self._repo.delete(meta_id)
+        self._by_path.pop(old.path, None)
+
+
+def _validated(meta: Meta) -> Meta:
+    for line in meta.hide.splitlines():
+        try:
+            re.compile(line)
+        except re.error as exc:
+            raise BadRequest(f"{line} is illegal: {exc}") from None
+    return replace(meta, path=clean_path(meta.path))
+
+
+def hide_patterns(meta: Meta) -> list[re.Pattern[str]]:
+    return [re.compile(line) for line in meta.hide.split("\n")] if meta.hide else []

@@ -1,0 +1,46 @@
+"""Password hashing.
+
+AList clients send (or let the server compute) a "static hash":
+``sha256_hex(password + "-" + STATIC_SALT)``. Manifold stores an argon2id hash of
+that static form, with the per-user salt argon2 embeds, so both login endpoints
+work and a stolen database does not give away cheap-to-crack hashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+STATIC_SALT = "https://github.com/alist-org/alist"
+
+_hasher = PasswordHasher()
+
+
+def static_hash(password: str) -> str:
+    """The SHA-256 form the AList web UI sends to ``/api/auth/login/hash``."""
+    return hashlib.sha256(f"{password}-{STATIC_SALT}".encode()).hexdigest()
+
+
+def hash_static(static: str) -> str:
+    return _hasher.hash(static)
+
+
+def verify_static(stored: str, static: str) -> bool:
+    if not stored:
+        return False
+    try:
+        return _hasher.verify(stored, static)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+async def hash_static_async(static: str) -> str:
+    # argon2 is deliberately slow; keep it off the event loop.
+    return await asyncio.to_thread(hash_static, static)
+
+
+async def verify_static_async(stored: str, static: str) -> bool:
+    return await asyncio.to_thread(verify_static, stored, static)

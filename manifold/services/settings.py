@@ -1,0 +1,248 @@
+"""Settings: the default table merged with saved values, cached in memory.
+
+Reads never touch the database. A save validates every item first and writes all
+or nothing, then refreshes the cache, so it takes effect at once. The server owns
+an item's type, group, flag, options and help; a client only sets values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import string
+import uuid
+from collections.abc import Iterable
+from dataclasses import replace
+
+import orjson
+
+from manifold import VERSION_STRING
+from manifold.db.repos import SettingRepo
+from manifold.errors import BadRequest, ServerError
+from manifold.models import SettingItem
+from manifold.services.settings_defaults import (
+    DEFAULT_SETTINGS,
+    TOKEN_KEY,
+    VERSION_KEY,
+    Flag,
+    SettingDefault,
+)
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+def new_admin_token() -> str:
+    tail = "".join(secrets.choice(_ALNUM) for _ in range(64))
+    return f"manifold-{uuid.uuid4()}{tail}"
+
+
+class SettingsService:
+    def __init__(self, repo: SettingRepo) -> None:
+        self._repo = repo
+        self._items: dict[str, SettingItem] = {}
+        self._public_body = b""
+        self._privacy: list[re.Pattern[str]] = []
+
+    async def start(self) -> None:
+        stored = {item.key: item for item in await self._repo.all()}
+        merged = merge_defaults(stored, DEFAULT_SETTINGS)
+        if not merged[TOKEN_KEY].value:
+            merged[TOKEN_KEY].value = new_admin_token()
+        await self._repo.upsert(merged.values())
+        self._refresh(merged.values())
+
+    def _refresh(self, items: Iterable[SettingItem]) -> None:
+        self._items = {item.key: item for item in sorted(items, key=lambda i: i.index)}
+        public = {k: i.value for k, i in sorted(self._items.items()) if _is_public(i)}
+        self._public_body = orjson.dumps({"code": 200, "message": "success", "data": public})
+        self._privacy = compile_privacy_regs(self.get("privacy_regs"))
+
+    def get(self, key: str, default: str = "") -> str:
+        item = self._items.get(key)
+        return item.value if item is not None else default
+
+    def get_bool(self, key: str) -> bool:
+        return self.get(key) in ("true", "1")
+
+    def get_int(self, key: str, default: int) -> int:
+        try:
+            return int(self.get(key))
+        except ValueError:
+            return default
+
+    def public_envelope(self) -> bytes:
+        """The whole ``/api/public/settings`` response body, encoded once per change."""
+        return self._public_body
+
+    def all_items(self) -> list[SettingItem]:
+        return list(self._items.values())
+
+    def by_groups(self, groups: Iterable[int]) -> list[SettingItem]:
+        wanted = set(groups)
+        return [item for item in self._items.values() if item.group in wanted]
+
+    def items_for(self, keys: Iterable[str]) -> list[SettingItem]:
+        found = []
+        for key in keys:
+            item = self._items.get(key)
+            if item is None:
+                raise BadRequest("record not found")
+            found.append(item)
+        return found
+
+    async def save(self, changes: Iterable[tuple[str, str]]) -> None:
+        updated = {k: replace(v) for k, v in self._items.items()}
+        for key, value in changes:
+            item = updated.get(key)
+            if item is None:
+                raise BadRequest(f"setting [{key}] does not exist")
+            _validate(item, value)
+            item.value = value
+        await self._repo.upsert(updated.values())
+        self._refresh(updated.values())
+
+    async def delete(self, key: str) -> None:
+        item = self._items.get(key)
+        if item is None:
+            raise ServerError("failed to get settingItem: record not found")
+        if item.flag != Flag.DEPRECATED:
+            raise ServerError(f"setting [{key}] is not deprecated")
+        await self._repo.delete(key)
+        self._refresh(i for k, i in self._items.items() if k != key)
+
+    async def reset_token(self) -> str:
+        token = new_admin_token()
+        await self.save([(TOKEN_KEY, token)])
+        return token
+
+    def mask_private(self, message: str) -> str:
+        """Replace every privacy-rule match with as many stars as it has UTF-8 bytes."""
+        for pattern in self._privacy:
+            message = pattern.sub(lambda m: "*" * len(m.group(0).encode()), message)
+        return message
+
+
+def _is_public(item: SettingItem) -> bool:
+    return item.flag in (Flag.PUBLIC, Flag.READONLY)
+
+
+def merge_defaults(
+    stored: dict[str, SettingItem], defaults: Iterable[SettingDefault]
+) -> dict[str, SettingItem]:
+    """AList's start-up merge: the code owns every field but a value the admin changed."""
+    merged: dict[str, SettingItem] = {}
+    position = 0
+    for position, default in enumerate(defaults):
+        value = default.value
+        old = stored.get(default.key)
+        previous = default.pre_default if default.pre_default is not None else default.value
+        if old is not None and default.key != VERSION_KEY and old.value != previous:
+            value = old.value
+        if default.key == VERSION_KEY:
+            value = VERSION_STRING
+        merged[default.key] = SettingItem(
+            default.key, value, default.help, default.type, default.options,
+            default.group, default.flag, position,
+        )  # fmt: skip
+    for key, old in stored.items():
+        if key not in merged:
+            position += 1
+            old.flag = Flag.DEPRECATED
+            old.index = position
+            merged[key] = old
+    return merged
+
+
+def _validate(item: SettingItem, value: str) -> None:
+    if value == item.value:
+        return
+    if item.flag == Flag.READONLY:
+        raise BadRequest(f"setting [{item.key}] is read-only")
+    if item.type == "number" and not re.fullmatch(r"-?\d+", value):
+        raise BadRequest(f"setting [{item.key}] must be a whole number")
+    if item.type == "bool" and value not in ("true", "false"):
+        raise BadRequest(f"setting [{item.key}] must be true or false")
+    if item.type == "select" and value and value not in item.options.split(","):
+        raise BadRequest(f"setting [{item.key}] must be one of {item.options}")
+    if item.key == TOKEN_KEY and len(value) < 16:
+        raise BadRequest("setting [token] must be at least 16 characters")
+    _HOOKS.get(item.key, _no_hook)(value)
+
+
+def _no_hook(_value: str) -> None:
+    return None
+
+
+def _check_char_mapping(value: str) -> None:
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        raise BadRequest("setting [filename_char_mapping] must be a JSON object") from None
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+        raise BadRequest("setting [filename_char_mapping] must map strings to strings")
+
+
+def _check_privacy_regs(value: str) -> None:
+    try:
+        compile_privacy_regs(value)
+    except re.error as exc:
+        raise BadRequest(f"setting [privacy_regs]: {exc}") from None
+
+
+_HOOKS = {
+    "filename_char_mapping": _check_char_mapping,
+    "privacy_regs": _check_privacy_regs,
+}
+
+# Go's regexp syntax in the shipped defaults that Python's re reads differently.
+_POSIX_CLASSES = {
+    "[:xdigit:]": "0-9A-Fa-f",
+    "[:digit:]": "0-9",
+    "[:alpha:]": "A-Za-z",
+    "[:alnum:]": "0-9A-Za-z",
+    "[:space:]": r"\s",
+    "[:upper:]": "A-Z",
+    "[:lower:]": "a-z",
+}
+
+
+def translate_go_regex(pattern: str) -> str:
+    """Translate the Go-only parts of a pattern: POSIX classes and the ungreedy flag."""
+    for posix, python in _POSIX_CLASSES.items():
+        pattern = pattern.replace(posix, python)
+    if pattern.startswith("(?U)"):
+        pattern = _swap_greed(pattern[4:])
+    return pattern
+
+
+def _swap_greed(pattern: str) -> str:
+    out: list[str] = []
+    index = 0
+    in_class = False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        out.append(char)
+        index += 1
+        if not in_class and char in "*+?}" and not _is_group_marker(pattern, index - 1):
+            if index < len(pattern) and pattern[index] == "?":
+                index += 1  # lazy under (?U) means greedy
+            else:
+                out.append("?")
+    return "".join(out)
+
+
+def _is_group_marker(pattern: str, position: int) -> bool:
+    return pattern[position] == "?" and position > 0 and pattern[position - 1] == "("
+
+
+def compile_privacy_regs(text: str) -> list[re.Pattern[str]]:
+    return [re.compile(translate_go_regex(line)) for line in text.splitlines() if line]

@@ -1,0 +1,103 @@
+"""Login tokens: HS256 JWTs that survive a restart and can be revoked.
+
+A token carries the user's name and password timestamp (``pwd_ts``), so a
+password change refuses every older token. Logout revokes one token by its
+``jti``; the revocation is kept in the database until the token would have
+expired anyway. ``RevocationStore`` is the interface: this process keeps the
+revoked ids in memory, loaded at start; several instances need a shared one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import jwt
+
+from manifold.config import Secret
+from manifold.db.repos import RevocationRepo
+from manifold.errors import Unauthorized
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    username: str
+    pwd_ts: int
+    jti: str
+    exp: int
+
+
+class RevocationStore(Protocol):
+    async def is_revoked(self, jti: str) -> bool: ...
+
+    async def revoke(self, jti: str, expires_at: int) -> None: ...
+
+
+class DatabaseRevocationStore:
+    def __init__(self, repo: RevocationRepo) -> None:
+        self._repo = repo
+        self._revoked: dict[str, int] = {}
+
+    async def load(self) -> None:
+        now = int(time.time())
+        await self._repo.purge(now)
+        self._revoked = await self._repo.active(now)
+
+    async def is_revoked(self, jti: str) -> bool:
+        return jti in self._revoked
+
+    async def revoke(self, jti: str, expires_at: int) -> None:
+        self._revoked[jti] = expires_at
+        await self._repo.add(jti, expires_at)
+
+
+class TokenService:
+    def __init__(self, secret: Secret, lifetime_hours: int, store: RevocationStore) -> None:
+        self._secret = secret
+        self._lifetime = lifetime_hours * 3600
+        self._store = store
+
+    def issue(self, username: str, pwd_ts: int) -> str:
+        now = int(time.time())
+        claims = {
+            "username": username,
+            "pwd_ts": pwd_ts,
+            "exp": now + self._lifetime,
+            "nbf": now,
+            "iat": now,
+            "jti": secrets.token_hex(16),
+        }
+        return jwt.encode(claims, self._secret.reveal(), algorithm="HS256")
+
+    async def parse(self, token: str) -> Claims:
+        claims = self._decode(token)
+        if await self._store.is_revoked(claims.jti):
+            raise Unauthorized("token is invalidated")
+        return claims
+
+    async def revoke(self, token: str) -> None:
+        try:
+            claims = self._decode(token)
+        except Unauthorized:
+            return
+        await self._store.revoke(claims.jti, claims.exp)
+
+    def _decode(self, token: str) -> Claims:
+        try:
+            raw = jwt.decode(
+                token,
+                self._secret.reveal(),
+                algorithms=["HS256"],
+                options={"require": ["exp", "nbf", "iat", "jti", "username", "pwd_ts"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("token is expired") from None
+        except jwt.ImmatureSignatureError:
+            raise Unauthorized("token not active yet") from None
+        except jwt.PyJWTError:
+            raise Unauthorized("token is invalidated") from None
+        if not isinstance(raw["username"], str) or not isinstance(raw["pwd_ts"], int):
+            raise Unauthorized("token is invalidated")
+        return Claims(str(raw["username"]), int(raw["pwd_ts"]), str(raw["jti"]), int(raw["exp"]))

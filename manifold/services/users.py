@@ -1,0 +1,178 @@
+"""Users: the default admin and guest, AList's rules for changing them, and a cache.
+
+The cache is keyed by name and id and is dropped for a user on every change made
+through this service. Changes made behind its back (the command line editing the
+database of a running server) are announced with ``forget``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from dataclasses import dataclass, replace
+
+from manifold.db.repos import SshKeyRepo, UserRepo
+from manifold.errors import BadRequest, ServerError
+from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
+from manifold.services.passwords import hash_static_async, static_hash
+from manifold.vfs.paths import clean_path
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_password(length: int = 12) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+@dataclass(slots=True)
+class UserInput:
+    """The fields of a user a client may set."""
+
+    username: str
+    password: str = ""
+    base_path: str = "/"
+    role: int = Role.GENERAL
+    disabled: bool = False
+    permission: int = 0
+    sso_id: str = ""
+
+
+class UserService:
+    def __init__(self, repo: UserRepo, keys: SshKeyRepo) -> None:
+        self._repo = repo
+        self._keys = keys
+        self._by_name: dict[str, User] = {}
+
+    async def ensure_defaults(self, admin_password: str | None) -> str | None:
+        """Create admin and guest if missing; return the admin password when one was made."""
+        created: str | None = None
+        if await self._repo.by_role(Role.ADMIN) is None:
+            created = admin_password or random_password()
+            admin = _new_user("admin", Role.ADMIN, ADMIN_DEFAULT_PERMISSION, "/")
+            await self._set_password(admin, created)
+            await self._repo.create(admin)
+        if await self._repo.by_role(Role.GUEST) is None:
+            guest = _new_user("guest", Role.GUEST, 0, "/")
+            guest.disabled = True
+            await self._set_password(guest, "guest")
+            await self._repo.create(guest)
+        return created
+
+    async def by_name(self, username: str) -> User | None:
+        cached = self._by_name.get(username)
+        if cached is not None:
+            return cached
+        user = await self._repo.by_name(username)
+        if user is not None:
+            self._by_name[username] = user
+        return user
+
+    async def get(self, user_id: int) -> User:
+        user = await self._repo.get(user_id)
+        if user is None:
+            raise ServerError("failed get old user: record not found")
+        return user
+
+    async def admin(self) -> User:
+        user = await self._repo.by_role(Role.ADMIN)
+        if user is None:
+            raise ServerError("no admin user")
+        return user
+
+    async def guest(self) -> User:
+        user = await self._repo.by_role(Role.GUEST)
+        if user is None:
+            raise ServerError("no guest user")
+        return user
+
+    async def page(self, page: int, per_page: int) -> tuple[list[User], int]:
+        return await self._repo.page(page, per_page)
+
+    async def create(self, data: UserInput) -> User:
+        if data.role in (Role.ADMIN, Role.GUEST):
+            raise BadRequest("admin or guest user can not be created")
+        _check_username(data.username)
+        user = _new_user(data.username, data.role, data.permission, clean_path(data.base_path))
+        user.disabled = data.disabled
+        user.sso_id = data.sso_id
+        await self._set_password(user, data.password)
+        return await self._repo.create(user)
+
+    async def update(self, user_id: int, data: UserInput) -> User:
+        old = await self.get(user_id)
+        if data.role != old.role:
+            raise BadRequest("role can not be changed")
+        if old.is_admin and data.disabled:
+            raise BadRequest("admin user can not be disabled")
+        _check_username(data.username)
+        new = replace(
+            old,
+            username=data.username,
+            base_path=clean_path(data.base_path),
+            disabled=data.disabled,
+            permission=data.permission,
+            sso_id=data.sso_id,
+        )
+        if data.password:
+            await self._set_password(new, data.password)
+        await self._save(old, new)
+        return new
+
+    async def update_profile(self, user: User, username: str, password: str, sso_id: str) -> None:
+        _check_username(username)
+        new = replace(user, username=username, sso_id=sso_id)
+        if password:
+            await self._set_password(new, password)
+        await self._save(user, new)
+
+    async def set_password(self, user: User, password: str) -> None:
+        new = replace(user)
+        await self._set_password(new, password)
+        await self._save(user, new)
+
+    async def set_otp_secret(self, user: User, secret: str) -> None:
+        await self._save(user, replace(user, otp_secret=secret))
+
+    async def delete(self, user_id: int) -> None:
+        user = await self.get(user_id)
+        if user.role in (Role.ADMIN, Role.GUEST):
+            raise ServerError("cannot delete admin or guest")
+        await self._keys.delete_for_user(user.id)
+        await self._repo.delete(user.id)
+        self.forget(user.username)
+
+    def forget(self, username: str) -> None:
+        self._by_name.pop(username, None)
+
+    async def _save(self, old: User, new: User) -> None:
+        await self._repo.save(new)
+        self.forget(old.username)
+        self.forget(new.username)
+
+    async def _set_password(self, user: User, password: str) -> None:
+        user.pwd_hash = await hash_static_async(static_hash(password))
+        # Strictly increasing, so two changes in one second still refuse older tokens.
+        user.pwd_ts = max(int(time.time()), user.pwd_ts + 1)
+
+
+def _new_user(username: str, role: int, permission: int, base_path: str) -> User:
+    return User(
+        id=0,
+        username=username,
+        pwd_hash="",
+        pwd_ts=0,
+        base_path=base_path,
+        role=role,
+        disabled=False,
+        permission=permission,
+        otp_secret="",
+        sso_id="",
+    )
+
+
+def _check_username(username: str) -> None:
+    if not username.strip():
+        raise BadRequest("username is empty")
+    if len(username) > 255:
+        raise BadRequest("username is too long")

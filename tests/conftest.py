@@ -1,0 +1,90 @@
+"""Shared fixtures: a real app on a real database, driven through ASGI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from manifold.app import create_app
+from manifold.config import load_config
+from manifold.services.hub import Services
+
+ADMIN_PASSWORD = "admin-secret-pw"
+
+
+class Api:
+    """A client that speaks the envelope: every call returns the decoded body."""
+
+    def __init__(self, client: httpx.AsyncClient, services: Services) -> None:
+        self.client = client
+        self.services = services
+        self.token = ""
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        sent = dict(headers or {})
+        auth = self.token if token is None else token
+        if auth:
+            sent["Authorization"] = auth
+        response = await self.client.request(method, path, json=json, params=params, headers=sent)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        assert set(body) == {"code", "message", "data"}, body
+        return body
+
+    async def get(self, path: str, **kw: Any) -> dict[str, Any]:
+        return await self.call("GET", path, **kw)
+
+    async def post(self, path: str, json: Any = None, **kw: Any) -> dict[str, Any]:
+        return await self.call("POST", path, json=json, **kw)
+
+    async def login(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> str:
+        body = await self.post("/api/auth/login", {"username": username, "password": password})
+        assert body["code"] == 200, body
+        token: str = body["data"]["token"]
+        return token
+
+    async def as_admin(self) -> Api:
+        self.token = await self.login()
+        return self
+
+    async def make_user(self, username: str, password: str, **fields: Any) -> int:
+        admin = await self.login()
+        user = {"username": username, "password": password, **fields}
+        body = await self.post("/api/admin/user/create", user, token=admin)
+        assert body["code"] == 200, body
+        listing = await self.get("/api/admin/user/list", token=admin)
+        return int(next(u["id"] for u in listing["data"]["content"] if u["username"] == username))
+
+
+async def start_services(data_dir: Path, database_url: str = "") -> Services:
+    env = {"MANIFOLD_DATABASE_URL": database_url} if database_url else {}
+    services = Services.build(load_config(data_dir, env=env))
+    await services.start(admin_password=ADMIN_PASSWORD)
+    return services
+
+
+@pytest.fixture
+async def services(tmp_path: Path) -> AsyncIterator[Services]:
+    started = await start_services(tmp_path / "data")
+    yield started
+    await started.stop()
+
+
+@pytest.fixture
+async def api(services: Services) -> AsyncIterator[Api]:
+    app = create_app(services.config, services)
+    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
+        yield Api(client, services)

@@ -1,0 +1,308 @@
+from __future__ import annotations
+
+import json
+
+from manifold.services.settings_defaults import (
+    DEFAULT_SETTINGS,
+    TOKEN_KEY,
+    VERSION_KEY,
+    Flag,
+    Group,
+    SettingDefault,
+    public_keys,
+)
+
+# Written out by hand from the reference so a reordering in the module shows up.
+EXPECTED_ORDER = (
+    "version",
+    "site_title",
+    "announcement",
+    "pagination_type",
+    "default_page_size",
+    "allow_indexed",
+    "allow_mounted",
+    "robots_txt",
+    "logo",
+    "favicon",
+    "main_color",
+    "home_icon",
+    "home_container",
+    "settings_layout",
+    "text_types",
+    "audio_types",
+    "video_types",
+    "image_types",
+    "proxy_types",
+    "proxy_ignore_headers",
+    "external_previews",
+    "iframe_previews",
+    "audio_cover",
+    "audio_autoplay",
+    "video_autoplay",
+    "preview_archives_by_default",
+    "readme_autorender",
+    "filter_readme_scripts",
+    "hide_files",
+    "package_download",
+    "customize_head",
+    "customize_body",
+    "link_expiration",
+    "sign_all",
+    "privacy_regs",
+    "ocr_api",
+    "filename_char_mapping",
+    "forward_direct_link_params",
+    "ignore_direct_link_params",
+    "webauthn_login_enabled",
+    "token",
+    "search_index",
+    "auto_update_index",
+    "ignore_paths",
+    "max_index_depth",
+    "index_progress",
+    "sso_login_enabled",
+    "sso_login_platform",
+    "sso_client_id",
+    "sso_client_secret",
+    "sso_oidc_username_key",
+    "sso_organization_name",
+    "sso_application_name",
+    "sso_endpoint_name",
+    "sso_jwt_public_key",
+    "sso_extra_scopes",
+    "sso_auto_register",
+    "sso_default_dir",
+    "sso_default_permission",
+    "sso_compatibility_mode",
+    "ldap_login_enabled",
+    "ldap_server",
+    "ldap_manager_dn",
+    "ldap_manager_password",
+    "ldap_user_search_base",
+    "ldap_user_search_filter",
+    "ldap_default_dir",
+    "ldap_default_permission",
+    "ldap_login_tips",
+    "s3_access_key_id",
+    "s3_secret_access_key",
+    "s3_buckets",
+    "ftp_public_host",
+    "ftp_pasv_port_map",
+    "ftp_proxy_user_agent",
+    "ftp_mandatory_tls",
+    "ftp_implicit_tls",
+    "ftp_tls_private_key_path",
+    "ftp_tls_public_cert_path",
+    "offline_download_task_threads_num",
+    "offline_download_transfer_task_threads_num",
+    "upload_task_threads_num",
+    "copy_task_threads_num",
+    "decompress_download_task_threads_num",
+    "decompress_upload_task_threads_num",
+    "max_client_download_speed",
+    "max_client_upload_speed",
+    "max_server_download_speed",
+    "max_server_upload_speed",
+    "aria2_uri",
+    "aria2_secret",
+    "qbittorrent_url",
+    "qbittorrent_seedtime",
+    "transmission_uri",
+    "transmission_seedtime",
+)
+
+EXPECTED_PUBLIC = frozenset(
+    (
+        "version",
+        "site_title",
+        "announcement",
+        "pagination_type",
+        "default_page_size",
+        "allow_indexed",
+        "allow_mounted",
+        "robots_txt",
+        "logo",
+        "favicon",
+        "main_color",
+        "home_icon",
+        "home_container",
+        "settings_layout",
+        "external_previews",
+        "iframe_previews",
+        "audio_cover",
+        "audio_autoplay",
+        "video_autoplay",
+        "preview_archives_by_default",
+        "readme_autorender",
+        "filter_readme_scripts",
+        "hide_files",
+        "package_download",
+        "ocr_api",
+        "filename_char_mapping",
+        "forward_direct_link_params",
+        "ignore_direct_link_params",
+        "webauthn_login_enabled",
+        "search_index",
+        "auto_update_index",
+        "sso_login_enabled",
+        "sso_login_platform",
+        "sso_compatibility_mode",
+        "ldap_login_enabled",
+        "ldap_login_tips",
+    )
+)
+
+EXPECTED_IFRAME_PREVIEWS = (
+    "{\n"
+    '\t"doc,docx,xls,xlsx,ppt,pptx": {\n'
+    '\t\t"Microsoft":"https://view.officeapps.live.com/op/view.aspx?src=$e_url",\n'
+    '\t\t"Google":"https://docs.google.com/gview?url=$e_url&embedded=true"\n'
+    "\t},\n"
+    '\t"pdf": {\n'
+    '\t\t"PDF.js":"https://alist-org.github.io/pdf.js/web/viewer.html?file=$e_url"\n'
+    "\t},\n"
+    '\t"epub": {\n'
+    '\t\t"EPUB.js":"https://alist-org.github.io/static/epub.js/viewer.html?url=$e_url"\n'
+    "\t}\n"
+    "}"
+)
+
+
+def _item(key: str) -> SettingDefault:
+    matches = [item for item in DEFAULT_SETTINGS if item.key == key]
+    assert len(matches) == 1, key
+    return matches[0]
+
+
+def test_table_has_95_items() -> None:
+    assert len(DEFAULT_SETTINGS) == 95
+
+
+def test_keys_are_unique() -> None:
+    keys = [item.key for item in DEFAULT_SETTINGS]
+    assert len(set(keys)) == len(keys)
+
+
+def test_keys_follow_reference_order() -> None:
+    assert tuple(item.key for item in DEFAULT_SETTINGS) == EXPECTED_ORDER
+
+
+def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
+    tail = [item.key for item in DEFAULT_SETTINGS[89:]]
+    assert tail == [
+        "aria2_uri",
+        "aria2_secret",
+        "qbittorrent_url",
+        "qbittorrent_seedtime",
+        "transmission_uri",
+        "transmission_seedtime",
+    ]
+    assert all(item.group == Group.OFFLINE_DOWNLOAD for item in DEFAULT_SETTINGS[89:])
+
+
+def test_public_keys_match_reference_set() -> None:
+    assert len(EXPECTED_PUBLIC) == 36
+    assert public_keys() == EXPECTED_PUBLIC
+
+
+def test_no_default_is_deprecated() -> None:
+    assert all(item.flag != Flag.DEPRECATED for item in DEFAULT_SETTINGS)
+
+
+def test_types_are_known() -> None:
+    allowed = {"string", "text", "number", "bool", "select"}
+    assert {item.type for item in DEFAULT_SETTINGS} <= allowed
+
+
+def test_select_defaults_are_among_options() -> None:
+    selects = [item for item in DEFAULT_SETTINGS if item.type == "select"]
+    assert len(selects) == 5
+    for item in selects:
+        assert item.options, item.key
+        if item.value:
+            assert item.value in item.options.split(","), item.key
+
+
+def test_only_select_items_carry_options() -> None:
+    assert all(not item.options for item in DEFAULT_SETTINGS if item.type != "select")
+
+
+def test_bool_defaults_are_literal_true_or_false() -> None:
+    for item in DEFAULT_SETTINGS:
+        if item.type == "bool":
+            assert item.value in {"true", "false"}, item.key
+
+
+def test_number_defaults_are_integers() -> None:
+    for item in DEFAULT_SETTINGS:
+        if item.type == "number":
+            int(item.value)
+
+
+def test_iframe_previews_text_is_exact() -> None:
+    value = _item("iframe_previews").value
+    assert value == EXPECTED_IFRAME_PREVIEWS
+    assert len(value.split("\n")) == 12
+    assert set(json.loads(value)) == {"doc,docx,xls,xlsx,ppt,pptx", "pdf", "epub"}
+
+
+def test_privacy_regs_has_three_go_patterns() -> None:
+    lines = _item("privacy_regs").value.split("\n")
+    assert len(lines) == 3
+    assert lines[0].startswith(r"(?:(?:\d|[1-9]\d")
+    assert lines[1].startswith("([[:xdigit:]]{1,4}(?::[[:xdigit:]]{1,4}){7}|::|")
+    assert lines[1].endswith("|(?:[[:xdigit:]]{1,4}:){1,6}:)")
+    assert lines[2] == "(?U)access_token=(.*)&"
+
+
+def test_token_item() -> None:
+    item = _item(TOKEN_KEY)
+    assert (item.group, item.flag, item.value) == (Group.SINGLE, Flag.PRIVATE, "")
+
+
+def test_version_item() -> None:
+    item = _item(VERSION_KEY)
+    assert (item.group, item.flag, item.value) == (Group.SITE, Flag.READONLY, "")
+
+
+def test_search_index_item() -> None:
+    item = _item("search_index")
+    assert item.group == Group.INDEX
+    assert item.value == "none"
+    assert item.options == "database,database_non_full_text,bleve,meilisearch,none"
+
+
+def test_customize_head_resets_old_polyfill_default() -> None:
+    item = _item("customize_head")
+    assert item.value == ""
+    assert item.pre_default is not None
+    assert "polyfill.min.js" in item.pre_default
+    others = [i.key for i in DEFAULT_SETTINGS if i.pre_default is not None]
+    assert others == ["customize_head"]
+
+
+def test_selected_literal_defaults() -> None:
+    assert _item("site_title").value == "Manifold"
+    assert _item("announcement").value == "### repo\nhttps://github.com/alist-org/alist"
+    assert _item("robots_txt").value == "User-agent: *\nAllow: /"
+    assert _item("hide_files").value == "/\\/README.md/i"
+    assert json.loads(_item("filename_char_mapping").value) == {"/": "|"}
+    assert _item("favicon").value == _item("logo").value
+    assert _item("home_icon").value == "\N{HOUSE BUILDING}"
+
+
+def test_help_texts() -> None:
+    assert _item("ignore_paths").help == "one path per line"
+    assert _item("max_index_depth").help == "max depth of index"
+    assert _item("link_expiration").help
+
+
+def test_task_thread_defaults_are_five() -> None:
+    threads = [item for item in DEFAULT_SETTINGS if item.key.endswith("_task_threads_num")]
+    assert len(threads) == 6
+    assert all(item.value == "5" and item.group == Group.TRAFFIC for item in threads)
+
+
+def test_index_progress_is_hidden_single_item() -> None:
+    item = _item("index_progress")
+    assert (item.group, item.flag, item.value) == (Group.SINGLE, Flag.PRIVATE, "{}")
