@@ -97,3 +97,51 @@ class SshKey:
     key_str: str
     added_time: datetime
     last_used_time: datetime
+
+
+@dataclass(slots=True)
+class Obj:
+    """One file or folder as a driver reports it. ``path`` is driver-internal."""
+
+    name: str
+    size: int
+    is_dir: bool
+    modified: datetime
+    created: datetime | None = None
+    path: str = ""
+    id: str = ""
+    thumb: str = ""
+    hash_info: dict[str, str] | None = None
+
+
+@dataclass(slots=True)
+class Link:
+    """How to fetch a file's bytes: a local file, a URL, or a stream opener."""
+
+    file_path: str = ""
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    expires_in: float | None = None
+
+
+@dataclass(slots=True)
+class Storage:
+    id: int
+    mount_path: str
+    driver: str
+    order: int = 0
+    cache_expiration: int = 30
+    status: str = ""
+    addition: str = "{}"
+    remark: str = ""
+    modified: datetime | None = None
+    disabled: bool = False
+    disable_index: bool = False
+    enable_sign: bool = False
+    order_by: str = ""
+    order_direction: str = ""
+    extract_folder: str = ""
+    web_proxy: bool = False
+    webdav_policy: str = "native_proxy"
+    proxy_range: bool = False
+    down_proxy_url: str = ""
