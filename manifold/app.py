@@ -105,6 +105,8 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         allow_credentials="*" not in config.cors_origins,
     )
     app.add_middleware(CatchAll)
+    fast = {"/api/public/settings": services.settings.public_envelope}
+    app.add_middleware(FastPaths, bodies=fast)
     return app
 
 
@@ -144,6 +146,31 @@ def describe_validation(exc: RequestValidationError) -> str:
         field = ".".join(location) or "body"
         parts.append(f"{field}: {problem.get('msg', 'invalid')}")
     return "; ".join(parts) or "request invalid"
+
+
+class FastPaths:
+    """Answers a few hot, public, pre-encoded JSON endpoints before routing.
+
+    The body is produced by a callable so that a change (a settings save) shows at
+    once. A request with an ``Origin`` header takes the normal route, so CORS applies.
+    """
+
+    def __init__(self, app: ASGIApp, bodies: dict[str, Callable[[], bytes]]) -> None:
+        self.app = app
+        self.bodies = bodies
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body_of = self.bodies.get(scope["path"]) if scope["type"] == "http" else None
+        if body_of is None or any(name == b"origin" for name, _ in scope["headers"]):
+            await self.app(scope, receive, send)
+            return
+        body = body_of()
+        headers = [
+            (b"content-type", envelope.JSON.encode()),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 class CatchAll:

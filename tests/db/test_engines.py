@@ -1,0 +1,86 @@
+"""The schema and the services on every supported engine, from an empty database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from sqlalchemy import inspect, text
+
+from manifold.app import create_app
+from manifold.db.engine import migrate, open_engine
+from manifold.services.hub import Services
+from tests.conftest import Api, start_services
+
+TABLES = {"users", "settings", "metas", "ssh_keys", "storages", "revoked_tokens"}
+
+
+async def test_migrations_create_every_table_and_are_idempotent(database_url: str) -> None:
+    engine = open_engine(database_url)
+    try:
+        await migrate(engine)
+        await migrate(engine)
+        async with engine.connect() as conn:
+            names = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+            version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+        assert names >= TABLES
+        assert [row[0] for row in version] == ["0001"]
+    finally:
+        await engine.dispose()
+
+
+async def _api(services: Services) -> tuple[Api, httpx.AsyncClient]:
+    app = create_app(services.config, services)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://db.test")
+    return Api(client, services), client
+
+
+async def test_whole_foundation_survives_a_restart(database_url: str, tmp_path: Path) -> None:
+    services = await start_services(tmp_path / "data", database_url)
+    api, client = await _api(services)
+    try:
+        admin = await api.as_admin()
+        await admin.make_user("ünïcode-user", "pw-1", base_path="/team")
+        meta = {"path": "/team/docs", "password": "p", "hide": "^secret", "readme": "# hi"}
+        assert (await admin.post("/api/admin/meta/create", meta))["code"] == 200
+        saved = await admin.post("/api/admin/setting/save", [{"key": "site_title", "value": "Ω"}])
+        assert saved["code"] == 200
+        user_token = await api.login("ünïcode-user", "pw-1")
+        logged_out = await api.login("ünïcode-user", "pw-1")
+        assert (await api.get("/api/auth/logout", token=logged_out))["code"] == 200
+    finally:
+        await client.aclose()
+        await services.stop()
+
+    services = await start_services(tmp_path / "data", database_url)
+    api, client = await _api(services)
+    try:
+        me = await api.get("/api/me", token=user_token)
+        assert me["data"]["username"] == "ünïcode-user"
+        assert me["data"]["base_path"] == "/team"
+        assert (await api.get("/api/me", token=logged_out))["code"] == 401
+        public = await api.get("/api/public/settings")
+        assert public["data"]["site_title"] == "Ω"
+        assert services.metas.nearest("/team/docs/a").readme == "# hi"  # type: ignore[union-attr]
+        users = await api.get("/api/admin/user/list", token=await api.login())
+        assert users["data"]["total"] == 3
+    finally:
+        await client.aclose()
+        await services.stop()
+
+
+async def test_unique_constraints_answer_the_envelope(database_url: str, tmp_path: Path) -> None:
+    services = await start_services(tmp_path / "data", database_url)
+    api, client = await _api(services)
+    try:
+        admin = await api.as_admin()
+        await admin.make_user("dup", "pw")
+        again = await admin.post("/api/admin/user/create", {"username": "dup", "password": "x"})
+        assert again["code"] == 500
+        assert "dup" in again["message"]
+        assert (await admin.post("/api/admin/meta/create", {"path": "/m"}))["code"] == 200
+        twice = await admin.post("/api/admin/meta/create", {"path": "/m/"})
+        assert twice["code"] == 500
+    finally:
+        await client.aclose()
+        await services.stop()
