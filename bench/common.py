@@ -120,7 +120,7 @@ def wrk(
         argv += ["-H", header]
     if script:
         argv += ["-s", script]
-    out = subprocess.run(argv + [url], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
     match = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if match is None:
         raise RuntimeError(f"wrk printed no rate:\n{out}")
