@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -138,12 +139,15 @@ def _apply(config: Config, values: Mapping[str, Any], source: str) -> None:
 
 def _coerce(key: str, raw: Any, source: str) -> Any:
     if key == "jwt_secret":
-        return Secret(str(raw))
+        if not isinstance(raw, str) or len(raw) < 16:
+            raise ConfigError(f"{source}: jwt_secret must be a string of at least 16 characters")
+        return Secret(raw)
     if key in _INT_KEYS:
-        try:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
             return int(raw)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{source}: {key} must be a whole number, got {raw!r}") from None
+        raise ConfigError(f"{source}: {key} must be a whole number, got {raw!r}")
     if key in _LIST_KEYS:
         if isinstance(raw, str):
             return [part.strip() for part in raw.split(",") if part.strip()]

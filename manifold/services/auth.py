@@ -49,11 +49,9 @@ class AuthService:
     async def login_hashed(self, username: str, hashed: str, otp_code: str, client: str) -> str:
         if await self._limiter.is_locked(client):
             raise TooManyAttempts()
-        try:
-            user = await self._check_credentials(username, hashed, otp_code)
-        except (BadRequest, TwoFactorRequired):
-            await self._limiter.record_failure(client)
-            raise
+        # Count the attempt before the slow check, so parallel guesses cannot slip past.
+        await self._limiter.record_failure(client)
+        user = await self._check_credentials(username, hashed, otp_code)
         await self._limiter.record_success(client)
         return self._tokens.issue(user.username, user.pwd_ts)
 

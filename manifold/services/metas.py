@@ -61,13 +61,9 @@ class MetaService:
 
 
 def _validated(meta: Meta) -> Meta:
-    for line in meta.hide.splitlines():
+    for line in meta.hide.split("\n"):
         try:
             re.compile(line)
         except re.error as exc:
             raise BadRequest(f"{line} is illegal: {exc}") from None
     return replace(meta, path=clean_path(meta.path))
-
-
-def hide_patterns(meta: Meta) -> list[re.Pattern[str]]:
-    return [re.compile(line) for line in meta.hide.split("\n")] if meta.hide else []

@@ -7,7 +7,7 @@ from starlette.responses import Response
 from manifold.api.deps import AdminDep, ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.schemas import RequestBody, sshkey_json, user_json
-from manifold.errors import BadRequest, ServerError
+from manifold.errors import BadRequest, NotFound, ServerError
 from manifold.models import Role
 from manifold.services.users import UserInput
 
@@ -78,7 +78,10 @@ async def del_cache(_: AdminDep, services: ServicesDep, username: str = "") -> R
 async def list_user_keys(
     uid: int, _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
 ) -> Response:
-    await services.users.get(uid)
+    try:
+        await services.users.get(uid)
+    except ServerError:
+        raise NotFound("user invalid") from None
     keys, total = await services.sshkeys.page_for(uid, page, per_page)
     return paged([sshkey_json(k) for k in keys], total)
 

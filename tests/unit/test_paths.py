@@ -1,0 +1,190 @@
+"""Virtual path logic: cleaning, joining onto a base path, and prefix tests."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from manifold.errors import RelativePath
+from manifold.vfs.paths import clean_path, has_relative_segment, is_sub_path, join_base, split_path
+
+# Path-ish text: mostly the characters that matter to cleaning, with anything else mixed in.
+PIECES = st.sampled_from(["/", "\\", ".", "..", "a", "b", "é", " ", "%2e", "\x00", "//"])
+PATHISH = st.one_of(st.lists(PIECES, max_size=12).map("".join), st.text(max_size=30))
+NAME = st.text(
+    alphabet=st.characters(exclude_characters="/\\\x00", exclude_categories=["Cs"]),
+    min_size=1,
+    max_size=8,
+).filter(lambda n: n not in (".", ".."))
+
+
+def segments(path: str) -> list[str]:
+    return [] if path == "/" else path[1:].split("/")
+
+
+# --- clean_path ------------------------------------------------------------------
+
+
+@given(PATHISH)
+def test_clean_path_is_idempotent(path: str) -> None:
+    once = clean_path(path)
+    assert clean_path(once) == once
+
+
+@given(PATHISH)
+@example("//a")
+@example("///a//")
+@example("\\\\a")
+def test_clean_path_shape(path: str) -> None:
+    cleaned = clean_path(path)
+    assert cleaned.startswith("/")
+    assert "//" not in cleaned
+    assert "\\" not in cleaned
+    assert cleaned == "/" or not cleaned.endswith("/")
+    for segment in segments(cleaned):
+        assert segment not in ("", ".", "..")
+
+
+@pytest.mark.parametrize(
+    ("raw", "cleaned"),
+    [
+        ("", "/"),
+        ("/", "/"),
+        ("a", "/a"),
+        ("a/../b//c/", "/b/c"),
+        ("\\a\\b\\", "/a/b"),
+        ("//a", "/a"),
+        ("/./a/.", "/a"),
+        ("/../../a", "/a"),
+        ("/a/b/..", "/a"),
+        ("/a..b/...", "/a..b/..."),
+        ("/%2e%2e", "/%2e%2e"),
+    ],
+)
+def test_clean_path_cases(raw: str, cleaned: str) -> None:
+    assert clean_path(raw) == cleaned
+
+
+# --- join_base ---------------------------------------------------------------------
+
+
+@given(base=PATHISH, requested=PATHISH)
+def test_join_base_never_leaves_the_base(base: str, requested: str) -> None:
+    try:
+        joined = join_base(base, requested)
+    except RelativePath:
+        return
+    assert is_sub_path(clean_path(base), joined)
+    assert joined == clean_path(joined)
+
+
+@given(base=PATHISH, requested=PATHISH)
+def test_join_base_accepts_any_request_without_dotdot_or_nul(base: str, requested: str) -> None:
+    if "\x00" in requested or has_relative_segment(requested):
+        return
+    joined = join_base(base, requested)
+    assert joined == clean_path(clean_path(base) + "/" + clean_path(requested))
+
+
+@given(base=PATHISH, before=PATHISH, after=PATHISH)
+@pytest.mark.parametrize("climb", ["/../", "\\..\\", "\x00"])
+def test_join_base_refuses_dotdot_and_nul(base: str, before: str, after: str, climb: str) -> None:
+    with pytest.raises(RelativePath) as raised:
+        join_base(base, before + climb + after)
+    assert raised.value.code == 403
+    assert raised.value.message == "access using relative path is not allowed"
+
+
+@given(base=PATHISH, names=st.lists(NAME, max_size=5))
+def test_join_base_of_plain_names_appends_them(base: str, names: list[str]) -> None:
+    joined = join_base(base, "/".join(names))
+    root = clean_path(base)
+    expected = root if not names else (root.rstrip("/") + "/" + "/".join(names))
+    assert joined == expected
+
+
+@pytest.mark.parametrize(
+    "requested",
+    ["..", "../x", "a/../../x", "a/../b", "..\\x", "a\\..\\b", "/a/..", "/..", "x/..", "a\x00b"],
+)
+def test_join_base_refused_cases(requested: str) -> None:
+    with pytest.raises(RelativePath):
+        join_base("/base", requested)
+
+
+@pytest.mark.parametrize(
+    ("base", "requested", "joined"),
+    [
+        ("/base", "", "/base"),
+        ("/base", "/", "/base"),
+        ("/base", "x/y", "/base/x/y"),
+        ("/base", "/x//y/", "/base/x/y"),
+        ("/base", "x\\y", "/base/x/y"),
+        ("/base", "./x/.", "/base/x"),
+        ("/base", "%2e%2e", "/base/%2e%2e"),
+        ("/base", "%2e%2e/x", "/base/%2e%2e/x"),
+        ("/base", "a..b", "/base/a..b"),
+        ("/base", "...", "/base/..."),
+        ("/base", "..x", "/base/..x"),
+        ("base\\", "x", "/base/x"),
+        ("/", "x", "/x"),
+        ("", "x", "/x"),
+    ],
+)
+def test_join_base_accepted_cases(base: str, requested: str, joined: str) -> None:
+    assert join_base(base, requested) == joined
+
+
+# --- is_sub_path and split_path ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parent", "path", "inside"),
+    [
+        ("/a/b", "/a/bc", False),
+        ("/a/b", "/a", False),
+        ("/a/b", "/a/b", True),
+        ("/a/b", "/a/b/c", True),
+        ("/a/b/", "/a/b/c", True),
+        ("/", "/anything", True),
+        ("/", "/", True),
+        ("/a", "/b", False),
+    ],
+)
+def test_is_sub_path(parent: str, path: str, inside: bool) -> None:
+    assert is_sub_path(parent, path) is inside
+
+
+@given(PATHISH, PATHISH)
+def test_is_sub_path_matches_whole_segments(parent: str, path: str) -> None:
+    p, q = segments(clean_path(parent)), segments(clean_path(path))
+    assert is_sub_path(parent, path) == (q[: len(p)] == p)
+
+
+@pytest.mark.parametrize(
+    ("path", "parts"),
+    [
+        ("/", ("/", "")),
+        ("", ("/", "")),
+        ("/a", ("/", "a")),
+        ("/a/b", ("/a", "b")),
+        ("/a/b/", ("/a", "b")),
+        ("a\\b\\c", ("/a/b", "c")),
+        ("/a/./b/../c", ("/a", "c")),
+    ],
+)
+def test_split_path(path: str, parts: tuple[str, str]) -> None:
+    assert split_path(path) == parts
+
+
+@given(PATHISH)
+def test_split_path_rejoins_to_the_clean_path(path: str) -> None:
+    parent, name = split_path(path)
+    cleaned = clean_path(path)
+    if cleaned == "/":
+        assert (parent, name) == ("/", "")
+    else:
+        assert clean_path(parent + "/" + name) == cleaned
+        assert "/" not in name
+        assert name
