@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
-from manifold.api.routes import auth, me, metas, settings, users
+from manifold.api.routes import auth, download, fs, me, metas, settings, storages, users
 from manifold.config import Config
 from manifold.errors import ManifoldError
 from manifold.services.hub import Services
@@ -35,6 +35,7 @@ class Route:
 
 
 GET, POST = ("GET",), ("POST",)
+GET_HEAD = ("GET", "HEAD")
 ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
 ROUTES: tuple[Route, ...] = (
@@ -69,6 +70,23 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/meta/create", metas.create_meta, admin=True),
     Route(POST, "/api/admin/meta/update", metas.update_meta, admin=True),
     Route(POST, "/api/admin/meta/delete", metas.delete_meta, admin=True),
+    Route(ANY, "/api/fs/list", fs.list_fs),
+    Route(ANY, "/api/fs/get", fs.get_fs),
+    Route(ANY, "/api/fs/dirs", fs.dirs_fs),
+    Route(ANY, "/api/fs/other", fs.other_fs),
+    Route(GET, "/api/admin/storage/list", storages.list_storages, admin=True),
+    Route(GET, "/api/admin/storage/get", storages.get_storage, admin=True),
+    Route(POST, "/api/admin/storage/create", storages.create_storage, admin=True),
+    Route(POST, "/api/admin/storage/update", storages.update_storage, admin=True),
+    Route(POST, "/api/admin/storage/delete", storages.delete_storage, admin=True),
+    Route(POST, "/api/admin/storage/enable", storages.enable_storage, admin=True),
+    Route(POST, "/api/admin/storage/disable", storages.disable_storage, admin=True),
+    Route(POST, "/api/admin/storage/load_all", storages.load_all, admin=True),
+    Route(GET, "/api/admin/driver/list", storages.driver_list, admin=True),
+    Route(GET, "/api/admin/driver/names", storages.driver_names, admin=True),
+    Route(GET, "/api/admin/driver/info", storages.driver_info, admin=True),
+    Route(GET_HEAD, "/d/{path:path}", download.download),
+    Route(GET_HEAD, "/p/{path:path}", download.proxy),
 )
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.db import tables as t
 from manifold.errors import ServerError
-from manifold.models import Meta, SettingItem, SshKey, User
+from manifold.models import Meta, SettingItem, SshKey, Storage, User
 
 
 class DuplicateError(ServerError):
@@ -193,3 +193,40 @@ class RevocationRepo(Repo):
 
     async def purge(self, now: int) -> None:
         await self._write(delete(t.revoked_tokens).where(t.revoked_tokens.c.expires_at <= now))
+
+
+class StorageRepo(Repo):
+    async def all(self) -> list[Storage]:
+        rows = await self._rows(select(t.storages).order_by(t.storages.c.order, t.storages.c.id))
+        return [_storage(r) for r in rows]
+
+    async def page(self, page: int, per_page: int) -> tuple[list[Storage], int]:
+        stmt = select(t.storages).order_by(t.storages.c.order, t.storages.c.id)
+        storages = [_storage(r) for r in await self._rows(_page(stmt, page, per_page))]
+        return storages, await self._count(t.storages)
+
+    async def get(self, storage_id: int) -> Storage | None:
+        rows = await self._rows(select(t.storages).where(t.storages.c.id == storage_id))
+        return _storage(rows[0]) if rows else None
+
+    async def create(self, storage: Storage) -> Storage:
+        values = asdict(storage)
+        values.pop("id")
+        message = f"mount path {storage.mount_path!r} is already used"
+        result = await self._write(insert(t.storages).values(**values), message)
+        storage.id = int(result.inserted_primary_key[0])
+        return storage
+
+    async def save(self, storage: Storage) -> None:
+        stmt = update(t.storages).where(t.storages.c.id == storage.id).values(**asdict(storage))
+        await self._write(stmt, f"mount path {storage.mount_path!r} is already used")
+
+    async def delete(self, storage_id: int) -> None:
+        await self._write(delete(t.storages).where(t.storages.c.id == storage_id))
+
+
+def _storage(row: Row[Any]) -> Storage:
+    storage = Storage(**row._mapping)
+    if storage.modified is not None:
+        storage.modified = _as_utc(storage.modified)
+    return storage

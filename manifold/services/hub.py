@@ -10,13 +10,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.drivers.registry import REGISTRY, load_builtin_drivers
 from manifold.services.auth import AuthService
+from manifold.services.fs import FsService
 from manifold.services.limiter import MemoryLoginLimiter
 from manifold.services.metas import MetaService
 from manifold.services.settings import SettingsService
+from manifold.services.sign import Signer
 from manifold.services.sshkeys import SshKeyService
+from manifold.services.storages import StorageService
 from manifold.services.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.users import UserService
+from manifold.vfs.storage_ops import MemoryListCache
 
 ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name
 
@@ -31,6 +36,9 @@ class Services:
     metas: MetaService
     sshkeys: SshKeyService
     revocations: DatabaseRevocationStore
+    storages: StorageService
+    fs: FsService
+    signer: Signer
     created_admin_password: str | None = None
 
     @classmethod
@@ -41,15 +49,21 @@ class Services:
         revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+        load_builtin_drivers()
+        storages = StorageService(repos.StorageRepo(engine), REGISTRY, MemoryListCache())
+        metas = MetaService(repos.MetaRepo(engine))
         return cls(
             config=config,
             engine=engine,
             settings=settings,
             users=users,
             auth=AuthService(users, tokens, settings, limiter),
-            metas=MetaService(repos.MetaRepo(engine)),
+            metas=metas,
             sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
             revocations=revocations,
+            storages=storages,
+            fs=FsService(storages, metas),
+            signer=Signer(settings),
         )
 
     async def start(self, admin_password: str | None = None) -> None:
@@ -64,6 +78,8 @@ class Services:
         self.created_admin_password = await self.users.ensure_defaults(password)
         await self.metas.start()
         await self.revocations.load()
+        await self.storages.start()
 
     async def stop(self) -> None:
+        await self.storages.stop()
         await self.engine.dispose()

@@ -43,6 +43,7 @@ class SettingsService:
         self._items: dict[str, SettingItem] = {}
         self._public_body = b""
         self._privacy: list[re.Pattern[str]] = []
+        self._mapping: dict[str, str] = {}
 
     async def start(self) -> None:
         stored = {item.key: item for item in await self._repo.all()}
@@ -57,6 +58,11 @@ class SettingsService:
         public = {k: i.value for k, i in sorted(self._items.items()) if _is_public(i)}
         self._public_body = orjson.dumps({"code": 200, "message": "success", "data": public})
         self._privacy = compile_privacy_regs(self.get("privacy_regs"))
+        self._mapping = _char_mapping(self.get("filename_char_mapping"))
+
+    def char_mapping(self) -> dict[str, str]:
+        """How characters of driver names are shown (default: ``/`` as ``|``)."""
+        return self._mapping
 
     def get(self, key: str, default: str = "") -> str:
         item = self._items.get(key)
@@ -246,3 +252,13 @@ def _is_group_marker(pattern: str, position: int) -> bool:
 
 def compile_privacy_regs(text: str) -> list[re.Pattern[str]]:
     return [re.compile(translate_go_regex(line)) for line in text.splitlines() if line]
+
+
+def _char_mapping(value: str) -> dict[str, str]:
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        return {}
+    return (
+        {k: v for k, v in loaded.items() if isinstance(v, str)} if isinstance(loaded, dict) else {}
+    )

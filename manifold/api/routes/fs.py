@@ -1,0 +1,156 @@
+"""The file tree, read side: list, get, dirs, other."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from fastapi import Request
+from starlette.responses import Response
+
+from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.envelope import ok
+from manifold.api.fs_time import iso_time
+from manifold.api.schemas import RequestBody
+from manifold.errors import NotSupported
+from manifold.models import Obj
+from manifold.services.fs import Found
+from manifold.services.hub import Services
+from manifold.vfs.paths import split_path
+
+
+class ListBody(RequestBody):
+    path: str = "/"
+    password: str = ""
+    page: int = 1
+    per_page: int = 0
+    refresh: bool = False
+
+
+class GetBody(RequestBody):
+    path: str = "/"
+    password: str = ""
+
+
+class DirsBody(RequestBody):
+    path: str = "/"
+    password: str = ""
+    force_root: bool = False
+
+
+_TYPE_ORDER = (("audio_types", 3), ("video_types", 2), ("image_types", 5), ("text_types", 4))
+
+
+def file_type(services: Services, name: str, is_dir: bool) -> int:
+    if is_dir:
+        return 1
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    settings = services.settings
+    for key, code in (
+        ("audio_types", 3),
+        ("video_types", 2),
+        ("image_types", 5),
+        ("text_types", 4),
+    ):
+        if ext in settings.get(key).split(","):
+            return code
+    return 0
+
+
+def _display_name(services: Services, name: str) -> str:
+    mapping = services.settings.char_mapping()
+    return "".join(mapping.get(ch, ch) for ch in name) if mapping else name
+
+
+def obj_json(
+    services: Services, obj: Obj, folder: str, signed: bool, type_code: int | None = None
+) -> dict[str, Any]:
+    sign = ""
+    if not obj.is_dir and (signed or services.settings.get_bool("sign_all")):
+        sign = services.signer.sign(posixpath.join(folder, obj.name))
+    hash_info = obj.hash_info
+    return {
+        "id": obj.id,
+        "path": "",
+        "name": _display_name(services, obj.name),
+        "size": obj.size,
+        "is_dir": obj.is_dir,
+        "modified": iso_time(obj.modified),
+        "created": iso_time(obj.created or obj.modified),
+        "sign": sign,
+        "thumb": obj.thumb,
+        "type": file_type(services, obj.name, obj.is_dir) if type_code is None else type_code,
+        "hashinfo": "null" if hash_info is None else _json_text(hash_info),
+        "hash_info": hash_info,
+    }
+
+
+def _json_text(value: dict[str, str]) -> str:
+    return orjson.dumps(value).decode()
+
+
+async def list_fs(body: ListBody, caller: CallerDep, services: ServicesDep) -> Response:
+    listing = await services.fs.list(
+        caller, body.path, body.password, body.page, body.per_page, body.refresh
+    )
+    signed = services.fs.needs_sign(listing.path, listing.meta)
+    content = [obj_json(services, o, listing.path, signed) for o in listing.objs]
+    return ok(
+        {
+            "content": content or None,
+            "total": listing.total,
+            "readme": listing.readme,
+            "header": listing.header,
+            "write": listing.write,
+            "provider": listing.provider,
+        }
+    )
+
+
+def api_url(request: Request, services: Services) -> str:
+    site = services.config.site_url.rstrip("/")
+    if site.startswith("http"):
+        return site
+    scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    return f"{scheme}://{host}{site}"
+
+
+def raw_url(request: Request, services: Services, found: Found) -> str:
+    if found.obj.is_dir:
+        return ""
+    url = f"{api_url(request, services)}/d{quote(found.path)}"
+    if found.signed or services.settings.get_bool("sign_all"):
+        url += "?sign=" + services.signer.sign(found.path)
+    return url
+
+
+async def get_fs(
+    body: GetBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    found = await services.fs.get(caller, body.path, body.password)
+    parent, _ = split_path(found.path)
+    type_code = file_type(services, found.obj.name, False)
+    data = obj_json(services, found.obj, parent, found.signed, type_code)
+    data.update(
+        {
+            "raw_url": raw_url(request, services, found),
+            "readme": found.readme,
+            "header": found.header,
+            "provider": found.provider,
+            "related": None,
+        }
+    )
+    return ok(data)
+
+
+async def dirs_fs(body: DirsBody, caller: CallerDep, services: ServicesDep) -> Response:
+    objs = await services.fs.dirs(caller, body.path, body.password, body.force_root)
+    return ok([{"name": o.name, "modified": iso_time(o.modified)} for o in objs])
+
+
+async def other_fs(body: GetBody, caller: CallerDep, services: ServicesDep) -> Response:
+    await services.fs.get(caller, body.path, body.password)
+    raise NotSupported()

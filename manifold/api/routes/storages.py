@@ -1,0 +1,103 @@
+"""Administration of storages and the driver catalogue."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from starlette.responses import Response
+
+from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.envelope import error, ok, paged
+from manifold.api.fs_time import iso_time
+from manifold.api.schemas import RequestBody
+from manifold.drivers.registry import all_drivers, driver_info_json
+from manifold.models import Storage
+from manifold.services.storages import WORK
+
+
+class StorageBody(RequestBody):
+    id: int = 0
+    mount_path: str
+    order: int = 0
+    driver: str
+    cache_expiration: int = 30
+    addition: str = "{}"
+    remark: str = ""
+    disabled: bool = False
+    disable_index: bool = False
+    enable_sign: bool = False
+    order_by: str = ""
+    order_direction: str = ""
+    extract_folder: str = ""
+    web_proxy: bool = False
+    webdav_policy: str = "native_proxy"
+    proxy_range: bool = False
+    down_proxy_url: str = ""
+
+    def as_storage(self) -> Storage:
+        return Storage(**self.model_dump())
+
+
+def storage_json(storage: Storage) -> dict[str, Any]:
+    shown = asdict(storage)
+    shown["modified"] = iso_time(storage.modified)
+    return shown
+
+
+async def list_storages(
+    _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+) -> Response:
+    storages, total = await services.storages.page(page, per_page)
+    return paged([storage_json(s) for s in storages], total)
+
+
+async def get_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    return ok(storage_json(await services.storages.get(id)))
+
+
+async def create_storage(body: StorageBody, _: AdminDep, services: ServicesDep) -> Response:
+    storage = await services.storages.create(body.as_storage())
+    if storage.status != WORK:
+        return error(500, f"failed init storage but storage is already created: {storage.status}",
+                     {"id": storage.id})  # fmt: skip
+    return ok({"id": storage.id})
+
+
+async def update_storage(body: StorageBody, _: AdminDep, services: ServicesDep) -> Response:
+    storage = await services.storages.update(body.as_storage())
+    if not storage.disabled and storage.status != WORK:
+        return error(500, f"failed init storage: {storage.status}")
+    return ok()
+
+
+async def delete_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    await services.storages.delete(id)
+    return ok()
+
+
+async def enable_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    await services.storages.set_disabled(id, False)
+    return ok()
+
+
+async def disable_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+    await services.storages.set_disabled(id, True)
+    return ok()
+
+
+async def load_all(_: AdminDep, services: ServicesDep) -> Response:
+    await services.storages.load_all()
+    return ok()
+
+
+async def driver_list(_: AdminDep) -> Response:
+    return ok({info.name: driver_info_json(info.name) for info in all_drivers()})
+
+
+async def driver_names(_: AdminDep) -> Response:
+    return ok([info.name for info in all_drivers() if info.available])
+
+
+async def driver_info(driver: str, _: AdminDep) -> Response:
+    return ok(driver_info_json(driver))

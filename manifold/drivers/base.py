@@ -1,0 +1,324 @@
+"""The driver contract every storage back end implements.
+
+A driver is a folder under ``manifold/drivers/`` holding ``meta.py`` (the static
+``DriverConfig`` named ``CONFIG`` and the per-storage options model named
+``Addition``) and ``driver.py`` (the ``Driver`` subclass, exported as ``DRIVER``).
+``meta.py`` never imports a third-party library, so a driver whose library is
+missing can still describe itself.
+
+Four methods are mandatory (``init``, ``drop``, ``list``, ``link``). The others are
+optional: the base implementation raises ``NotSupported`` and a driver declares a
+capability by overriding the method (see ``Driver.capabilities``).
+
+Every method raises only classes from ``manifold.errors``; a driver translates its
+library's exceptions at the edge and keeps the cause (``raise ... from exc``).
+``Obj.path`` is driver-internal: callers pass back the objects a driver returned
+and never build paths themselves.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, JsonValue
+from pydantic.fields import FieldInfo
+
+from manifold.errors import InvalidRequest, NotSupported, RelativePath
+from manifold.models import Link, Obj, Storage
+
+ItemType = Literal["string", "text", "number", "bool", "select"]
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+_ITEM_KEY = "driver_item"
+_ROOT_OPTIONS = ("root_folder_path", "root_folder_id")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class DriverConfig:
+    """A driver's static configuration, as AList's ``driver.Config``.
+
+    The first nine fields are what ``/api/admin/driver/info`` shows; the rest
+    steer the server but are never serialised.
+    """
+
+    name: str
+    local_sort: bool = False
+    only_local: bool = False
+    only_proxy: bool = False
+    no_cache: bool = False
+    no_upload: bool = False
+    need_ms: bool = False
+    default_root: str = ""
+    alert: str = ""
+    check_status: bool = False
+    no_overwrite_upload: bool = False
+    proxy_range_option: bool = False
+
+    @property
+    def must_proxy(self) -> bool:
+        """Whether downloads always go through this server rather than a redirect."""
+        return self.only_local or self.only_proxy
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``config`` object of the driver info endpoint, in AList's key order."""
+        hidden = {"check_status", "no_overwrite_upload", "proxy_range_option"}
+        return {k: v for k, v in asdict(self).items() if k not in hidden}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkArgs:
+    """What the caller of ``Driver.link`` knows about the request."""
+
+    ip: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    type: str = ""
+    redirect: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OtherArgs:
+    """A driver-specific operation on ``obj`` (``/api/fs/other``)."""
+
+    obj: Obj
+    method: str
+    data: Any = None
+
+
+def option(
+    default: Any = ...,
+    *,
+    type: ItemType | None = None,
+    options: str = "",
+    required: bool = False,
+    help: str = "",
+    shown_default: str | None = None,
+) -> Any:
+    """A field of a driver's options model carrying AList's item metadata.
+
+    ``default`` is the value used when the stored addition lacks the key (``...``
+    makes the key mandatory). ``type`` defaults to one derived from the annotation.
+    ``required`` is the admin form's flag only; ``shown_default`` overrides the
+    default text the form shows.
+    """
+    item: dict[str, JsonValue] = {
+        "type": type,
+        "options": options,
+        "required": required,
+        "help": help,
+        "shown_default": shown_default,
+    }
+    return Field(default, json_schema_extra={_ITEM_KEY: item})
+
+
+def describe_options(model_cls: type[BaseModel], default_root: str = "") -> list[dict[str, Any]]:
+    """AList's item dicts ``{name,type,default,options,required,help}`` in field order.
+
+    As in AList, a root option without a default shows the driver's ``default_root``
+    and is required exactly when that default is not empty.
+    """
+    items = [_describe_field(name, info) for name, info in model_cls.model_fields.items()]
+    for item in items:
+        if item["name"] in _ROOT_OPTIONS and not item["default"]:
+            item["default"] = default_root
+            item["required"] = default_root != ""
+    return items
+
+
+def _describe_field(name: str, info: FieldInfo) -> dict[str, Any]:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    meta = extra.get(_ITEM_KEY)
+    if not isinstance(meta, dict):
+        meta = {}
+    shown = meta.get("shown_default")
+    return {
+        "name": info.alias or name,
+        "type": meta.get("type") or _item_type(info.annotation),
+        "default": shown if shown is not None else _default_text(info),
+        "options": meta.get("options", ""),
+        "required": bool(meta.get("required", False)),
+        "help": meta.get("help", ""),
+    }
+
+
+def _item_type(annotation: Any) -> ItemType:
+    if annotation is bool:
+        return "bool"
+    if annotation in (int, float):
+        return "number"
+    return "string"
+
+
+def _default_text(info: FieldInfo) -> str:
+    if info.is_required():
+        return ""
+    value = info.get_default(call_default_factory=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it can be a single entry of a folder, else raise.
+
+    Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
+    backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
+    any platform.
+    """
+    if name in (".", ".."):
+        raise RelativePath()
+    if not name or any(c in name for c in "/\\\x00"):
+        raise InvalidRequest(f"invalid name: {name!r}")
+    return name
+
+
+class Driver(ABC, Generic[OptionsT]):
+    """One mounted storage. Methods appear in the fixed driver order.
+
+    Errors: only ``manifold.errors`` classes. ``ObjectNotFound`` for a missing
+    object, ``NotAFolder``/``NotAFile`` for the wrong kind, ``ObjectExists`` for a
+    taken name, ``PermissionDenied`` when the back end refuses, ``TemporaryFailure``
+    when it is unreachable, ``NotSupported`` for a missing capability.
+    """
+
+    OPTIONAL_METHODS: ClassVar[tuple[str, ...]] = (
+        "get",
+        "make_dir",
+        "move",
+        "rename",
+        "copy",
+        "remove",
+        "put",
+        "other",
+    )
+
+    def __init__(self, storage: Storage, options: OptionsT) -> None:
+        self.storage = storage
+        self.options = options
+
+    @classmethod
+    def capabilities(cls) -> frozenset[str]:
+        """The optional methods this driver class overrides."""
+        return frozenset(
+            name for name in cls.OPTIONAL_METHODS if getattr(cls, name) is not getattr(Driver, name)
+        )
+
+    def addition(self) -> str:
+        """The options as JSON text, saved back to the storage after ``init``."""
+        return self.options.model_dump_json(by_alias=True)
+
+    async def root_obj(self) -> Obj:
+        """The storage's root folder.
+
+        The default builds it from the ``root_folder_path`` or ``root_folder_id``
+        option; drivers with neither override this.
+        """
+        path = str(getattr(self.options, "root_folder_path", "") or "/")
+        root_id = str(getattr(self.options, "root_folder_id", ""))
+        modified = self.storage.modified or _EPOCH
+        return Obj(name="", size=0, is_dir=True, modified=modified, path=path, id=root_id)
+
+    @abstractmethod
+    async def init(self) -> None:
+        """Connect, log in and validate the options; may normalise ``self.options``.
+
+        Raises any ``manifold.errors`` class; its message becomes the storage status.
+        """
+
+    @abstractmethod
+    async def drop(self) -> None:
+        """Release connections and other resources. Never raises; safe to call twice."""
+
+    @abstractmethod
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        """The children of folder ``dir``, in the back end's order.
+
+        Raises ``ObjectNotFound`` when ``dir`` is gone, ``NotAFolder`` when it is a file.
+        """
+
+    @abstractmethod
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        """How to fetch ``file``'s bytes: a local ``file_path`` or a ``url`` with headers.
+
+        Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder.
+        """
+
+    async def get(self, path: str) -> Obj:
+        """Look an object up by its path inside the storage (``/`` is the root).
+
+        ``path`` is clean and absolute. Raises ``ObjectNotFound`` when nothing is there.
+        """
+        raise NotSupported()
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        """Create folder ``name`` in ``parent`` and return it.
+
+        Idempotent: an existing folder of that name is returned unchanged. Raises
+        ``ObjectExists`` when a file holds the name, ``ObjectNotFound`` when
+        ``parent`` is gone, ``InvalidRequest``/``RelativePath`` for a bad name.
+        """
+        raise NotSupported()
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        """Move ``src`` (a file or a whole folder) into ``dst_dir``; return it there.
+
+        Raises ``ObjectExists`` when ``dst_dir`` already holds the name (the caller
+        removes it first to overwrite), ``ObjectNotFound`` when either is gone, and an
+        error when ``dst_dir`` lies inside ``src``. Moving into the current folder
+        returns ``src`` unchanged.
+        """
+        raise NotSupported()
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        """Give ``src`` a new name in the same folder; return the renamed object.
+
+        Raises ``ObjectExists`` when the name is taken, ``ObjectNotFound`` when
+        ``src`` is gone, ``InvalidRequest``/``RelativePath`` for a bad name.
+        """
+        raise NotSupported()
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        """Copy ``src`` (a file or a whole folder) into ``dst_dir``; return the copy.
+
+        The copy never aliases the source: changing one leaves the other intact.
+        Raises ``ObjectExists`` when the name is taken and ``ObjectNotFound`` when
+        either side is gone; a failed copy leaves nothing at the destination.
+        """
+        raise NotSupported()
+
+    async def remove(self, obj: Obj) -> None:
+        """Delete a file or a folder with everything in it.
+
+        Not idempotent: removing a missing object raises ``ObjectNotFound``.
+        """
+        raise NotSupported()
+
+    async def put(
+        self,
+        dst_dir: Obj,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+    ) -> Obj:
+        """Store ``stream`` as file ``name`` in ``dst_dir``, replacing a file of that name.
+
+        Bytes go to a temporary name in ``dst_dir`` and are renamed into place only
+        when the stream has ended and its byte count equals ``size`` (when given).
+        An aborted stream, a cancelled call or a wrong count leaves nothing behind:
+        neither the file nor the temporary one. An exception raised by ``stream``
+        propagates unchanged; a wrong count raises ``InvalidRequest``. Raises
+        ``ObjectExists`` when a folder holds the name. ``modified`` becomes the
+        file's modification time where the back end allows it.
+        """
+        raise NotSupported()
+
+    async def other(self, args: OtherArgs) -> Any:
+        """A driver-specific operation; its result is returned to the client as is."""
+        raise NotSupported()

@@ -1,0 +1,404 @@
+"""The Local driver: serves a folder of this machine, with ``Obj.path`` the host path.
+
+Confinement: every path is resolved (following symlinks) and must lie inside the
+resolved root folder, else ``PermissionDenied``. A symlink inside the root that
+points outside is left out of listings and refused by every operation; a link
+that stays inside is followed for reading and renamed, moved or removed as the
+link itself. New names pass
+``validate_name``. Every blocking call runs in a worker thread inside
+``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from typing import IO, TypeVar
+
+from manifold.drivers.base import Driver, LinkArgs, validate_name
+from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
+from manifold.errors import (
+    InvalidRequest,
+    ManifoldError,
+    NotAFile,
+    NotAFolder,
+    NotSupported,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    RelativePath,
+    ServerError,
+)
+from manifold.models import Link, Obj, Storage
+
+T = TypeVar("T")
+
+# Uploads and copies are written under this prefix and renamed into place when
+# complete; listings leave such names out so a half-written file is never seen.
+TEMP_PREFIX = ".manifold-upload-"
+_WRITE_BATCH = 1 << 20
+
+_ERRNO_ERRORS: dict[int, type[ManifoldError]] = {
+    errno.ENOENT: ObjectNotFound,
+    errno.ENOTDIR: NotAFolder,
+    errno.EEXIST: ObjectExists,
+    errno.ENOTEMPTY: ObjectExists,
+    errno.EISDIR: NotAFile,
+    errno.EACCES: PermissionDenied,
+    errno.EPERM: PermissionDenied,
+    errno.EROFS: PermissionDenied,
+}
+
+
+def translate_os_error(exc: OSError) -> ManifoldError:
+    """The ``manifold.errors`` instance for an ``OSError``; unknown errnos are ``ServerError``."""
+    error_cls = _ERRNO_ERRORS.get(exc.errno or 0)
+    return error_cls() if error_cls is not None else ServerError(exc.strerror or str(exc))
+
+
+@contextmanager
+def os_errors() -> Iterator[None]:
+    """Re-raise any ``OSError`` from the block as its ``manifold.errors`` class."""
+    try:
+        yield
+    except OSError as exc:
+        raise translate_os_error(exc) from exc
+
+
+def _timestamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _obj(path: str, st: os.stat_result) -> Obj:
+    is_dir = stat.S_ISDIR(st.st_mode)
+    birth = getattr(st, "st_birthtime", None)
+    return Obj(
+        name=os.path.basename(path),
+        size=0 if is_dir else st.st_size,
+        is_dir=is_dir,
+        modified=_timestamp(st.st_mtime),
+        created=_timestamp(birth) if birth is not None else None,
+        path=path,
+    )
+
+
+def _is_served(st: os.stat_result) -> bool:
+    # Pipes, sockets and devices could block a reader forever or never end.
+    return stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
+
+
+def _temp_name() -> str:
+    return TEMP_PREFIX + secrets.token_hex(8)
+
+
+def _refuse_taken(path: str) -> None:
+    if os.path.lexists(path):
+        raise ObjectExists()
+
+
+def _parse_mode(text: str) -> int:
+    try:
+        return int(text or "777", 8)
+    except ValueError:
+        raise InvalidRequest(f"invalid mkdir_perm: {text}") from None
+
+
+class LocalDriver(Driver[Addition]):
+    def __init__(self, storage: Storage, options: Addition) -> None:
+        super().__init__(storage, options)
+        self._root = ""
+        self._dir_mode = 0o777
+        self._recycle_bin = ""
+
+    async def init(self) -> None:
+        """Resolve the root (which must be an existing folder) and parse the options."""
+        self._dir_mode = _parse_mode(self.options.mkdir_perm)
+        await self._run(self._setup)
+
+    async def drop(self) -> None:
+        """Nothing is held open between calls."""
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await self._run(self._list, dir.path)
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        """A ``file_path`` link to the resolved file; thumbnails are not generated here."""
+        if args.type == "thumb" and self.options.thumbnail:
+            raise NotSupported("thumbnail not supported")
+        return Link(file_path=await self._run(self._file_path, file.path))
+
+    async def root_obj(self) -> Obj:
+        root = await self._run(self._stat, self.options.root_folder_path)
+        root.name = ""
+        return root
+
+    async def get(self, path: str) -> Obj:
+        return await self._run(self._stat, self._host_path(path))
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        return await self._run(self._make_dir, parent.path, validate_name(name))
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        return await self._run(self._move, src.path, dst_dir.path)
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        return await self._run(self._rename, src.path, validate_name(new_name))
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        return await self._run(self._copy, src.path, dst_dir.path)
+
+    async def remove(self, obj: Obj) -> None:
+        """Delete ``obj``, or move it into the recycle bin when one is configured."""
+        await self._run(self._remove, obj.path)
+
+    async def put(
+        self,
+        dst_dir: Obj,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+    ) -> Obj:
+        validate_name(name)
+        folder = await self._run(self._folder, dst_dir.path)
+        temp = os.path.join(folder, _temp_name())
+        file = await self._run(_create, temp)
+        try:
+            written = await _write_stream(file, stream)
+            if size is not None and written != size:
+                raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+            await self._run(self._commit, file, temp, os.path.join(folder, name), modified)
+        except BaseException:
+            # Synchronous on purpose: this also runs when the task is being cancelled.
+            _discard(file, temp)
+            raise
+        return await self._run(self._stat, os.path.join(dst_dir.path, name))
+
+    # --- blocking helpers, run in a worker thread -------------------------------
+
+    async def _run(self, func: Callable[..., T], *args: object) -> T:
+        with os_errors():
+            return await asyncio.to_thread(func, *args)
+
+    def _setup(self) -> None:
+        root = os.path.abspath(self.options.root_folder_path)
+        if not os.path.isdir(root):
+            raise ObjectNotFound(f"root folder {root} not exists")
+        self.options = self.options.model_copy(update={"root_folder_path": root})
+        self._root = os.path.realpath(root)
+        recycle = self.options.recycle_bin_path.strip()
+        self._recycle_bin = "" if recycle in ("", DELETE_PERMANENTLY) else os.path.abspath(recycle)
+
+    def _inside(self, path: str) -> str:
+        """``path`` resolved; ``PermissionDenied`` unless that lies inside the root."""
+        if not self._root:
+            raise ServerError("storage not init")
+        real = os.path.realpath(path)
+        prefix = self._root.rstrip(os.sep) + os.sep
+        if real != self._root and not real.startswith(prefix):
+            raise PermissionDenied()
+        return real
+
+    def _entry(self, path: str) -> str:
+        """The entry ``path`` names, unresolved, with its folder resolved inside the root.
+
+        The entry must itself resolve inside the root and must not be the root.
+        """
+        parent, name = os.path.split(os.path.normpath(path))
+        entry = os.path.join(self._inside(parent), name)
+        if self._inside(entry) == self._root and not os.path.islink(entry):
+            raise PermissionDenied()
+        return entry
+
+    def _host_path(self, path: str) -> str:
+        segments = [s for s in path.split("/") if s]
+        for segment in segments:
+            if segment in (".", "..") or "\x00" in segment:
+                raise RelativePath()
+        return os.path.join(self.options.root_folder_path, *segments)
+
+    def _stat(self, path: str) -> Obj:
+        st = os.stat(self._inside(path))
+        if not _is_served(st):
+            raise ObjectNotFound()
+        return _obj(os.path.normpath(path), st)
+
+    def _folder(self, path: str) -> str:
+        real = self._inside(path)
+        if not os.path.isdir(real):
+            os.stat(real)  # raises ObjectNotFound when missing
+            raise NotAFolder()
+        return real
+
+    def _file_path(self, path: str) -> str:
+        real = self._inside(path)
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFile()
+        return real
+
+    def _list(self, path: str) -> builtins.list[Obj]:
+        with os.scandir(self._folder(path)) as entries:
+            listed = (self._child(path, entry) for entry in entries)
+            return [obj for obj in listed if obj is not None]
+
+    def _child(self, folder: str, entry: os.DirEntry[str]) -> Obj | None:
+        if entry.name.startswith(TEMP_PREFIX):
+            return None
+        if entry.name.startswith(".") and not self.options.show_hidden:
+            return None
+        try:
+            if entry.is_symlink():
+                self._inside(entry.path)
+            st = entry.stat()
+        except (PermissionDenied, OSError):
+            # Escapes the root, dangles, loops or vanished meanwhile: one odd entry
+            # must not make the whole folder unlistable.
+            return None
+        return _obj(os.path.join(folder, entry.name), st) if _is_served(st) else None
+
+    def _make_dir(self, parent: str, name: str) -> Obj:
+        # Idempotent: an existing name is fine, the stat below tells a folder from a file.
+        with suppress(FileExistsError):
+            os.mkdir(os.path.join(self._folder(parent), name), self._dir_mode)
+        made = self._stat(os.path.join(parent, name))
+        if not made.is_dir:
+            raise ObjectExists()
+        return made
+
+    def _rename(self, path: str, new_name: str) -> Obj:
+        old = self._entry(path)
+        new = os.path.join(os.path.dirname(old), new_name)
+        if new != old:
+            _refuse_taken(new)
+            os.rename(old, new)
+        return self._stat(os.path.join(os.path.dirname(os.path.normpath(path)), new_name))
+
+    def _move(self, path: str, dst_dir: str) -> Obj:
+        old = self._entry(path)
+        target_dir = self._folder(dst_dir)
+        new = os.path.join(target_dir, os.path.basename(old))
+        if new != old:
+            self._refuse_into_itself(old, target_dir)
+            _refuse_taken(new)
+            _move_entry(old, new)
+        return self._stat(os.path.join(dst_dir, os.path.basename(old)))
+
+    def _copy(self, path: str, dst_dir: str) -> Obj:
+        source = self._inside(path)
+        name = os.path.basename(os.path.normpath(path))
+        target_dir = self._folder(dst_dir)
+        _refuse_taken(os.path.join(target_dir, name))
+        self._refuse_into_itself(source, target_dir)
+        temp = os.path.join(target_dir, _temp_name())
+        try:
+            _copy_entry(source, temp)
+            os.rename(temp, os.path.join(target_dir, name))
+        except BaseException:
+            _discard_tree(temp)
+            raise
+        return self._stat(os.path.join(dst_dir, name))
+
+    def _refuse_into_itself(self, source: str, target_dir: str) -> None:
+        if os.path.islink(source) or not os.path.isdir(source):
+            return
+        real = os.path.realpath(source)
+        if target_dir == real or target_dir.startswith(real.rstrip(os.sep) + os.sep):
+            raise ServerError("the destination folder is a subfolder of the source folder")
+
+    def _remove(self, path: str) -> None:
+        entry = self._entry(path)
+        st = os.lstat(entry)
+        if self._recycle_bin:
+            _move_entry(entry, self._recycle_target(os.path.basename(entry)))
+        elif stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(entry)
+        else:
+            os.remove(entry)
+
+    def _recycle_target(self, name: str) -> str:
+        os.makedirs(self._recycle_bin, exist_ok=True)
+        target = os.path.join(self._recycle_bin, name)
+        if os.path.lexists(target):
+            target = f"{target}_{datetime.now():%Y%m%d%H%M%S}"
+        return target
+
+    def _commit(self, file: IO[bytes], temp: str, target: str, modified: datetime | None) -> None:
+        file.flush()
+        os.fsync(file.fileno())
+        file.close()
+        if modified is not None:
+            seconds = modified.timestamp()
+            os.utime(temp, (seconds, seconds))
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise ObjectExists()
+        os.replace(temp, target)
+
+
+async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
+    """Write every chunk of ``stream``, batching small chunks into fewer thread hops."""
+    written = 0
+    batch = bytearray()
+    async for chunk in stream:
+        batch += chunk
+        written += len(chunk)
+        if len(batch) >= _WRITE_BATCH:
+            await _write(file, bytes(batch))
+            batch.clear()
+    if batch:
+        await _write(file, bytes(batch))
+    return written
+
+
+async def _write(file: IO[bytes], data: bytes) -> None:
+    # Only the disk's errors are translated; the stream's own propagate unchanged.
+    with os_errors():
+        await asyncio.to_thread(file.write, data)
+
+
+def _create(path: str) -> IO[bytes]:
+    return open(path, "xb")  # closed by _commit or _discard
+
+
+def _discard(file: IO[bytes], temp: str) -> None:
+    with suppress(OSError):
+        file.close()
+    with suppress(FileNotFoundError):
+        os.unlink(temp)
+
+
+def _discard_tree(path: str) -> None:
+    with suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def _move_entry(old: str, new: str) -> None:
+    try:
+        os.rename(old, new)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.move(old, new)  # another file system: copy, then delete
+
+
+def _copy_entry(source: str, target: str) -> None:
+    # Links inside a copied folder stay links, as ``cp -a`` keeps them; a link
+    # that leaves the root stays unreadable through this driver in the copy too.
+    if os.path.isdir(source):
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target)
+
+
+DRIVER = LocalDriver

@@ -1,0 +1,64 @@
+"""Who may see and change what: the meta rules, written once for every front end.
+
+Only the nearest meta of a path counts. "Applies" means the meta is on the path
+itself or its ``*_sub`` flag carries it down.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from manifold.models import Meta, Perm, User
+from manifold.vfs.paths import is_sub_path, split_path
+
+
+@lru_cache(maxsize=1024)
+def _hide_patterns(hide: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(line) for line in hide.split("\n"))
+
+
+def hides(meta: Meta | None, folder: str, user: User) -> tuple[re.Pattern[str], ...]:
+    """The hide patterns that apply to entries of ``folder`` for ``user``."""
+    if meta is None or not meta.hide or user.can(Perm.SEE_HIDDEN):
+        return ()
+    if meta.path != folder and not (meta.h_sub and is_sub_path(meta.path, folder)):
+        return ()
+    return _hide_patterns(meta.hide)
+
+
+def is_hidden(name: str, patterns: tuple[re.Pattern[str], ...]) -> bool:
+    return any(p.search(name) for p in patterns)
+
+
+def can_access(user: User, meta: Meta | None, path: str, password: str) -> bool:
+    """Whether ``user`` may read ``path`` with ``password`` (AList's CanAccess)."""
+    parent, name = split_path(path)
+    if name and is_hidden(name, hides(meta, parent, user)):
+        return False
+    if user.can(Perm.ACCESS_WITHOUT_PASSWORD) or meta is None or not meta.password:
+        return True
+    if meta.path != path and not meta.p_sub:
+        return True
+    return password == meta.password
+
+
+def meta_allows_write(meta: Meta | None, path: str) -> bool:
+    return meta is not None and meta.write and (meta.w_sub or meta.path == path)
+
+
+def can_write(user: User, meta: Meta | None, path: str) -> bool:
+    return user.can(Perm.WRITE) or meta_allows_write(meta, path)
+
+
+def readme_for(meta: Meta | None, path: str) -> str:
+    return meta.readme if meta is not None and (meta.path == path or meta.r_sub) else ""
+
+
+def header_for(meta: Meta | None, path: str) -> str:
+    return meta.header if meta is not None and (meta.path == path or meta.header_sub) else ""
+
+
+def password_applies(meta: Meta | None, path: str) -> bool:
+    """Whether a folder password guards ``path`` (its objects then carry signs)."""
+    return meta is not None and bool(meta.password) and (meta.path == path or meta.p_sub)

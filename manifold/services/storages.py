@@ -1,0 +1,166 @@
+"""Storages: saved mounts, their live drivers, and the mount table built from them.
+
+A storage whose driver fails to start stays mounted in a failed state: paths under
+it answer its error and never fall through to a parent mount. Storages start
+concurrently, and a failure never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from manifold.db.repos import StorageRepo
+from manifold.drivers.base import Driver
+from manifold.drivers.registry import DriverRegistry
+from manifold.errors import BadRequest, ManifoldError, ServerError, StorageNotFound
+from manifold.models import Storage
+from manifold.vfs.mounts import MountTable, Resolved
+from manifold.vfs.paths import clean_path
+from manifold.vfs.storage_ops import ListCache, StorageOps
+
+log = logging.getLogger("manifold.storages")
+
+WORK = "work"
+
+
+@dataclass(slots=True)
+class Mounted:
+    storage: Storage
+    ops: StorageOps | None
+
+    def require_ops(self) -> StorageOps:
+        if self.ops is None:
+            raise ServerError(f"storage not init: {self.storage.status}")
+        return self.ops
+
+
+class StorageService:
+    def __init__(self, repo: StorageRepo, registry: DriverRegistry, cache: ListCache) -> None:
+        self._repo = repo
+        self._registry = registry
+        self._cache = cache
+        self._mounted: dict[int, Mounted] = {}
+        self._table: MountTable[Mounted] = MountTable()
+        self.loaded = False
+
+    async def start(self) -> None:
+        storages = [s for s in await self._repo.all() if not s.disabled]
+        await asyncio.gather(*(self._mount(s) for s in storages))
+        self._rebuild()
+        self.loaded = True
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(self._unmount(m) for m in list(self._mounted.values())))
+        self._mounted.clear()
+        self._rebuild()
+
+    def resolve(self, path: str) -> Resolved[Mounted] | None:
+        return self._table.resolve(path)
+
+    def virtual_children(self, path: str) -> list[str]:
+        return self._table.virtual_children(path)
+
+    def has_storages(self) -> bool:
+        return len(self._table) > 0
+
+    async def page(self, page: int, per_page: int) -> tuple[list[Storage], int]:
+        storages, total = await self._repo.page(page, per_page)
+        return [self._live(s) for s in storages], total
+
+    async def get(self, storage_id: int) -> Storage:
+        storage = await self._repo.get(storage_id)
+        if storage is None:
+            raise ServerError("failed get storage: record not found")
+        return self._live(storage)
+
+    def _live(self, storage: Storage) -> Storage:
+        mounted = self._mounted.get(storage.id)
+        return replace(storage, status=mounted.storage.status) if mounted else storage
+
+    async def create(self, storage: Storage) -> Storage:
+        storage = self._checked(storage)
+        storage.modified = datetime.now(UTC)
+        created = await self._repo.create(storage)
+        await self._mount(created)
+        self._rebuild()
+        await self._repo.save(self._mounted[created.id].storage)
+        return self._mounted[created.id].storage
+
+    async def update(self, storage: Storage) -> Storage:
+        old = await self.get(storage.id)
+        storage = self._checked(replace(storage, disabled=old.disabled))
+        storage.modified = datetime.now(UTC)
+        await self._repo.save(storage)
+        await self._remount(storage)
+        return self._mounted[storage.id].storage if not storage.disabled else storage
+
+    async def delete(self, storage_id: int) -> None:
+        await self.get(storage_id)
+        mounted = self._mounted.pop(storage_id, None)
+        if mounted is not None:
+            await self._unmount(mounted)
+        await self._repo.delete(storage_id)
+        self._rebuild()
+
+    async def set_disabled(self, storage_id: int, disabled: bool) -> None:
+        storage = await self.get(storage_id)
+        if storage.disabled == disabled:
+            raise BadRequest(f"this storage is already {'disabled' if disabled else 'enabled'}")
+        storage.disabled = disabled
+        await self._repo.save(storage)
+        await self._remount(storage)
+
+    async def load_all(self) -> None:
+        await self.stop()
+        await self.start()
+
+    def _checked(self, storage: Storage) -> Storage:
+        storage = replace(storage, mount_path=clean_path(storage.mount_path))
+        self._registry.build(storage)  # validates driver name and addition
+        return storage
+
+    async def _remount(self, storage: Storage) -> None:
+        mounted = self._mounted.pop(storage.id, None)
+        if mounted is not None:
+            await self._unmount(mounted)
+        if not storage.disabled:
+            await self._mount(storage)
+            await self._repo.save(self._mounted[storage.id].storage)
+        self._rebuild()
+
+    async def _mount(self, storage: Storage) -> None:
+        driver: Driver[Any] | None = None
+        try:
+            driver = self._registry.build(storage)
+            await driver.init()
+            storage = replace(storage, status=WORK, addition=driver.addition())
+            no_cache = self._registry.get(storage.driver).config.no_cache
+            ops = StorageOps(storage, driver, self._cache, no_cache=no_cache)
+            self._mounted[storage.id] = Mounted(storage, ops)
+        except ManifoldError as exc:
+            log.warning("storage %s failed to start: %s", storage.mount_path, exc.message)
+            self._mounted[storage.id] = Mounted(replace(storage, status=exc.message), None)
+            if driver is not None:
+                await driver.drop()
+        except Exception as exc:
+            log.warning("storage %s failed to start: %s", storage.mount_path, type(exc).__name__)
+            status = f"failed init storage: {type(exc).__name__}"
+            self._mounted[storage.id] = Mounted(replace(storage, status=status), None)
+
+    async def _unmount(self, mounted: Mounted) -> None:
+        if mounted.ops is not None:
+            mounted.ops.forget("/")
+            await mounted.ops.driver.drop()
+
+    def _rebuild(self) -> None:
+        self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
+
+    def require(self, path: str) -> Resolved[Mounted]:
+        resolved = self.resolve(path)
+        if resolved is None:
+            raise StorageNotFound(f"storage not found; rawPath: {clean_path(path)}")
+        return resolved

@@ -1,0 +1,458 @@
+"""The conformance suite every driver runs, unchanged.
+
+A driver's test module subclasses ``DriverConformance`` and provides one fixture,
+``driver_factory``: an async callable returning a new, initialised driver. Each
+test works in a fresh, randomly named folder under the driver's root. A test
+needing an optional method the driver lacks is skipped, never failed.
+
+Bytes are read back through ``Driver.link``: a ``file_path`` link is read from
+disk, a ``url`` link is fetched with httpx (with a ``Range`` header for slices).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from manifold.drivers.base import Driver, LinkArgs
+from manifold.errors import (
+    ManifoldError,
+    ObjectExists,
+    ObjectNotFound,
+)
+from manifold.models import Link, Obj
+
+DriverFactory = Callable[[], Awaitable[Driver[Any]]]
+
+AWKWARD_NAMES = [
+    " leading space",
+    "trailing space ",
+    "#?%&+",
+    "%46",
+    "文件 ü",
+    ".leading-dot",
+]
+
+LARGE_SIZE = 5 * 1024 * 1024 + 123
+CHUNK = 64 * 1024
+
+RANGE_PAYLOAD = bytes(range(256)) * 40
+RANGES = [
+    (0, 1),
+    (0, len(RANGE_PAYLOAD)),
+    (1, 10),
+    (5000, 100),
+    (len(RANGE_PAYLOAD) - 1, 1),
+    (9000, None),
+]
+
+
+class StreamAborted(Exception):
+    """Raised by a test stream midway, as a dropped client connection would."""
+
+
+@dataclass(slots=True)
+class Place:
+    """A folder under test: the driver's object and its path inside the storage."""
+
+    obj: Obj
+    path: str
+
+    def child(self, name: str) -> str:
+        return f"{self.path.rstrip('/')}/{name}"
+
+
+def require(driver: Driver[Any], *capabilities: str) -> None:
+    """Skip the calling test unless ``driver`` implements every named optional method."""
+    missing = set(capabilities) - type(driver).capabilities()
+    if missing:
+        pytest.skip(f"{type(driver).__name__} lacks {', '.join(sorted(missing))}")
+
+
+async def chunks(data: bytes, size: int = CHUNK) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+async def aborted_stream(prefix: bytes) -> AsyncIterator[bytes]:
+    yield prefix
+    raise StreamAborted()
+
+
+async def put_bytes(driver: Driver[Any], folder: Obj, name: str, data: bytes) -> Obj:
+    return await driver.put(folder, name, chunks(data), len(data), None)
+
+
+async def read_link(link: Link, start: int = 0, length: int | None = None) -> bytes:
+    """The bytes of ``link`` from ``start``, ``length`` of them (None: to the end)."""
+    if link.file_path:
+        return await asyncio.to_thread(_read_file, link.file_path, start, length)
+    if not link.url:
+        raise AssertionError(f"link has neither file_path nor url: {link}")
+    return await _fetch(link, start, length)
+
+
+def _read_file(path: str, start: int, length: int | None) -> bytes:
+    with open(path, "rb") as file:
+        file.seek(start)
+        return file.read() if length is None else file.read(length)
+
+
+async def _fetch(link: Link, start: int, length: int | None) -> bytes:
+    headers = dict(link.headers)
+    if start or length is not None:
+        end = "" if length is None else str(start + length - 1)
+        headers["Range"] = f"bytes={start}-{end}"
+    async with httpx.AsyncClient(follow_redirects=True) as client:
+        response = await client.get(link.url, headers=headers)
+    response.raise_for_status()
+    return response.content
+
+
+async def read_obj(
+    driver: Driver[Any], obj: Obj, start: int = 0, length: int | None = None
+) -> bytes:
+    return await read_link(await driver.link(obj, LinkArgs()), start, length)
+
+
+async def overwrite(driver: Driver[Any], obj: Obj, folder: Obj, data: bytes) -> None:
+    """Change ``obj``'s content: in place for a local file (so a shared inode shows), else put."""
+    link = await driver.link(obj, LinkArgs())
+    if link.file_path:
+        await asyncio.to_thread(_write_in_place, link.file_path, data)
+    else:
+        await put_bytes(driver, folder, obj.name, data)
+
+
+def _write_in_place(path: str, data: bytes) -> None:
+    with open(path, "r+b") as file:
+        file.write(data)
+        file.truncate()
+
+
+async def names(driver: Driver[Any], folder: Obj) -> list[str]:
+    return sorted(obj.name for obj in await driver.list(folder))
+
+
+def find(objs: list[Obj], name: str) -> Obj:
+    matches = [obj for obj in objs if obj.name == name]
+    assert len(matches) == 1, (name, [obj.name for obj in objs])
+    return matches[0]
+
+
+class DriverConformance:
+    """Inherit in a ``Test...`` class and define the ``driver_factory`` fixture."""
+
+    @pytest.fixture
+    async def driver(self, driver_factory: DriverFactory) -> AsyncIterator[Driver[Any]]:
+        built = await driver_factory()
+        yield built
+        await built.drop()
+
+    @pytest.fixture
+    async def place(self, driver: Driver[Any]) -> AsyncIterator[Place]:
+        require(driver, "make_dir")
+        name = f"conformance-{secrets.token_hex(6)}"
+        made = Place(await driver.make_dir(await driver.root_obj(), name), f"/{name}")
+        yield made
+        if "remove" in type(driver).capabilities():
+            with suppress(ManifoldError):  # a test may have removed or moved it already
+                await driver.remove(made.obj)
+
+    async def gone_file(self, driver: Driver[Any], place: Place) -> Obj:
+        require(driver, "put", "remove")
+        obj = await put_bytes(driver, place.obj, "gone.txt", b"x")
+        await driver.remove(obj)
+        return obj
+
+    async def gone_folder(self, driver: Driver[Any], place: Place) -> Obj:
+        require(driver, "remove")
+        obj = await driver.make_dir(place.obj, "gone")
+        await driver.remove(obj)
+        return obj
+
+    # --- listing -----------------------------------------------------------------
+
+    async def test_root_lists(self, driver: Driver[Any]) -> None:
+        assert isinstance(await driver.list(await driver.root_obj()), list)
+
+    async def test_empty_folder_lists_nothing(self, driver: Driver[Any], place: Place) -> None:
+        assert await driver.list(place.obj) == []
+
+    async def test_new_folder_is_listed_in_parent(self, driver: Driver[Any], place: Place) -> None:
+        listed = find(await driver.list(await driver.root_obj()), place.obj.name)
+        assert listed.is_dir
+
+    async def test_missing_folder_lists_not_found(self, driver: Driver[Any], place: Place) -> None:
+        gone = await self.gone_folder(driver, place)
+        with pytest.raises(ObjectNotFound):
+            await driver.list(gone)
+
+    async def test_get_finds_folder_and_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "get", "put")
+        await put_bytes(driver, place.obj, "f.txt", b"abc")
+        folder = await driver.get(place.path)
+        file = await driver.get(place.child("f.txt"))
+        assert (folder.name, folder.is_dir) == (place.obj.name, True)
+        assert (file.name, file.is_dir, file.size) == ("f.txt", False, 3)
+
+    async def test_get_missing_is_not_found(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "get")
+        with pytest.raises(ObjectNotFound):
+            await driver.get(place.child("no-such-thing"))
+
+    # --- make_dir ----------------------------------------------------------------
+
+    async def test_make_dir_nested_and_idempotent(self, driver: Driver[Any], place: Place) -> None:
+        outer = await driver.make_dir(place.obj, "a")
+        inner = await driver.make_dir(outer, "b")
+        again_outer = await driver.make_dir(place.obj, "a")
+        again_inner = await driver.make_dir(again_outer, "b")
+        assert (inner.name, inner.is_dir, again_inner.name, again_inner.is_dir) == (
+            "b",
+            True,
+            "b",
+            True,
+        )
+        assert await names(driver, place.obj) == ["a"]
+        assert await names(driver, outer) == ["b"]
+        assert await driver.list(inner) == []
+
+    async def test_make_dir_over_file_fails(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        await put_bytes(driver, place.obj, "taken", b"x")
+        with pytest.raises(ManifoldError):
+            await driver.make_dir(place.obj, "taken")
+
+    # --- put and read back -------------------------------------------------------
+
+    async def test_put_zero_length(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        obj = await put_bytes(driver, place.obj, "empty.bin", b"")
+        listed = find(await driver.list(place.obj), "empty.bin")
+        assert (obj.size, listed.size, listed.is_dir) == (0, 0, False)
+        assert await read_obj(driver, listed) == b""
+
+    async def test_put_large_in_chunks(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        data = os.urandom(LARGE_SIZE)
+        await put_bytes(driver, place.obj, "large.bin", data)
+        listed = find(await driver.list(place.obj), "large.bin")
+        assert listed.size == LARGE_SIZE
+        assert await read_obj(driver, listed) == data
+
+    async def test_put_without_size(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        await driver.put(place.obj, "unsized.bin", chunks(b"hello"), None, None)
+        assert await read_obj(driver, find(await driver.list(place.obj), "unsized.bin")) == b"hello"
+
+    async def test_put_replaces_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        await put_bytes(driver, place.obj, "same.txt", b"first version")
+        await put_bytes(driver, place.obj, "same.txt", b"second")
+        listed = find(await driver.list(place.obj), "same.txt")
+        assert (listed.size, await read_obj(driver, listed)) == (6, b"second")
+
+    @pytest.mark.parametrize(("start", "length"), RANGES)
+    async def test_range_read(
+        self, driver: Driver[Any], place: Place, start: int, length: int | None
+    ) -> None:
+        require(driver, "put")
+        obj = await put_bytes(driver, place.obj, "ranges.bin", RANGE_PAYLOAD)
+        end = None if length is None else start + length
+        assert await read_obj(driver, obj, start, length) == RANGE_PAYLOAD[start:end]
+
+    async def test_link_of_missing_file_is_not_found(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        gone = await self.gone_file(driver, place)
+        with pytest.raises(ObjectNotFound):
+            await read_obj(driver, gone)
+
+    async def test_aborted_upload_leaves_nothing(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        with pytest.raises(StreamAborted):
+            await driver.put(place.obj, "aborted.bin", aborted_stream(b"x" * 1000), 2000, None)
+        assert await driver.list(place.obj) == []
+
+    @pytest.mark.parametrize("sent", [500, 1500], ids=["short", "long"])
+    async def test_wrong_length_upload_leaves_nothing(
+        self, driver: Driver[Any], place: Place, sent: int
+    ) -> None:
+        require(driver, "put")
+        with pytest.raises(ManifoldError):
+            await driver.put(place.obj, "wrong.bin", chunks(b"y" * sent), 1000, None)
+        assert await driver.list(place.obj) == []
+
+    # --- rename, move, copy, remove ---------------------------------------------
+
+    async def test_rename_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "rename")
+        obj = await put_bytes(driver, place.obj, "old.txt", b"content")
+        renamed = await driver.rename(obj, "new.txt")
+        assert renamed.name == "new.txt"
+        assert await names(driver, place.obj) == ["new.txt"]
+        assert await read_obj(driver, renamed) == b"content"
+
+    async def test_rename_non_empty_folder(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "rename")
+        folder = await self._filled_folder(driver, place.obj, "before")
+        renamed = await driver.rename(folder, "after")
+        assert await names(driver, place.obj) == ["after"]
+        await self._check_filled(driver, renamed)
+
+    async def test_rename_onto_taken_name_fails(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "rename")
+        first = await put_bytes(driver, place.obj, "one", b"1")
+        await put_bytes(driver, place.obj, "two", b"2")
+        with pytest.raises(ObjectExists):
+            await driver.rename(first, "two")
+        assert await read_obj(driver, find(await driver.list(place.obj), "two")) == b"2"
+
+    async def test_rename_missing_is_not_found(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "rename")
+        gone = await self.gone_file(driver, place)
+        with pytest.raises(ObjectNotFound):
+            await driver.rename(gone, "other")
+
+    async def test_move_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "move")
+        target = await driver.make_dir(place.obj, "target")
+        obj = await put_bytes(driver, place.obj, "moving.txt", b"moved bytes")
+        moved = await driver.move(obj, target)
+        assert await names(driver, place.obj) == ["target"]
+        assert await names(driver, target) == ["moving.txt"]
+        assert await read_obj(driver, moved) == b"moved bytes"
+
+    async def test_move_non_empty_folder(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "move")
+        target = await driver.make_dir(place.obj, "target")
+        folder = await self._filled_folder(driver, place.obj, "moving")
+        moved = await driver.move(folder, target)
+        assert await names(driver, place.obj) == ["target"]
+        await self._check_filled(driver, moved)
+
+    async def test_move_into_itself_fails(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "move")
+        outer = await driver.make_dir(place.obj, "outer")
+        inner = await driver.make_dir(outer, "inner")
+        with pytest.raises(ManifoldError):
+            await driver.move(outer, inner)
+        assert await names(driver, place.obj) == ["outer"]
+
+    async def test_copy_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "copy")
+        target = await driver.make_dir(place.obj, "target")
+        obj = await put_bytes(driver, place.obj, "copied.txt", b"copy me")
+        copied = await driver.copy(obj, target)
+        assert await names(driver, place.obj) == ["copied.txt", "target"]
+        assert await read_obj(driver, copied) == b"copy me"
+        assert await read_obj(driver, obj) == b"copy me"
+
+    async def test_copy_non_empty_folder(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "copy")
+        target = await driver.make_dir(place.obj, "target")
+        folder = await self._filled_folder(driver, place.obj, "tree")
+        copied = await driver.copy(folder, target)
+        await self._check_filled(driver, copied)
+        await self._check_filled(driver, folder)
+
+    async def test_copy_does_not_alias_source(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "copy")
+        target = await driver.make_dir(place.obj, "target")
+        obj = await put_bytes(driver, place.obj, "original.txt", b"original")
+        copied = await driver.copy(obj, target)
+        await overwrite(driver, copied, target, b"changed copy")
+        assert await read_obj(driver, obj) == b"original"
+        assert await read_obj(driver, find(await driver.list(target), "original.txt")) == (
+            b"changed copy"
+        )
+
+    async def test_copied_folder_does_not_alias_source(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put", "copy")
+        target = await driver.make_dir(place.obj, "target")
+        folder = await self._filled_folder(driver, place.obj, "tree")
+        copied = await driver.copy(folder, target)
+        await overwrite(driver, find(await driver.list(copied), "a.txt"), copied, b"changed")
+        await self._check_filled(driver, folder)
+
+    async def test_copy_onto_taken_name_fails(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "copy")
+        obj = await put_bytes(driver, place.obj, "dup.txt", b"x")
+        with pytest.raises(ObjectExists):
+            await driver.copy(obj, place.obj)
+
+    async def test_remove_file(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "remove")
+        obj = await put_bytes(driver, place.obj, "doomed.txt", b"x")
+        await driver.remove(obj)
+        assert await driver.list(place.obj) == []
+
+    async def test_remove_non_empty_folder(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "remove")
+        folder = await self._filled_folder(driver, place.obj, "doomed")
+        await driver.remove(folder)
+        assert await driver.list(place.obj) == []
+
+    async def test_remove_missing_is_not_found(self, driver: Driver[Any], place: Place) -> None:
+        gone = await self.gone_file(driver, place)
+        with pytest.raises(ObjectNotFound):
+            await driver.remove(gone)
+
+    # --- awkward names -----------------------------------------------------------
+
+    @pytest.mark.parametrize("name", AWKWARD_NAMES)
+    async def test_awkward_file_name(self, driver: Driver[Any], place: Place, name: str) -> None:
+        require(driver, "put")
+        data = name.encode() * 3
+        await put_bytes(driver, place.obj, name, data)
+        listed = find(await driver.list(place.obj), name)
+        assert await read_obj(driver, listed) == data
+        if "get" in type(driver).capabilities():
+            assert (await driver.get(place.child(name))).name == name
+
+    @pytest.mark.parametrize("name", AWKWARD_NAMES)
+    async def test_awkward_folder_name(self, driver: Driver[Any], place: Place, name: str) -> None:
+        require(driver, "put")
+        folder = await driver.make_dir(place.obj, name)
+        await put_bytes(driver, folder, "inside.txt", b"inside")
+        assert await names(driver, place.obj) == [name]
+        relisted = find(await driver.list(place.obj), name)
+        assert await read_obj(driver, find(await driver.list(relisted), "inside.txt")) == b"inside"
+
+    @pytest.mark.parametrize("name", AWKWARD_NAMES)
+    async def test_rename_to_awkward_name(
+        self, driver: Driver[Any], place: Place, name: str
+    ) -> None:
+        require(driver, "put", "rename")
+        obj = await put_bytes(driver, place.obj, "plain.txt", b"plain")
+        renamed = await driver.rename(obj, name)
+        assert (renamed.name, await names(driver, place.obj)) == (name, [name])
+        assert await read_obj(driver, renamed) == b"plain"
+
+    # --- helpers -----------------------------------------------------------------
+
+    async def _filled_folder(self, driver: Driver[Any], parent: Obj, name: str) -> Obj:
+        folder = await driver.make_dir(parent, name)
+        await put_bytes(driver, folder, "a.txt", b"alpha")
+        sub = await driver.make_dir(folder, "sub")
+        await put_bytes(driver, sub, "b.txt", b"beta")
+        return folder
+
+    async def _check_filled(self, driver: Driver[Any], folder: Obj) -> None:
+        listed = await driver.list(folder)
+        assert sorted(obj.name for obj in listed) == ["a.txt", "sub"]
+        assert await read_obj(driver, find(listed, "a.txt")) == b"alpha"
+        sub = await driver.list(find(listed, "sub"))
+        assert [obj.name for obj in sub] == ["b.txt"]
+        assert await read_obj(driver, sub[0]) == b"beta"

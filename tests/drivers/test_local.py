@@ -1,0 +1,313 @@
+"""The Local driver: the conformance suite on a temporary folder, plus confinement."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manifold.drivers.base import LinkArgs
+from manifold.drivers.local.driver import TEMP_PREFIX, LocalDriver, os_errors
+from manifold.drivers.local.meta import Addition
+from manifold.errors import (
+    InvalidRequest,
+    ManifoldError,
+    NotAFile,
+    NotAFolder,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    RelativePath,
+    ServerError,
+)
+from manifold.models import Obj, Storage
+from manifold.testing.conformance import (
+    DriverConformance,
+    DriverFactory,
+    StreamAborted,
+    aborted_stream,
+    chunks,
+    put_bytes,
+    read_obj,
+)
+
+WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+
+
+async def local_driver(root: Path, **options: Any) -> LocalDriver:
+    os.makedirs(root, exist_ok=True)
+    addition = Addition(root_folder_path=str(root), **options)
+    driver = LocalDriver(Storage(id=1, mount_path="/local", driver="Local"), addition)
+    await driver.init()
+    return driver
+
+
+def forged(path: Path | str, is_dir: bool = False) -> Obj:
+    """An object a caller made up, as a buggy or hostile upper layer might."""
+    return Obj(name=os.path.basename(path), size=0, is_dir=is_dir, modified=WHEN, path=str(path))
+
+
+class TestLocalConformance(DriverConformance):
+    @pytest.fixture
+    def driver_factory(self, tmp_path: Path) -> DriverFactory:
+        async def build() -> LocalDriver:
+            return await local_driver(tmp_path / "root")
+
+        return build
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret.txt").write_text("top secret")
+    return secret
+
+
+@pytest.fixture
+def root(tmp_path: Path, outside: Path) -> Path:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "file-link").symlink_to(outside / "secret.txt")
+    (root / "dir-link").symlink_to(outside)
+    (root / "relative-link").symlink_to(Path("..") / "outside")
+    (root / "inner.txt").write_text("inner")
+    (root / "inner-link").symlink_to(root / "inner.txt")
+    return root
+
+
+@pytest.fixture
+async def driver(root: Path) -> LocalDriver:
+    return await local_driver(root)
+
+
+ESCAPES = ["file-link", "dir-link", "relative-link", "dir-link/secret.txt"]
+
+
+async def test_escaping_links_are_not_listed(driver: LocalDriver) -> None:
+    listed = await driver.list(await driver.root_obj())
+    assert sorted(obj.name for obj in listed) == ["inner-link", "inner.txt"]
+
+
+@pytest.mark.parametrize("name", ESCAPES)
+async def test_escaping_paths_cannot_be_read(driver: LocalDriver, root: Path, name: str) -> None:
+    with pytest.raises(PermissionDenied):
+        await driver.get(f"/{name}")
+    with pytest.raises(PermissionDenied):
+        await driver.link(forged(root / name), LinkArgs())
+
+
+@pytest.mark.parametrize("name", ["dir-link", "relative-link"])
+async def test_escaping_folder_cannot_be_listed_or_written(
+    driver: LocalDriver, root: Path, outside: Path, name: str
+) -> None:
+    folder = forged(root / name, is_dir=True)
+    with pytest.raises(PermissionDenied):
+        await driver.list(folder)
+    with pytest.raises(PermissionDenied):
+        await driver.make_dir(folder, "planted")
+    with pytest.raises(PermissionDenied):
+        await put_bytes(driver, folder, "planted.txt", b"x")
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+
+
+@pytest.mark.parametrize("name", ["file-link", "dir-link"])
+async def test_escaping_link_cannot_be_copied_moved_or_removed(
+    driver: LocalDriver, root: Path, outside: Path, name: str
+) -> None:
+    link = forged(root / name)
+    root_obj = await driver.root_obj()
+    inner = await driver.make_dir(root_obj, "inner")
+    for attempt in (driver.copy(link, inner), driver.move(link, inner), driver.remove(link)):
+        with pytest.raises(PermissionDenied):
+            await attempt
+    assert os.listdir(root / "inner") == []
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+async def test_forged_paths_outside_root_are_refused(
+    driver: LocalDriver, root: Path, outside: Path
+) -> None:
+    for path in (outside, root / ".." / "outside", Path("/")):
+        with pytest.raises(PermissionDenied):
+            await driver.list(forged(path, is_dir=True))
+    with pytest.raises(PermissionDenied):
+        await driver.link(forged(root / ".." / "outside" / "secret.txt"), LinkArgs())
+
+
+async def test_root_itself_cannot_be_removed_or_renamed(driver: LocalDriver, root: Path) -> None:
+    root_obj = await driver.root_obj()
+    with pytest.raises(PermissionDenied):
+        await driver.remove(root_obj)
+    with pytest.raises(PermissionDenied):
+        await driver.rename(root_obj, "elsewhere")
+    assert (root / "inner.txt").read_text() == "inner"
+
+
+async def test_link_inside_root_is_followed(driver: LocalDriver) -> None:
+    assert await read_obj(driver, await driver.get("/inner-link")) == b"inner"
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("..", RelativePath),
+        (".", RelativePath),
+        ("", InvalidRequest),
+        ("a/b", InvalidRequest),
+        ("a\\b", InvalidRequest),
+        ("nul\x00byte", InvalidRequest),
+    ],
+)
+async def test_bad_names_are_refused(
+    driver: LocalDriver, root: Path, name: str, error: type[ManifoldError]
+) -> None:
+    root_obj = await driver.root_obj()
+    inner = await driver.get("/inner.txt")
+    with pytest.raises(error):
+        await driver.make_dir(root_obj, name)
+    with pytest.raises(error):
+        await driver.rename(inner, name)
+    with pytest.raises(error):
+        await put_bytes(driver, root_obj, name, b"x")
+    assert (root / "inner.txt").read_text() == "inner"
+
+
+@pytest.mark.parametrize("path", ["/../outside/secret.txt", "/a/../../outside", "/./inner.txt"])
+async def test_relative_get_paths_are_refused(driver: LocalDriver, path: str) -> None:
+    with pytest.raises(RelativePath):
+        await driver.get(path)
+
+
+async def test_show_hidden_false_hides_dotfiles(tmp_path: Path) -> None:
+    root = tmp_path / "hidden"
+    root.mkdir()
+    (root / ".dotfile").write_text("x")
+    (root / ".dotdir").mkdir()
+    (root / "visible").write_text("x")
+    shown = await local_driver(root)
+    hidden = await local_driver(root, show_hidden=False)
+    assert len(await shown.list(await shown.root_obj())) == 3
+    assert [o.name for o in await hidden.list(await hidden.root_obj())] == ["visible"]
+
+
+async def test_recycle_bin_moves_instead_of_deleting(tmp_path: Path) -> None:
+    bin_path = tmp_path / "recycle"
+    driver = await local_driver(tmp_path / "data", recycle_bin_path=str(bin_path))
+    root_obj = await driver.root_obj()
+    await driver.remove(await put_bytes(driver, root_obj, "a.txt", b"first"))
+    folder = await driver.make_dir(root_obj, "folder")
+    await put_bytes(driver, folder, "b.txt", b"b")
+    await driver.remove(folder)
+    await driver.remove(await put_bytes(driver, root_obj, "a.txt", b"second"))
+    assert await driver.list(root_obj) == []
+    assert (bin_path / "a.txt").read_bytes() == b"first"
+    assert (bin_path / "folder" / "b.txt").read_bytes() == b"b"
+    renamed = [p for p in os.listdir(bin_path) if p.startswith("a.txt_")]
+    assert len(renamed) == 1 and (bin_path / renamed[0]).read_bytes() == b"second"
+
+
+@pytest.mark.parametrize("recycle", ["", "delete permanently"])
+async def test_default_recycle_setting_deletes(tmp_path: Path, recycle: str) -> None:
+    driver = await local_driver(tmp_path / "data", recycle_bin_path=recycle)
+    await driver.remove(await put_bytes(driver, await driver.root_obj(), "a.txt", b"x"))
+    assert os.listdir(tmp_path) == ["data"]
+    assert os.listdir(tmp_path / "data") == []
+
+
+async def test_failed_uploads_leave_no_temp_file_on_disk(driver: LocalDriver, root: Path) -> None:
+    before = sorted(os.listdir(root))
+    root_obj = await driver.root_obj()
+    with pytest.raises(StreamAborted):
+        await driver.put(root_obj, "aborted", aborted_stream(b"x" * 100), None, None)
+    with pytest.raises(InvalidRequest):
+        await driver.put(root_obj, "short", chunks(b"x" * 10), 20, None)
+    assert sorted(os.listdir(root)) == before
+
+
+async def test_upload_temp_files_are_not_listed(driver: LocalDriver, root: Path) -> None:
+    (root / f"{TEMP_PREFIX}0123").write_text("half written")
+    names = [obj.name for obj in await driver.list(await driver.root_obj())]
+    assert not [n for n in names if n.startswith(TEMP_PREFIX)]
+
+
+async def test_put_over_folder_is_refused(driver: LocalDriver, root: Path) -> None:
+    root_obj = await driver.root_obj()
+    await driver.make_dir(root_obj, "folder")
+    with pytest.raises(ObjectExists):
+        await put_bytes(driver, root_obj, "folder", b"x")
+    assert (root / "folder").is_dir()
+    assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
+
+
+async def test_put_sets_modification_time(driver: LocalDriver, root: Path) -> None:
+    obj = await driver.put(await driver.root_obj(), "dated", chunks(b"x"), 1, WHEN)
+    assert obj.modified == WHEN
+    assert os.stat(root / "dated").st_mtime == WHEN.timestamp()
+
+
+async def test_mkdir_perm_is_octal(tmp_path: Path) -> None:
+    driver = await local_driver(tmp_path / "data", mkdir_perm="700")
+    await driver.make_dir(await driver.root_obj(), "private")
+    assert stat.S_IMODE(os.stat(tmp_path / "data" / "private").st_mode) == 0o700
+
+
+async def test_bad_mkdir_perm_fails_init(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest):
+        await local_driver(tmp_path / "data", mkdir_perm="rwx")
+
+
+async def test_missing_root_fails_init(tmp_path: Path) -> None:
+    addition = Addition(root_folder_path=str(tmp_path / "absent"))
+    driver = LocalDriver(Storage(id=1, mount_path="/x", driver="Local"), addition)
+    with pytest.raises(ObjectNotFound, match=r"root folder .* not exists"):
+        await driver.init()
+
+
+async def test_relative_root_is_saved_back_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "rel").mkdir()
+    monkeypatch.chdir(tmp_path)
+    driver = LocalDriver(
+        Storage(id=1, mount_path="/x", driver="Local"), Addition(root_folder_path="rel")
+    )
+    await driver.init()
+    saved = json.loads(driver.addition())
+    assert saved["root_folder_path"] == str(tmp_path / "rel")
+    assert list(saved) == list(Addition.model_fields)
+
+
+async def test_link_of_folder_is_not_a_file(driver: LocalDriver) -> None:
+    with pytest.raises(NotAFile):
+        await driver.link(await driver.root_obj(), LinkArgs())
+
+
+async def test_list_of_file_is_not_a_folder(driver: LocalDriver) -> None:
+    with pytest.raises(NotAFolder):
+        await driver.list(await driver.get("/inner.txt"))
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        (errno.ENOENT, ObjectNotFound),
+        (errno.ENOTDIR, NotAFolder),
+        (errno.EEXIST, ObjectExists),
+        (errno.EACCES, PermissionDenied),
+        (errno.EPERM, PermissionDenied),
+        (errno.ENOSPC, ServerError),
+    ],
+)
+def test_os_errors_are_translated_with_cause(code: int, error: type[ManifoldError]) -> None:
+    cause = OSError(code, os.strerror(code))
+    with pytest.raises(error) as caught, os_errors():
+        raise cause
+    assert type(caught.value) is error
+    assert caught.value.__cause__ is cause
