@@ -160,6 +160,11 @@ def describe_validation(exc: RequestValidationError) -> str:
     """One clear sentence per problem, naming the field as the client spelled it."""
     parts = []
     for problem in exc.errors():
+        if problem.get("type") == "json_invalid":
+            parts.append(
+                f"body: invalid JSON ({problem.get('ctx', {}).get('error', 'decode error')})"
+            )
+            continue
         location = [str(p) for p in problem.get("loc", ()) if p not in ("body", "query")]
         field = ".".join(location) or "body"
         parts.append(f"{field}: {problem.get('msg', 'invalid')}")

@@ -57,6 +57,7 @@ def setting_json(item: SettingItem) -> dict[str, Any]:
         "options": item.options,
         "group": item.group,
         "flag": item.flag,
+        "index": item.index,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ class DatabaseError(ServerError):
 
 def open_engine(url: str) -> AsyncEngine:
     """Create the engine for ``url``; SQLite gets WAL mode and a busy timeout."""
+    _quiet_driver_loggers()
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -34,6 +36,15 @@ def open_engine(url: str) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _quiet_driver_loggers() -> None:
+    # Database drivers log statements with their parameters at DEBUG: password
+    # hashes and the admin token would reach the log. Keep them at INFO at least.
+    for name in ("aiosqlite", "asyncpg", "aiomysql"):
+        driver_log = logging.getLogger(name)
+        if driver_log.level == logging.NOTSET or driver_log.level < logging.INFO:
+            driver_log.setLevel(logging.INFO)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

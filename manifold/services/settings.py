@@ -165,7 +165,7 @@ def _validate(item: SettingItem, value: str) -> None:
         return
     if item.flag == Flag.READONLY:
         raise BadRequest(f"setting [{item.key}] is read-only")
-    if item.type == "number" and not re.fullmatch(r"-?\d+", value):
+    if item.type == "number" and not re.fullmatch(r"-?[0-9]+", value):
         raise BadRequest(f"setting [{item.key}] must be a whole number")
     if item.type == "bool" and value not in ("true", "false"):
         raise BadRequest(f"setting [{item.key}] must be true or false")

@@ -1,0 +1,190 @@
+"""The envelope around every answer: unknown routes, bad bodies, crashes, CORS, ping."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from starlette.responses import Response
+
+from manifold.app import create_app
+from manifold.services.hub import Services
+from tests.conftest import Api
+
+LOGIN = "/api/auth/login"
+
+
+@pytest.fixture
+async def crashing(services: Services) -> AsyncIterator[httpx.AsyncClient]:
+    """An app with one extra route that fails with an unexpected error."""
+    app = create_app(services.config, services)
+
+    async def boom() -> Response:
+        raise RuntimeError("secret-value")
+
+    app.add_api_route("/api/boom", boom, methods=["GET"])
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
+        yield client
+
+
+async def post_raw(api: Api, path: str, content: bytes) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    return await api.client.post(path, content=content, headers=headers)
+
+
+# -- unknown routes and methods ---------------------------------------------
+
+
+async def test_unknown_api_path_answers_404_in_the_envelope(api: Api) -> None:
+    body = await api.get("/api/nope")
+    assert body == {"code": 404, "message": "not found", "data": None}
+
+
+async def test_unknown_api_path_with_post(api: Api) -> None:
+    body = await api.post("/api/nope/deeper", {"a": 1})
+    assert body == {"code": 404, "message": "not found", "data": None}
+
+
+async def test_envelope_is_json_with_charset(api: Api) -> None:
+    response = await api.client.get("/api/nope")
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+
+
+async def test_wrong_method_on_a_known_route(api: Api) -> None:
+    body = await api.call("DELETE", "/api/me")
+    assert body == {"code": 405, "message": "method not allowed", "data": None}
+
+
+async def test_unknown_path_outside_api_is_plain(api: Api) -> None:
+    response = await api.client.get("/nothing-here")
+    assert response.status_code == 404
+    assert response.text == "Not Found"
+
+
+# -- request bodies ---------------------------------------------------------
+
+
+async def test_malformed_json_on_login(api: Api) -> None:
+    response = await post_raw(api, LOGIN, b'{"username": "admin",')
+    assert response.status_code == 200
+    body = response.json()
+    assert body["code"] == 400
+    assert body["data"] is None
+    assert body["message"].startswith("body: invalid JSON")
+
+
+async def test_malformed_json_message_names_the_body(api: Api) -> None:
+    response = await post_raw(api, LOGIN, b'{"username": "admin",')
+    assert response.json()["message"].startswith("body: ")
+
+
+async def test_empty_body_on_login(api: Api) -> None:
+    body = await api.post(LOGIN)
+    assert body == {"code": 400, "message": "body: Field required", "data": None}
+
+
+async def test_wrong_type_names_the_field(api: Api) -> None:
+    body = await api.post(LOGIN, {"username": 42, "password": "x"})
+    assert body == {
+        "code": 400,
+        "message": "username: Input should be a valid string",
+        "data": None,
+    }
+
+
+async def test_missing_field_names_the_field(api: Api) -> None:
+    body = await api.post(LOGIN, {"password": "x"})
+    assert body == {"code": 400, "message": "username: Field required", "data": None}
+
+
+async def test_every_wrong_field_is_named(api: Api) -> None:
+    body = await api.post(LOGIN, {"username": "admin", "password": 1, "otp_code": []})
+    message = "password: Input should be a valid string; otp_code: Input should be a valid string"
+    assert body == {"code": 400, "message": message, "data": None}
+
+
+async def test_body_that_is_not_an_object(api: Api) -> None:
+    body = await api.post(LOGIN, ["admin", "pw"])
+    message = "body: Input should be a valid dictionary or object to extract fields from"
+    assert body == {"code": 400, "message": message, "data": None}
+
+
+async def test_wrong_query_type_names_the_parameter(api: Api) -> None:
+    await api.as_admin()
+    body = await api.get("/api/admin/user/get", params={"id": "x"})
+    message = "id: Input should be a valid integer, unable to parse string as an integer"
+    assert body == {"code": 400, "message": message, "data": None}
+
+
+async def test_unknown_fields_are_ignored(api: Api) -> None:
+    body = await api.post(LOGIN, {"username": "admin", "password": "nope", "extra": True})
+    assert body == {"code": 400, "message": "password is incorrect", "data": None}
+
+
+# -- unexpected errors ------------------------------------------------------
+
+
+async def test_unexpected_error_answers_internal_error(
+    crashing: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    response = await crashing.get("/api/boom")
+    assert response.status_code == 200
+    assert response.json() == {"code": 500, "message": "internal error", "data": None}
+    assert "secret-value" not in response.text
+
+
+async def test_unexpected_error_logs_one_line_without_traceback(
+    crashing: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await crashing.get("/api/boom")
+    ours = [record for record in caplog.records if record.name == "manifold"]
+    assert [(r.levelno, r.getMessage()) for r in ours] == [
+        (logging.ERROR, "unhandled RuntimeError in GET /api/boom")
+    ]
+    assert all(record.exc_info is None and record.exc_text is None for record in caplog.records)
+    assert "secret-value" not in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+async def test_server_keeps_answering_after_an_unexpected_error(
+    crashing: httpx.AsyncClient,
+) -> None:
+    await crashing.get("/api/boom")
+    response = await crashing.get("/ping")
+    assert response.text == "pong"
+
+
+# -- CORS and ping ----------------------------------------------------------
+
+
+async def test_cors_preflight(api: Api) -> None:
+    headers = {
+        "Origin": "https://files.example.com",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    response = await api.client.options(LOGIN, headers=headers)
+    assert response.status_code == 200
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert "POST" in response.headers["access-control-allow-methods"]
+    allowed = response.headers["access-control-allow-headers"].lower()
+    assert "authorization" in allowed
+
+
+async def test_cors_header_on_a_plain_request(api: Api) -> None:
+    response = await api.client.get(
+        "/api/public/settings", headers={"Origin": "https://files.example.com"}
+    )
+    assert response.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT"])
+async def test_ping(api: Api, method: str) -> None:
+    response = await api.client.request(method, "/ping")
+    assert response.status_code == 200
+    assert response.text == "pong"

@@ -1,0 +1,222 @@
+"""The settings service without a database: the start-up merge and privacy masking."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from manifold import VERSION_STRING
+from manifold.models import SettingItem
+from manifold.services.settings import (
+    SettingsService,
+    compile_privacy_regs,
+    merge_defaults,
+    translate_go_regex,
+)
+from manifold.services.settings_defaults import DEFAULT_SETTINGS, Flag, SettingDefault
+
+OLD_HEAD = next(d.pre_default or "" for d in DEFAULT_SETTINGS if d.key == "customize_head")
+DEFAULT_REGS = next(d.value for d in DEFAULT_SETTINGS if d.key == "privacy_regs")
+
+
+def stored(key: str, value: str, **fields: object) -> SettingItem:
+    item = SettingItem(key, value, "", "string", "", 1, Flag.PUBLIC, 0)
+    for name, field_value in fields.items():
+        setattr(item, name, field_value)
+    return item
+
+
+def merge(*items: SettingItem) -> dict[str, SettingItem]:
+    return merge_defaults({item.key: item for item in items}, DEFAULT_SETTINGS)
+
+
+def masker(regs: str = DEFAULT_REGS) -> SettingsService:
+    service = SettingsService(repo=None)  # type: ignore[arg-type]
+    service._privacy = compile_privacy_regs(regs)
+    return service
+
+
+# -- merge_defaults ---------------------------------------------------------
+
+
+def test_merge_without_stored_items_gives_the_defaults_in_order() -> None:
+    merged = merge()
+    assert list(merged) == [d.key for d in DEFAULT_SETTINGS]
+    assert [item.index for item in merged.values()] == list(range(len(DEFAULT_SETTINGS)))
+    assert merged["site_title"].value == "Manifold"
+
+
+def test_merge_keeps_a_value_the_admin_changed() -> None:
+    merged = merge(stored("site_title", "Home Files"))
+    assert merged["site_title"].value == "Home Files"
+
+
+def test_merge_keeps_a_stored_empty_value() -> None:
+    merged = merge(stored("announcement", ""))
+    assert merged["announcement"].value == ""
+
+
+def test_merge_replaces_a_stored_version() -> None:
+    merged = merge(stored("version", "v3.40.0", flag=Flag.READONLY))
+    assert merged["version"].value == VERSION_STRING
+
+
+def test_merge_sets_the_version_without_a_stored_row() -> None:
+    assert merge()["version"].value == VERSION_STRING
+
+
+def test_merge_resets_customize_head_equal_to_its_old_default() -> None:
+    assert OLD_HEAD
+    merged = merge(stored("customize_head", OLD_HEAD, group=4, flag=Flag.PRIVATE))
+    assert merged["customize_head"].value == ""
+
+
+def test_merge_keeps_a_customized_head() -> None:
+    head = OLD_HEAD + "<style>body{}</style>"
+    merged = merge(stored("customize_head", head, group=4, flag=Flag.PRIVATE))
+    assert merged["customize_head"].value == head
+
+
+def test_merge_resets_flag_type_help_group_and_options() -> None:
+    old = stored(
+        "pagination_type",
+        "load_more",
+        help="old help",
+        type="string",
+        options="x,y",
+        group=9,
+        flag=Flag.PRIVATE,
+        index=70,
+    )
+    merged = merge(old)["pagination_type"]
+    assert merged == SettingItem(
+        "pagination_type",
+        "load_more",
+        "",
+        "select",
+        "all,pagination,load_more,auto_load_more",
+        1,
+        Flag.PUBLIC,
+        3,
+    )
+
+
+def test_merge_resets_help_to_the_code_text() -> None:
+    old = stored("max_index_depth", "10", help="", type="number", group=6, flag=Flag.PRIVATE)
+    assert merge(old)["max_index_depth"].help == "max depth of index"
+
+
+def test_merge_flags_unknown_keys_deprecated_after_the_defaults() -> None:
+    legacy = stored("115_temp_dir", "/cloud/tmp", group=5, flag=Flag.PRIVATE, index=3)
+    merged = merge(legacy)
+    assert list(merged)[-1] == "115_temp_dir"
+    item = merged["115_temp_dir"]
+    assert (item.flag, item.value, item.group) == (Flag.DEPRECATED, "/cloud/tmp", 5)
+    assert item.index == len(DEFAULT_SETTINGS)
+
+
+def test_merge_gives_each_deprecated_key_its_own_index() -> None:
+    merged = merge(stored("old_a", "1"), stored("old_b", "2"))
+    assert (merged["old_a"].index, merged["old_b"].index) == (95, 96)
+
+
+def test_merge_keeps_an_already_deprecated_key() -> None:
+    merged = merge(stored("old_a", "1", flag=Flag.DEPRECATED))
+    assert merged["old_a"].flag == Flag.DEPRECATED
+
+
+def test_merge_with_a_custom_table_uses_pre_default() -> None:
+    table = (SettingDefault("motd", "new", "text", 1, Flag.PUBLIC, pre_default="old"),)
+    assert merge_defaults({"motd": stored("motd", "old")}, table)["motd"].value == "new"
+    assert merge_defaults({"motd": stored("motd", "mine")}, table)["motd"].value == "mine"
+
+
+def test_merge_keeps_a_stored_token() -> None:
+    token = "manifold-" + "a" * 100
+    merged = merge(stored("token", token, group=0, flag=Flag.PRIVATE))
+    assert merged["token"].value == token
+
+
+# -- translate_go_regex -----------------------------------------------------
+
+
+def test_translate_xdigit_class() -> None:
+    translated = translate_go_regex("[[:xdigit:]]{2}")
+    assert translated == "[0-9A-Fa-f]{2}"
+    assert re.fullmatch(translated, "aF")
+    assert re.fullmatch(translated, "x:") is None
+
+
+def test_untranslated_xdigit_class_reads_wrong_in_python() -> None:
+    with pytest.warns(FutureWarning):
+        naive = re.compile("[[:xdigit:]]")
+    assert naive.fullmatch("a") is None
+
+
+def test_translate_ungreedy_flag() -> None:
+    assert translate_go_regex("(?U)access_token=(.*)&") == "access_token=(.*?)&"
+
+
+def test_translate_ungreedy_flips_an_explicitly_lazy_quantifier() -> None:
+    assert translate_go_regex("(?U)a+?b*") == "a+b*?"
+
+
+def test_translate_ungreedy_leaves_classes_and_groups_alone() -> None:
+    assert translate_go_regex(r"(?U)(?:[*+?]\*)x{1,2}") == r"(?:[*+?]\*)x{1,2}?"
+
+
+def test_translate_leaves_a_plain_pattern_unchanged() -> None:
+    assert translate_go_regex(r"\d+\.\d+") == r"\d+\.\d+"
+
+
+def test_ungreedy_access_token_rule_stops_at_the_first_ampersand() -> None:
+    pattern = re.compile(translate_go_regex("(?U)access_token=(.*)&"))
+    match = pattern.search("access_token=abc&x=1&")
+    assert match is not None
+    assert match.group(0) == "access_token=abc&"
+
+
+def test_default_privacy_regs_compile_without_warnings() -> None:
+    patterns = compile_privacy_regs(DEFAULT_REGS)
+    assert len(patterns) == 3
+
+
+def test_default_ipv6_rule_matches_a_full_address() -> None:
+    ipv6 = compile_privacy_regs(DEFAULT_REGS)[1]
+    address = "2001:0db8:85a3:0000:0000:8a2e:0370:7334"
+    match = ipv6.search(f"from {address} now")
+    assert match is not None
+    assert match.group(0) == address
+
+
+# -- mask_private -----------------------------------------------------------
+
+
+def test_mask_access_token_only_up_to_the_first_ampersand() -> None:
+    masked = masker().mask_private("access_token=abc&x=1&")
+    assert masked == "*" * len("access_token=abc&") + "x=1&"
+
+
+def test_mask_ipv4_with_same_length_stars() -> None:
+    masked = masker().mask_private("login failed from 203.0.113.7 again")
+    assert masked == "login failed from *********** again"
+
+
+def test_mask_ipv6_with_same_length_stars() -> None:
+    address = "fe80:0000:0000:0000:0204:61ff:fe9d:f156"
+    masked = masker().mask_private(f"peer {address} refused")
+    assert masked == f"peer {'*' * len(address)} refused"
+
+
+def test_mask_counts_utf8_bytes_not_characters() -> None:
+    masked = masker().mask_private("access_token=\u00e9\u00e9&rest")
+    assert masked == "*" * (len("access_token=&") + 4) + "rest"
+
+
+def test_mask_leaves_a_clean_message_alone() -> None:
+    assert masker().mask_private("password is incorrect") == "password is incorrect"
+
+
+def test_mask_with_no_rules() -> None:
+    assert masker("").mask_private("from 10.0.0.1") == "from 10.0.0.1"
