@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
@@ -178,6 +178,19 @@ def validate_name(name: str) -> str:
     return name
 
 
+class VirtualTree(Protocol):
+    """The server's whole path tree, for drivers that serve other mounts (Alias).
+
+    Paths are virtual and absolute; no user permission applies at this level.
+    """
+
+    async def get_path(self, path: str) -> Obj: ...
+
+    async def list_path(self, path: str) -> builtins.list[Obj]: ...
+
+    async def link_path(self, path: str, args: LinkArgs) -> Link: ...
+
+
 class Driver(ABC, Generic[OptionsT]):
     """One mounted storage. Methods appear in the fixed driver order.
 
@@ -201,6 +214,8 @@ class Driver(ABC, Generic[OptionsT]):
     def __init__(self, storage: Storage, options: OptionsT) -> None:
         self.storage = storage
         self.options = options
+        # Set by the server before ``init`` for drivers that read other mounts.
+        self.tree: VirtualTree | None = None
 
     @classmethod
     def capabilities(cls) -> frozenset[str]:

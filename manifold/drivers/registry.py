@@ -25,6 +25,7 @@ D = TypeVar("D", bound=type[Driver[Any]])
 # its driver.py holds DRIVER.
 BUILTIN_DRIVERS: dict[str, str] = {
     "Local": "manifold.drivers.local",
+    "Alias": "manifold.drivers.alias",
 }
 
 

@@ -182,6 +182,25 @@ class FsService:
         return caller.user.can(Perm.SEE_HIDDEN)
 
 
+class FsTree:
+    """The whole tree without user checks, for drivers that serve other mounts."""
+
+    def __init__(self, fs: FsService) -> None:
+        self._fs = fs
+
+    async def get_path(self, path: str) -> Obj:
+        obj, _ = await self._fs.get_path(clean_path(path))
+        return obj
+
+    async def list_path(self, path: str) -> builtins.list[Obj]:
+        objs, _ = await self._fs.list_path(clean_path(path))
+        return objs
+
+    async def link_path(self, path: str, args: LinkArgs) -> Link:
+        _, link, _ = await self._fs.link(clean_path(path), args)
+        return link
+
+
 def _virtual(name: str) -> Obj:
     return Obj(name=name, size=0, is_dir=True, modified=_EPOCH)
 

@@ -12,7 +12,7 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.drivers.registry import REGISTRY, load_builtin_drivers
 from manifold.services.auth import AuthService
-from manifold.services.fs import FsService
+from manifold.services.fs import FsService, FsTree
 from manifold.services.limiter import MemoryLoginLimiter
 from manifold.services.metas import MetaService
 from manifold.services.settings import SettingsService
@@ -52,6 +52,8 @@ class Services:
         load_builtin_drivers()
         storages = StorageService(repos.StorageRepo(engine), REGISTRY, MemoryListCache())
         metas = MetaService(repos.MetaRepo(engine))
+        fs = FsService(storages, metas)
+        storages.tree = FsTree(fs)
         return cls(
             config=config,
             engine=engine,
@@ -62,7 +64,7 @@ class Services:
             sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
             revocations=revocations,
             storages=storages,
-            fs=FsService(storages, metas),
+            fs=fs,
             signer=Signer(settings),
         )
 

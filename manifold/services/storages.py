@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from manifold.db.repos import StorageRepo
-from manifold.drivers.base import Driver
+from manifold.drivers.base import Driver, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import BadRequest, ManifoldError, ServerError, StorageNotFound
 from manifold.models import Storage
@@ -46,6 +46,7 @@ class StorageService:
         self._mounted: dict[int, Mounted] = {}
         self._table: MountTable[Mounted] = MountTable()
         self.loaded = False
+        self.tree: VirtualTree | None = None
 
     async def start(self) -> None:
         storages = [s for s in await self._repo.all() if not s.disabled]
@@ -136,6 +137,7 @@ class StorageService:
         driver: Driver[Any] | None = None
         try:
             driver = self._registry.build(storage)
+            driver.tree = self.tree
             await driver.init()
             storage = replace(storage, status=WORK, addition=driver.addition())
             no_cache = self._registry.get(storage.driver).config.no_cache

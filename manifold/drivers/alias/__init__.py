@@ -1,0 +1,1 @@
+"""The Alias driver: several paths of the tree shown as one folder."""
