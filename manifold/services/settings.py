@@ -43,7 +43,8 @@ class SettingsService:
         self._items: dict[str, SettingItem] = {}
         self._public_body = b""
         self._privacy: list[re.Pattern[str]] = []
-        self._mapping: dict[str, str] = {}
+        self._name_table: dict[int, str] = {}
+        self._types: dict[str, int] = {}
 
     async def start(self) -> None:
         stored = {item.key: item for item in await self._repo.all()}
@@ -58,11 +59,17 @@ class SettingsService:
         public = {k: i.value for k, i in sorted(self._items.items()) if _is_public(i)}
         self._public_body = orjson.dumps({"code": 200, "message": "success", "data": public})
         self._privacy = compile_privacy_regs(self.get("privacy_regs"))
-        self._mapping = _char_mapping(self.get("filename_char_mapping"))
+        mapping = _char_mapping(self.get("filename_char_mapping"))
+        self._name_table = {ord(k): v for k, v in mapping.items() if len(k) == 1}
+        self._types = _type_table(self)
 
-    def char_mapping(self) -> dict[str, str]:
-        """How characters of driver names are shown (default: ``/`` as ``|``)."""
-        return self._mapping
+    def name_table(self) -> dict[int, str]:
+        """A ``str.translate`` table for how driver names are shown (``/`` as ``|``)."""
+        return self._name_table
+
+    def type_of_extension(self, ext: str) -> int:
+        """AList's file type code for a lower-case extension (0 when unknown)."""
+        return self._types.get(ext, 0)
 
     def get(self, key: str, default: str = "") -> str:
         item = self._items.get(key)
@@ -262,3 +269,15 @@ def _char_mapping(value: str) -> dict[str, str]:
     return (
         {k: v for k, v in loaded.items() if isinstance(v, str)} if isinstance(loaded, dict) else {}
     )
+
+
+# Checked in this order; the first list holding an extension gives its code.
+_TYPE_SETTINGS = (("audio_types", 3), ("video_types", 2), ("image_types", 5), ("text_types", 4))
+
+
+def _type_table(settings: SettingsService) -> dict[str, int]:
+    table: dict[str, int] = {}
+    for key, code in _TYPE_SETTINGS:
+        for ext in settings.get(key).split(","):
+            table.setdefault(ext, code)
+    return table

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import time
+from collections.abc import Callable
 
 from manifold.errors import Unauthorized
 from manifold.services.settings import SettingsService
@@ -20,9 +21,21 @@ class Signer:
         self._settings = settings
 
     def sign(self, path: str) -> str:
+        return self.batch()(path)
+
+    def batch(self) -> Callable[[str], str]:
+        """A signing function for many paths at once (a listing): key and expiry fixed."""
         hours = self._settings.get_int("link_expiration", 0)
         expire = int(time.time()) + hours * 3600 if hours > 0 else 0
-        return sign_path(self._settings.get("token"), path, expire)
+        keyed = hmac.new(self._settings.get("token").encode(), digestmod=hashlib.sha256)
+        suffix = f":{expire}"
+
+        def sign(path: str) -> str:
+            mac = keyed.copy()
+            mac.update(f"{path}{suffix}".encode())
+            return base64.urlsafe_b64encode(mac.digest()).decode() + suffix
+
+        return sign
 
     def verify(self, path: str, sign: str) -> None:
         """Raise ``Unauthorized`` with AList's message unless ``sign`` is valid for ``path``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
 from urllib.parse import quote
 
@@ -40,55 +39,46 @@ class DirsBody(RequestBody):
     force_root: bool = False
 
 
-_TYPE_ORDER = (("audio_types", 3), ("video_types", 2), ("image_types", 5), ("text_types", 4))
-
-
 def file_type(services: Services, name: str, is_dir: bool) -> int:
     if is_dir:
         return 1
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    settings = services.settings
-    for key, code in (
-        ("audio_types", 3),
-        ("video_types", 2),
-        ("image_types", 5),
-        ("text_types", 4),
-    ):
-        if ext in settings.get(key).split(","):
-            return code
-    return 0
+    return services.settings.type_of_extension(ext)
 
 
-def _display_name(services: Services, name: str) -> str:
-    mapping = services.settings.char_mapping()
-    return "".join(mapping.get(ch, ch) for ch in name) if mapping else name
+class ObjRenderer:
+    """Turns objects of one folder into API JSON; per-request work is done once here."""
 
+    def __init__(self, services: Services, folder: str, signed: bool) -> None:
+        self._services = services
+        self._folder = folder.rstrip("/")
+        self._sign = services.signer.batch() if signed or services.settings.get_bool(
+            "sign_all"
+        ) else None  # fmt: skip
+        self._names = services.settings.name_table()
 
-def obj_json(
-    services: Services, obj: Obj, folder: str, signed: bool, type_code: int | None = None
-) -> dict[str, Any]:
-    sign = ""
-    if not obj.is_dir and (signed or services.settings.get_bool("sign_all")):
-        sign = services.signer.sign(posixpath.join(folder, obj.name))
-    hash_info = obj.hash_info
-    return {
-        "id": obj.id,
-        "path": "",
-        "name": _display_name(services, obj.name),
-        "size": obj.size,
-        "is_dir": obj.is_dir,
-        "modified": iso_time(obj.modified),
-        "created": iso_time(obj.created or obj.modified),
-        "sign": sign,
-        "thumb": obj.thumb,
-        "type": file_type(services, obj.name, obj.is_dir) if type_code is None else type_code,
-        "hashinfo": "null" if hash_info is None else _json_text(hash_info),
-        "hash_info": hash_info,
-    }
-
-
-def _json_text(value: dict[str, str]) -> str:
-    return orjson.dumps(value).decode()
+    def __call__(self, obj: Obj, type_code: int | None = None) -> dict[str, Any]:
+        sign = ""
+        if not obj.is_dir and self._sign is not None:
+            sign = self._sign(f"{self._folder}/{obj.name}")
+        modified = iso_time(obj.modified)
+        hash_info = obj.hash_info
+        return {
+            "id": obj.id,
+            "path": "",
+            "name": obj.name.translate(self._names) if self._names else obj.name,
+            "size": obj.size,
+            "is_dir": obj.is_dir,
+            "modified": modified,
+            "created": modified if obj.created is None else iso_time(obj.created),
+            "sign": sign,
+            "thumb": obj.thumb,
+            "type": file_type(self._services, obj.name, obj.is_dir)
+            if type_code is None
+            else type_code,
+            "hashinfo": "null" if hash_info is None else orjson.dumps(hash_info).decode(),
+            "hash_info": hash_info,
+        }
 
 
 async def list_fs(body: ListBody, caller: CallerDep, services: ServicesDep) -> Response:
@@ -96,7 +86,8 @@ async def list_fs(body: ListBody, caller: CallerDep, services: ServicesDep) -> R
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
     signed = services.fs.needs_sign(listing.path, listing.meta)
-    content = [obj_json(services, o, listing.path, signed) for o in listing.objs]
+    render = ObjRenderer(services, listing.path, signed)
+    content = [render(o) for o in listing.objs]
     return ok(
         {
             "content": content or None,
@@ -133,7 +124,7 @@ async def get_fs(
     found = await services.fs.get(caller, body.path, body.password)
     parent, _ = split_path(found.path)
     type_code = file_type(services, found.obj.name, False)
-    data = obj_json(services, found.obj, parent, found.signed, type_code)
+    data = ObjRenderer(services, parent, found.signed)(found.obj, type_code)
     data.update(
         {
             "raw_url": raw_url(request, services, found),
