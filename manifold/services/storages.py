@@ -16,7 +16,7 @@ from typing import Any
 from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, VirtualTree
 from manifold.drivers.registry import DriverRegistry
-from manifold.errors import BadRequest, ManifoldError, ServerError, StorageNotFound
+from manifold.errors import ManifoldError, ServerError, StorageNotFound
 from manifold.models import Storage
 from manifold.vfs.mounts import MountTable, Resolved
 from manifold.vfs.paths import clean_path
@@ -110,7 +110,7 @@ class StorageService:
     async def set_disabled(self, storage_id: int, disabled: bool) -> None:
         storage = await self.get(storage_id)
         if storage.disabled == disabled:
-            raise BadRequest(f"this storage is already {'disabled' if disabled else 'enabled'}")
+            raise ServerError(f"this storage have {'disabled' if disabled else 'enabled'}")
         storage.disabled = disabled
         await self._repo.save(storage)
         await self._remount(storage)

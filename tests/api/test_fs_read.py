@@ -1,0 +1,432 @@
+"""Reading the file tree: /api/fs/list, get and dirs over Local storages, with metas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.api.fs_helpers import (
+    NOT_FOUND_SUFFIX,
+    PASSWORD_DENIED,
+    add_meta,
+    fs_get,
+    fs_list,
+    make_tree,
+    mount_local,
+    names,
+)
+from tests.conftest import Api
+
+USER_PW = "user-password-1"
+
+TREE: dict[str, bytes | str] = {
+    "a.txt": "alpha",
+    "movie.mp4": b"\x00\x01video",
+    "song.mp3": b"ID3",
+    "pic.PNG": b"\x89PNG",
+    "blob.xyz": b"?",
+    "noext": b"n",
+    "sub/b.txt": "beta",
+    "sub/deeper/c.txt": "gamma",
+    "empty/": "",
+}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "root", TREE)
+
+
+async def user_token(api: Api, name: str = "reader", **fields: Any) -> str:
+    fields.setdefault("permission", 0)
+    await api.make_user(name, USER_PW, **fields)
+    return await api.login(name, USER_PW)
+
+
+def by_name(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    assert body["code"] == 200, body
+    return {o["name"]: o for o in body["data"]["content"] or []}
+
+
+# --- storages and the mount tree ---------------------------------------------
+
+
+async def test_no_storage_at_all(api: Api) -> None:
+    await api.as_admin()
+    for path in ("/", "/anything"):
+        body = await fs_list(api, path)
+        assert body["code"] == 500
+        assert body["message"] == "storage not found; please add a storage first"
+
+
+async def test_virtual_folders_above_deeper_mounts(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/a/b", root)
+    top = await fs_list(api, "/")
+    assert names(top) == ["a"]
+    assert top["data"]["provider"] == "unknown"
+    [virtual] = top["data"]["content"]
+    assert virtual["is_dir"] is True
+    assert virtual["type"] == 1
+    assert virtual["sign"] == ""
+    middle = await fs_list(api, "/a")
+    assert names(middle) == ["b"]
+    assert middle["data"]["provider"] == "unknown"
+    inner = await fs_list(api, "/a/b")
+    assert inner["data"]["provider"] == "Local"
+    assert "a.txt" in names(inner)
+    got = await fs_get(api, "/a")
+    assert got["code"] == 200
+    assert got["data"]["is_dir"] is True
+    assert got["data"]["name"] == "a"
+    assert got["data"]["raw_url"] == ""
+
+
+async def test_longest_prefix_on_whole_segments(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    one = make_tree(tmp_path / "one", {"from-b.txt": "b"})
+    two = make_tree(tmp_path / "two", {"from-bc.txt": "bc"})
+    three = make_tree(tmp_path / "three", {"from-a.txt": "a", "bcd/": ""})
+    await mount_local(api, "/a/b", one)
+    await mount_local(api, "/a/bc", two)
+    await mount_local(api, "/a", three)
+    assert names(await fs_list(api, "/a/b")) == ["from-b.txt"]
+    assert names(await fs_list(api, "/a/bc")) == ["from-bc.txt"]
+    assert set(names(await fs_list(api, "/a"))) == {"from-a.txt", "bcd", "b", "bc"}
+    assert (await fs_list(api, "/a/bcd"))["code"] == 200
+    assert (await fs_list(api, "/a/bcd"))["data"]["provider"] == "Local"
+
+
+# --- listing content ------------------------------------------------------------
+
+
+async def test_list_fields_signs_and_types(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await fs_list(api, "/local")
+    data = body["data"]
+    assert data["provider"] == "Local"
+    assert data["write"] is True
+    assert data["total"] == len(data["content"]) == 8
+    objs = by_name(body)
+    expected_types = {
+        "a.txt": 4,
+        "movie.mp4": 2,
+        "song.mp3": 3,
+        "pic.PNG": 5,
+        "blob.xyz": 0,
+        "noext": 0,
+        "sub": 1,
+        "empty": 1,
+    }
+    assert {n: o["type"] for n, o in objs.items()} == expected_types
+    signer = api.services.signer
+    for name, obj in objs.items():
+        if obj["is_dir"]:
+            assert obj["sign"] == "", name
+            assert obj["size"] == 0
+        else:
+            assert obj["sign"] == signer.sign(f"/local/{name}"), name
+    assert objs["a.txt"]["size"] == 5
+    assert objs["a.txt"]["hashinfo"] == "null"
+    assert objs["a.txt"]["hash_info"] is None
+    assert set(objs["a.txt"]) >= {"id", "path", "name", "size", "is_dir", "modified", "created"}
+
+
+async def test_paging(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "many", {f"f{n:02}.txt": str(n) for n in range(7)})
+    await mount_local(api, "/m", root)
+    everything = names(await fs_list(api, "/m", per_page=0))
+    assert len(everything) == 7
+    pages = []
+    for page in (1, 2, 3):
+        body = await fs_list(api, "/m", page=page, per_page=3)
+        assert body["data"]["total"] == 7
+        pages += names(body)
+    assert pages == everything
+    assert len(names(await fs_list(api, "/m", page=3, per_page=3))) == 1
+    past = await fs_list(api, "/m", page=9, per_page=3)
+    assert past["data"]["content"] is None
+    assert past["data"]["total"] == 7
+    zero_page = await fs_list(api, "/m", page=0, per_page=3)
+    assert names(zero_page) == everything[:3]
+
+
+async def test_empty_folder_content_is_null(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await fs_list(api, "/local/empty")
+    assert body["code"] == 200
+    assert body["data"]["content"] is None
+    assert body["data"]["total"] == 0
+
+
+@pytest.mark.parametrize("path", ["/local/nope", "/local/sub/nope", "/local/nope/deeper"])
+async def test_missing_path(api: Api, root: Path, path: str) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    for body in (await fs_list(api, path), await fs_get(api, path)):
+        assert body["code"] == 500, body
+        assert body["message"].endswith(NOT_FOUND_SUFFIX), body
+
+
+@pytest.mark.parametrize(
+    "name", ["with space.txt", "odd #?%&+ name.txt", "ünïcødé 文件.txt", "emoji 🎉.txt"]
+)
+async def test_unusual_names_round_trip(api: Api, tmp_path: Path, name: str) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "odd", {name: "payload " + name})
+    await mount_local(api, "/odd", root)
+    listed = by_name(await fs_list(api, "/odd"))
+    assert list(listed) == [name]
+    got = await fs_get(api, f"/odd/{name}")
+    assert got["code"] == 200, got
+    assert got["data"]["name"] == name
+    raw = got["data"]["raw_url"]
+    response = await api.client.get(raw)
+    assert response.status_code == 200
+    assert response.content == ("payload " + name).encode()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fs/list binds only a JSON body; AList also binds query/form fields (GET ?path=)",
+)
+async def test_list_as_get_with_query_parameters(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.get("/api/fs/list", params={"path": "/local/sub"})
+    assert set(names(body)) == {"b.txt", "deeper"}
+
+
+# --- fs/get --------------------------------------------------------------------
+
+
+async def test_get_file_raw_url_is_fetchable(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await fs_get(api, "/local/sub/b.txt")
+    assert body["code"] == 200
+    data = body["data"]
+    assert data["name"] == "b.txt"
+    assert data["is_dir"] is False
+    assert data["size"] == 4
+    assert data["type"] == 4
+    assert data["provider"] == "Local"
+    sign = api.services.signer.sign("/local/sub/b.txt")
+    assert data["sign"] == sign
+    parts = urlsplit(data["raw_url"])
+    assert parts.scheme == "http"
+    assert parts.netloc == "manifold.test"
+    assert parts.path == "/d/local/sub/b.txt"
+    assert parts.query == f"sign={sign}"
+    response = await api.client.get(data["raw_url"])
+    assert response.status_code == 200
+    assert response.content == b"beta"
+
+
+async def test_get_folder_has_no_raw_url(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    for path in ("/local/sub", "/local"):
+        body = await fs_get(api, path)
+        assert body["code"] == 200
+        assert body["data"]["is_dir"] is True
+        assert body["data"]["raw_url"] == ""
+        assert body["data"]["sign"] == ""
+    assert (await fs_get(api, "/local"))["data"]["name"] == "local"
+
+
+async def test_raw_url_uses_site_url_and_forwarded_headers(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.post(
+        "/api/fs/get",
+        {"path": "/local/a.txt"},
+        headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "files.example"},
+    )
+    assert body["data"]["raw_url"].startswith("https://files.example/d/local/a.txt?sign=")
+
+
+# --- metas ---------------------------------------------------------------------
+
+
+async def test_folder_password(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", password="pw1")
+    token = await user_token(api)
+    denied = await fs_list(api, "/local/sub", token=token)
+    assert (denied["code"], denied["message"]) == (403, PASSWORD_DENIED)
+    wrong = await fs_list(api, "/local/sub", token=token, password="nope")
+    assert wrong["code"] == 403
+    right = await fs_list(api, "/local/sub", token=token, password="pw1")
+    assert set(names(right)) == {"b.txt", "deeper"}
+    # Files under a password carry signs whatever sign_all says.
+    assert by_name(right)["b.txt"]["sign"]
+    got = await fs_get(api, "/local/sub/b.txt", token=token)
+    assert got["code"] == 200  # no p_sub: the file itself is not guarded
+    # Without p_sub the subfolder is open.
+    assert (await fs_list(api, "/local/sub/deeper", token=token))["code"] == 200
+    # The admin has the "access without password" bit.
+    assert (await fs_list(api, "/local/sub"))["code"] == 200
+
+
+async def test_password_with_p_sub_and_overriding_meta(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", password="pw1", p_sub=True)
+    token = await user_token(api)
+    for path in ("/local/sub/deeper", "/local/sub/deeper/c.txt", "/local/sub/b.txt"):
+        body = await fs_get(api, path, token=token)
+        assert (body["code"], body["message"]) == (403, PASSWORD_DENIED), path
+        assert (await fs_get(api, path, token=token, password="pw1"))["code"] == 200
+    assert (await fs_list(api, "/local/sub/deeper", token=token))["code"] == 403
+    # A nearer meta without a password lifts it.
+    await add_meta(api, "/local/sub/deeper", readme="open")
+    opened = await fs_list(api, "/local/sub/deeper", token=token)
+    assert names(opened) == ["c.txt"]
+    assert opened["data"]["readme"] == "open"
+    # The dirs endpoint checks the password too.
+    dirs = await api.post("/api/fs/dirs", {"path": "/local/sub"}, token=token)
+    assert dirs["code"] == 403
+    dirs = await api.post("/api/fs/dirs", {"path": "/local/sub", "password": "pw1"}, token=token)
+    assert [d["name"] for d in dirs["data"]] == ["deeper"]
+
+
+async def test_hide_patterns(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local", hide="^a\\.txt$\n\\.mp4$\n^sub$")
+    token = await user_token(api)
+    shown = names(await fs_list(api, "/local", token=token))
+    assert "a.txt" not in shown
+    assert "movie.mp4" not in shown
+    assert "sub" not in shown
+    assert "song.mp3" in shown
+    body = await fs_list(api, "/local", token=token)
+    assert body["data"]["total"] == len(shown)
+    # A hidden entry cannot be reached directly either.
+    assert (await fs_get(api, "/local/a.txt", token=token))["code"] == 403
+    dirs = await api.post("/api/fs/dirs", {"path": "/local"}, token=token)
+    assert "sub" not in [d["name"] for d in dirs["data"] or []]
+    # The admin sees everything (bit 0 in the default permission).
+    assert {"a.txt", "movie.mp4", "sub"} <= set(names(await fs_list(api, "/local")))
+    # A user with bit 0 sees them as well.
+    seer = await user_token(api, "seer", permission=1)
+    assert "a.txt" in names(await fs_list(api, "/local", token=seer))
+
+
+async def test_hide_applies_below_only_with_h_sub(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "h", {"x.bak": "", "d/y.bak": "", "d/keep.txt": ""})
+    await mount_local(api, "/h", root)
+    await add_meta(api, "/h", hide="\\.bak$")
+    token = await user_token(api)
+    assert names(await fs_list(api, "/h", token=token)) == ["d"]
+    assert set(names(await fs_list(api, "/h/d", token=token))) == {"y.bak", "keep.txt"}
+    await api.as_admin()
+    meta = (await api.get("/api/admin/meta/list"))["data"]["content"][0]
+    meta["h_sub"] = True
+    assert (await api.post("/api/admin/meta/update", meta))["code"] == 200
+    assert names(await fs_list(api, "/h/d", token=token)) == ["keep.txt"]
+
+
+async def test_readme_and_header(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", readme="R", header="H")
+    here = await fs_list(api, "/local/sub")
+    assert (here["data"]["readme"], here["data"]["header"]) == ("R", "H")
+    below = await fs_list(api, "/local/sub/deeper")
+    assert (below["data"]["readme"], below["data"]["header"]) == ("", "")
+    got = await fs_get(api, "/local/sub")
+    assert (got["data"]["readme"], got["data"]["header"]) == ("R", "H")
+
+
+async def test_readme_and_header_sub_flags(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", readme="R", r_sub=True, header="H")
+    below = await fs_list(api, "/local/sub/deeper")
+    assert (below["data"]["readme"], below["data"]["header"]) == ("R", "")
+    meta = (await api.get("/api/admin/meta/list"))["data"]["content"][0]
+    meta.update(r_sub=False, header_sub=True)
+    assert (await api.post("/api/admin/meta/update", meta))["code"] == 200
+    below = await fs_list(api, "/local/sub/deeper")
+    assert (below["data"]["readme"], below["data"]["header"]) == ("", "H")
+
+
+async def test_write_flag_and_refresh(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    token = await user_token(api)
+    body = await fs_list(api, "/local", token=token)
+    assert body["data"]["write"] is False
+    refused = await fs_list(api, "/local", token=token, refresh=True)
+    assert (refused["code"], refused["message"]) == (403, "Refresh without permission")
+    assert (await fs_list(api, "/local", refresh=True))["code"] == 200  # admin may
+    await add_meta(api, "/local/sub", write=True)
+    granted = await fs_list(api, "/local/sub", token=token)
+    assert granted["data"]["write"] is True
+    assert (await fs_list(api, "/local/sub", token=token, refresh=True))["code"] == 200
+    # Without w_sub the grant stops at the folder itself.
+    assert (await fs_list(api, "/local/sub/deeper", token=token))["data"]["write"] is False
+    writer = await user_token(api, "writer", permission=8)
+    assert (await fs_list(api, "/local", token=writer))["data"]["write"] is True
+
+
+async def test_dirs(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.post("/api/fs/dirs", {"path": "/local"})
+    assert body["code"] == 200
+    assert sorted(d["name"] for d in body["data"]) == ["empty", "sub"]
+    assert all(set(d) == {"name", "modified"} for d in body["data"])
+    leaf = await api.post("/api/fs/dirs", {"path": "/local/sub/deeper"})
+    assert leaf["code"] == 200
+    assert not leaf["data"]
+
+
+async def test_dirs_force_root_is_for_admins(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    token = await user_token(api, base_path="/local/sub")
+    body = await api.post("/api/fs/dirs", {"path": "/", "force_root": True}, token=token)
+    assert (body["code"], body["message"]) == (403, "Permission denied")
+    ok = await api.post("/api/fs/dirs", {"path": "/", "force_root": True})
+    assert [d["name"] for d in ok["data"]] == ["local"]
+    scoped = await api.post("/api/fs/dirs", {"path": "/"}, token=token)
+    assert [d["name"] for d in scoped["data"]] == ["deeper"]
+
+
+async def test_base_path_user_sees_only_subtree(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    token = await user_token(api, base_path="/local/sub")
+    body = await fs_list(api, "/", token=token)
+    assert set(names(body)) == {"b.txt", "deeper"}
+    assert by_name(body)["b.txt"]["sign"] == api.services.signer.sign("/local/sub/b.txt")
+    assert names(await fs_list(api, "/deeper", token=token)) == ["c.txt"]
+    got = await fs_get(api, "/b.txt", token=token)
+    assert got["code"] == 200
+    assert urlsplit(got["data"]["raw_url"]).path == "/d/local/sub/b.txt"
+    assert (await api.client.get(got["data"]["raw_url"])).content == b"beta"
+    # "/local" is resolved inside the base path, so it does not exist there.
+    missing = await fs_list(api, "/local", token=token)
+    assert missing["code"] == 500
+    assert "a.txt" not in str(missing)
+
+
+async def test_fs_other_is_not_supported_on_local(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.post("/api/fs/other", {"path": "/local/a.txt", "method": "x"})
+    assert body["code"] == 500
+    missing = await api.post("/api/fs/other", {"path": "/local/none", "method": "x"})
+    assert missing["code"] == 500
+    assert missing["message"].endswith(NOT_FOUND_SUFFIX)
