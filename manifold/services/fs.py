@@ -19,7 +19,7 @@ from manifold.errors import (
     PasswordRequired,
     StorageNotFound,
 )
-from manifold.models import Link, Meta, Obj, Perm
+from manifold.models import Link, Meta, Obj
 from manifold.services import access
 from manifold.services.auth import Caller
 from manifold.services.metas import MetaService
@@ -177,9 +177,6 @@ class FsService:
         if not self._storages.has_storages():
             return StorageNotFound("storage not found; please add a storage first")
         return ObjectNotFound(f"failed get objs: failed get dir: {ObjectNotFound.default_message}")
-
-    def can_see_hidden(self, caller: Caller) -> bool:
-        return caller.user.can(Perm.SEE_HIDDEN)
 
 
 class FsTree:

@@ -16,7 +16,7 @@ from typing import Any
 from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, VirtualTree
 from manifold.drivers.registry import DriverRegistry
-from manifold.errors import ManifoldError, ServerError, StorageNotFound
+from manifold.errors import ManifoldError, ServerError
 from manifold.models import Storage
 from manifold.vfs.mounts import MountTable, Resolved
 from manifold.vfs.paths import clean_path
@@ -160,9 +160,3 @@ class StorageService:
 
     def _rebuild(self) -> None:
         self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
-
-    def require(self, path: str) -> Resolved[Mounted]:
-        resolved = self.resolve(path)
-        if resolved is None:
-            raise StorageNotFound(f"storage not found; rawPath: {clean_path(path)}")
-        return resolved

@@ -15,47 +15,7 @@ from manifold.db import tables
 from manifold.services.hub import Services
 from manifold.services.settings_defaults import DEFAULT_SETTINGS, Flag
 from tests.conftest import Api, start_services
-
-PUBLIC_KEYS = frozenset(
-    (
-        "version",
-        "site_title",
-        "announcement",
-        "pagination_type",
-        "default_page_size",
-        "allow_indexed",
-        "allow_mounted",
-        "robots_txt",
-        "logo",
-        "favicon",
-        "main_color",
-        "home_icon",
-        "home_container",
-        "settings_layout",
-        "external_previews",
-        "iframe_previews",
-        "audio_cover",
-        "audio_autoplay",
-        "video_autoplay",
-        "preview_archives_by_default",
-        "readme_autorender",
-        "filter_readme_scripts",
-        "hide_files",
-        "package_download",
-        "ocr_api",
-        "filename_char_mapping",
-        "forward_direct_link_params",
-        "ignore_direct_link_params",
-        "webauthn_login_enabled",
-        "search_index",
-        "auto_update_index",
-        "sso_login_enabled",
-        "sso_login_platform",
-        "sso_compatibility_mode",
-        "ldap_login_enabled",
-        "ldap_login_tips",
-    )
-)
+from tests.unit.test_settings_defaults import EXPECTED_PUBLIC as PUBLIC_KEYS
 
 SITE_GROUP = [
     "version",
