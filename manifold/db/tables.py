@@ -7,6 +7,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     Integer,
     MetaData,
     String,
@@ -105,4 +106,39 @@ revoked_tokens = Table(
     metadata,
     Column("jti", String(64), primary_key=True),
     Column("expires_at", BigInteger, nullable=False, index=True),
+)
+
+# Long-running work (copies between storages, uploads run as tasks). ``payload`` is the
+# JSON a task kind needs to run again, so a restart can offer a retry.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("kind", String(32), nullable=False, index=True),
+    Column("name", Text, nullable=False, default=""),
+    Column("creator", String(255), nullable=False, default=""),
+    # Who may see the task is decided by id: a name can be changed or reused.
+    Column("creator_id", Integer, nullable=False, default=0),
+    Column("creator_role", Integer, nullable=False, default=-1),
+    Column("state", Integer, nullable=False, default=0),
+    Column("status", Text, nullable=False, default=""),
+    Column("progress", Float, nullable=False, default=0.0),
+    Column("total_bytes", BigInteger, nullable=False, default=0),
+    Column("error", Text, nullable=False, default=""),
+    Column("retry", Integer, nullable=False, default=0),
+    Column("payload", Text, nullable=False, default="{}"),
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("start_time", DateTime(timezone=True), nullable=True),
+    Column("end_time", DateTime(timezone=True), nullable=True),
+)
+
+# The search index: one row per object, keyed by its folder and name.
+search_nodes = Table(
+    "search_nodes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("parent", String(768), nullable=False, index=True),
+    Column("name", String(512), nullable=False),
+    Column("is_dir", Boolean, nullable=False, default=False),
+    Column("size", BigInteger, nullable=False, default=0),
 )

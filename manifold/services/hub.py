@@ -12,6 +12,7 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.drivers.registry import REGISTRY, load_builtin_drivers
 from manifold.services.auth import AuthService
+from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService, FsTree
 from manifold.services.limiter import MemoryLoginLimiter
 from manifold.services.metas import MetaService
@@ -39,6 +40,7 @@ class Services:
     storages: StorageService
     fs: FsService
     signer: Signer
+    events: TreeEvents
     created_admin_password: str | None = None
 
     @classmethod
@@ -66,6 +68,7 @@ class Services:
             storages=storages,
             fs=fs,
             signer=Signer(settings),
+            events=TreeEvents(),
         )
 
     async def start(self, admin_password: str | None = None) -> None:
