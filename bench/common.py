@@ -144,3 +144,86 @@ def report(rows: list[tuple[str, float, float]]) -> None:
     print(f"{'endpoint':<28}{'manifold req/s':>16}{'nginx req/s':>14}{'ratio':>8}")
     for name, ours, peer in rows:
         print(f"{name:<28}{ours:>16.0f}{peer:>14.0f}{ours / peer:>8.2f}")
+
+
+# --- helpers for benchmarks that watch the server process (bench_upload) --------------
+
+MIB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def manifold_process(
+    data: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """As ``manifold_server``, also yielding the process, for measuring its memory."""
+    port = free_port()
+    env = {**os.environ, "MANIFOLD_ADMIN_PASSWORD": ADMIN_PASSWORD, "MANIFOLD_LOG_LEVEL": "warning"}
+    env.update(extra_env or {})
+    argv = [sys.executable, "-m", "manifold.cli", "server", "--data", str(data)]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL, cwd=ROOT
+    )
+    try:
+        wait_for_port(port)
+        yield port, process
+    finally:
+        stop(process)
+
+
+def admin_token(base: str) -> str:
+    login = {"username": "admin", "password": ADMIN_PASSWORD}
+    token: str = json.loads(http("POST", f"{base}/api/auth/login", login))["data"]["token"]
+    return token
+
+
+def mount_local(base: str, token: str, mount_path: str, root: Path) -> None:
+    """Create a Local storage serving ``root`` at ``mount_path``."""
+    addition = json.dumps({"root_folder_path": str(root)})
+    storage = {"mount_path": mount_path, "driver": "Local", "addition": addition}
+    reply = json.loads(http("POST", f"{base}/api/admin/storage/create", storage, token))
+    if reply["code"] != 200:
+        raise RuntimeError(f"Manifold did not create the storage: {reply}")
+
+
+def make_random_file(path: Path, size: int) -> None:
+    """``size`` bytes: a random mebibyte repeated, so that nothing is sparse or all zeros."""
+    block = os.urandom(MIB)
+    with path.open("wb") as out:
+        for _ in range(size // MIB):
+            out.write(block)
+        out.write(block[: size % MIB])
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants that are alive now."""
+    found = [pid]
+    for current in found:
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (VmRSS, VmHWM), or 0 once the process is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def tree_kib(pid: int, field: str) -> int:
+    """``field`` summed over ``pid`` and its descendants."""
+    return sum(status_kib(p, field) for p in process_tree(pid))
+
+
+def reset_peak(pid: int) -> bool:
+    """Reset VmHWM of ``pid`` and its descendants to their current RSS; False if refused."""
+    try:
+        for p in process_tree(pid):
+            Path(f"/proc/{p}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True

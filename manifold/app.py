@@ -13,12 +13,25 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
-from manifold.api.routes import auth, download, fs, me, metas, settings, storages, users
+from manifold.api.routes import (
+    auth,
+    download,
+    fs,
+    fs_write,
+    me,
+    metas,
+    search,
+    settings,
+    storages,
+    tasks,
+    users,
+)
 from manifold.config import Config
 from manifold.errors import ManifoldError
 from manifold.services.hub import Services
@@ -34,7 +47,7 @@ class Route:
     admin: bool = False
 
 
-GET, POST = ("GET",), ("POST",)
+GET, POST, PUT = ("GET",), ("POST",), ("PUT",)
 GET_HEAD = ("GET", "HEAD")
 ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
@@ -74,6 +87,19 @@ ROUTES: tuple[Route, ...] = (
     Route(ANY, "/api/fs/get", fs.get_fs),
     Route(ANY, "/api/fs/dirs", fs.dirs_fs),
     Route(ANY, "/api/fs/other", fs.other_fs),
+    Route(ANY, "/api/fs/search", search.search_fs),
+    Route(POST, "/api/fs/mkdir", fs_write.mkdir),
+    Route(POST, "/api/fs/rename", fs_write.rename),
+    Route(POST, "/api/fs/batch_rename", fs_write.batch_rename),
+    Route(POST, "/api/fs/regex_rename", fs_write.regex_rename),
+    Route(POST, "/api/fs/move", fs_write.move),
+    Route(POST, "/api/fs/recursive_move", fs_write.recursive_move),
+    Route(POST, "/api/fs/copy", fs_write.copy),
+    Route(POST, "/api/fs/remove", fs_write.remove),
+    Route(POST, "/api/fs/remove_empty_directory", fs_write.remove_empty_directory),
+    Route(PUT, "/api/fs/put", fs_write.put),
+    Route(PUT, "/api/fs/form", fs_write.form),
+    Route(POST, "/api/fs/link", fs_write.link, admin=True),
     Route(GET, "/api/admin/storage/list", storages.list_storages, admin=True),
     Route(GET, "/api/admin/storage/get", storages.get_storage, admin=True),
     Route(POST, "/api/admin/storage/create", storages.create_storage, admin=True),
@@ -85,8 +111,37 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/admin/driver/list", storages.driver_list, admin=True),
     Route(GET, "/api/admin/driver/names", storages.driver_names, admin=True),
     Route(GET, "/api/admin/driver/info", storages.driver_info, admin=True),
+    Route(POST, "/api/admin/index/build", search.build_index, admin=True),
+    Route(POST, "/api/admin/index/update", search.update_index, admin=True),
+    Route(POST, "/api/admin/index/stop", search.stop_index, admin=True),
+    Route(POST, "/api/admin/index/clear", search.clear_index, admin=True),
+    Route(GET, "/api/admin/index/progress", search.index_progress, admin=True),
     Route(GET_HEAD, "/d/{path:path}", download.download),
     Route(GET_HEAD, "/p/{path:path}", download.proxy),
+    Route(GET, "/api/admin/task/{kind}/undone", tasks.undone, admin=True),
+    Route(GET, "/api/admin/task/{kind}/done", tasks.done, admin=True),
+    Route(POST, "/api/admin/task/{kind}/info", tasks.info, admin=True),
+    Route(POST, "/api/admin/task/{kind}/cancel", tasks.cancel, admin=True),
+    Route(POST, "/api/admin/task/{kind}/delete", tasks.delete, admin=True),
+    Route(POST, "/api/admin/task/{kind}/retry", tasks.retry, admin=True),
+    Route(POST, "/api/admin/task/{kind}/cancel_some", tasks.cancel_some, admin=True),
+    Route(POST, "/api/admin/task/{kind}/delete_some", tasks.delete_some, admin=True),
+    Route(POST, "/api/admin/task/{kind}/retry_some", tasks.retry_some, admin=True),
+    Route(POST, "/api/admin/task/{kind}/clear_done", tasks.clear_done, admin=True),
+    Route(POST, "/api/admin/task/{kind}/clear_succeeded", tasks.clear_succeeded, admin=True),
+    Route(POST, "/api/admin/task/{kind}/retry_failed", tasks.retry_failed, admin=True),
+    Route(GET, "/api/task/{kind}/undone", tasks.undone),
+    Route(GET, "/api/task/{kind}/done", tasks.done),
+    Route(POST, "/api/task/{kind}/info", tasks.info),
+    Route(POST, "/api/task/{kind}/cancel", tasks.cancel),
+    Route(POST, "/api/task/{kind}/delete", tasks.delete),
+    Route(POST, "/api/task/{kind}/retry", tasks.retry),
+    Route(POST, "/api/task/{kind}/cancel_some", tasks.cancel_some),
+    Route(POST, "/api/task/{kind}/delete_some", tasks.delete_some),
+    Route(POST, "/api/task/{kind}/retry_some", tasks.retry_some),
+    Route(POST, "/api/task/{kind}/clear_done", tasks.clear_done),
+    Route(POST, "/api/task/{kind}/clear_succeeded", tasks.clear_succeeded),
+    Route(POST, "/api/task/{kind}/retry_failed", tasks.retry_failed),
 )
 
 
@@ -217,6 +272,9 @@ class CatchAll:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            # The client hung up mid-request (an upload cut off): nobody to answer.
+            log.info("client left during %s %s", scope["method"], scope["path"])
         except Exception as exc:
             log.error("unhandled %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
             if not started:

@@ -7,7 +7,9 @@ folder password", and messages ending in "object not found" mean a missing path)
 
     ManifoldError (500)
     ├── BadRequest (400)
-    │   └── InvalidRequest              request body or query failed validation
+    │   ├── InvalidRequest              request body or query failed validation
+    │   ├── IndexRunning                a search index build or update is under way
+    │   └── IndexNotRunning
     ├── Unauthorized (401)
     ├── TwoFactorRequired (402)         "Invalid 2FA code" at login
     ├── Forbidden (403)
@@ -15,6 +17,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   ├── RelativePath                "access using relative path is not allowed"
     │   └── PasswordRequired            meta password missing or wrong
     ├── NotFound (404)
+    │   └── TaskNotFound                "task not found"
     ├── TooManyAttempts (429)
     └── ServerError (500)
         ├── ObjectNotFound              "object not found"
@@ -22,6 +25,7 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── ObjectExists
         ├── StorageNotFound
         ├── NotSupported                the driver lacks the capability
+        ├── SearchNotAvailable          the search_index setting is none (or unknown)
         └── TemporaryFailure            a back end is unreachable; worth retrying
 
 Protocol front ends (WebDAV, SFTP, FTP, S3) map these classes onto their own
@@ -57,6 +61,14 @@ class InvalidRequest(BadRequest):
     default_message = "request invalid"
 
 
+class IndexRunning(BadRequest):
+    default_message = "index is running"
+
+
+class IndexNotRunning(BadRequest):
+    default_message = "index is not running"
+
+
 class Unauthorized(ManifoldError):
     code = 401
     default_message = "unauthorized"
@@ -87,6 +99,10 @@ class PasswordRequired(Forbidden):
 class NotFound(ManifoldError):
     code = 404
     default_message = "not found"
+
+
+class TaskNotFound(NotFound):
+    default_message = "task not found"
 
 
 class TooManyAttempts(ManifoldError):
@@ -124,6 +140,10 @@ class StorageNotFound(ServerError):
 
 class NotSupported(ServerError):
     default_message = "not support"
+
+
+class SearchNotAvailable(ServerError):
+    default_message = "search not available"
 
 
 class TemporaryFailure(ServerError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, IntFlag
+from typing import Any
 
 
 class Role(IntEnum):
@@ -145,3 +146,47 @@ class Storage:
     webdav_policy: str = "native_proxy"
     proxy_range: bool = False
     down_proxy_url: str = ""
+
+
+class TaskState(IntEnum):
+    """A task's state, numbered as AList's task library numbers them."""
+
+    PENDING = 0
+    RUNNING = 1
+    SUCCEEDED = 2
+    CANCELING = 3
+    CANCELED = 4
+    ERRORED = 5
+    FAILING = 6
+    FAILED = 7
+    WAITING_RETRY = 8
+    BEFORE_RETRY = 9
+
+
+DONE_STATES = frozenset({TaskState.SUCCEEDED, TaskState.CANCELED, TaskState.FAILED})
+
+
+@dataclass(slots=True)
+class Task:
+    """One unit of background work. ``payload`` is what a run (and a retry) gets."""
+
+    id: str
+    kind: str
+    name: str
+    created: datetime
+    creator: str = ""
+    creator_id: int = 0
+    creator_role: int = -1
+    state: int = TaskState.PENDING
+    status: str = ""
+    progress: float = 0.0
+    total_bytes: int = 0
+    error: str = ""
+    retry: int = 0
+    payload: dict[str, Any] = field(default_factory=dict)
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state in DONE_STATES

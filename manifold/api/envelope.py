@@ -28,6 +28,11 @@ def raw(body: bytes) -> Response:
     return Response(body, media_type=JSON)
 
 
+def ok_encoded(*data: bytes) -> Response:
+    """A success envelope around ``data``, already JSON, given in pieces to concatenate."""
+    return Response(b"".join((_OK_HEAD, *data, b"}")), media_type=JSON)
+
+
 def error_body(code: int, message: str, data: Any = None) -> bytes:
     return orjson.dumps({"code": code, "message": message, "data": data})
 

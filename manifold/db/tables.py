@@ -141,4 +141,6 @@ search_nodes = Table(
     Column("name", String(512), nullable=False),
     Column("is_dir", Boolean, nullable=False, default=False),
     Column("size", BigInteger, nullable=False, default=0),
+    # The name case-folded, which keywords are matched against (migration 0003).
+    Column("name_key", String(1024), nullable=False, default=""),
 )

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
@@ -191,6 +191,39 @@ class VirtualTree(Protocol):
     async def link_path(self, path: str, args: LinkArgs) -> Link: ...
 
 
+@runtime_checkable
+class WritableTree(VirtualTree, Protocol):
+    """A ``VirtualTree`` that can also change the tree (Alias with ``writable``).
+
+    Paths are virtual, absolute and already allowed: no user permission applies.
+    Each method behaves as the ``Driver`` method of the same meaning on the storage
+    holding the path, and returns objects as that storage's driver made them.
+    Moving between two storages raises ``ServerError`` (AList's "can't move files
+    between two storages, try to copy"); copying between them streams the bytes.
+    """
+
+    async def make_dir_path(self, path: str) -> Obj:
+        """Create folder ``path`` and any missing parents; an existing folder is fine."""
+        ...
+
+    async def rename_path(self, path: str, new_name: str) -> Obj: ...
+
+    async def move_path(self, path: str, dst_dir: str) -> Obj: ...
+
+    async def copy_path(self, path: str, dst_dir: str) -> Obj: ...
+
+    async def remove_path(self, path: str) -> None: ...
+
+    async def put_path(
+        self,
+        dst_dir: str,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+    ) -> Obj: ...
+
+
 class Driver(ABC, Generic[OptionsT]):
     """One mounted storage. Methods appear in the fixed driver order.
 
@@ -214,7 +247,8 @@ class Driver(ABC, Generic[OptionsT]):
     def __init__(self, storage: Storage, options: OptionsT) -> None:
         self.storage = storage
         self.options = options
-        # Set by the server before ``init`` for drivers that read other mounts.
+        # Set by the server before ``init`` for drivers that read other mounts; a
+        # ``WritableTree`` when the server also lets them change other mounts.
         self.tree: VirtualTree | None = None
 
     @classmethod
@@ -254,7 +288,11 @@ class Driver(ABC, Generic[OptionsT]):
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         """The children of folder ``dir``, in the back end's order.
 
-        Raises ``ObjectNotFound`` when ``dir`` is gone, ``NotAFolder`` when it is a file.
+        An object's ``thumb`` is an absolute URL (a cloud drive's), or
+        ``/d<escaped virtual path>?type=thumb`` for a thumbnail this server makes
+        through ``link`` with ``LinkArgs.type == "thumb"``; the API makes that one
+        absolute and signs it. Raises ``ObjectNotFound`` when ``dir`` is gone,
+        ``NotAFolder`` when it is a file.
         """
 
     @abstractmethod

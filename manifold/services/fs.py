@@ -3,13 +3,20 @@
 Every entry point takes an explicit caller and a client-supplied path, joins it
 onto the caller's base path (which refuses any escape), finds the nearest meta,
 checks access once, and only then asks a storage.
+
+Listings are shared, never copied: a folder's list (merged with virtual mount
+folders, then hide-filtered) is derived once per cached listing (``vfs.memo``) and
+a page is a pair of bounds into it, so a request costs nothing per entry that is
+not on its page.
 """
 
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from manifold.drivers.base import LinkArgs
 from manifold.errors import (
@@ -17,6 +24,7 @@ from manifold.errors import (
     ManifoldError,
     ObjectNotFound,
     PasswordRequired,
+    ServerError,
     StorageNotFound,
 )
 from manifold.models import Link, Meta, Obj
@@ -24,21 +32,52 @@ from manifold.services import access
 from manifold.services.auth import Caller
 from manifold.services.metas import MetaService
 from manifold.services.storages import StorageService
+from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.paths import clean_path, join_base, split_path
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Derived lists kept at once, in objects: a few folders of 100,000 entries.
+_VIEW_BUDGET = 400_000
+LOADING = "Loading storage, please wait"
 
 
 @dataclass(slots=True)
 class Listing:
-    objs: builtins.list[Obj]
-    total: int
+    """One page of a folder: ``entries[start:stop]`` of the visible entries (shared)."""
+
+    entries: builtins.list[Obj]
+    start: int
+    stop: int
     readme: str
     header: str
     write: bool
     provider: str
     path: str
+    signed: bool
     meta: Meta | None = None
+    hidden: tuple[re.Pattern[str], ...] = ()
+
+    @property
+    def view(self) -> tuple[str, tuple[re.Pattern[str], ...]]:
+        """What tells this folder's visible entries from another folder's or user's."""
+        return self.path, self.hidden
+
+    @property
+    def total(self) -> int:
+        return len(self.entries)
+
+    @property
+    def objs(self) -> builtins.list[Obj]:
+        return self.entries[self.start : self.stop]
+
+
+@dataclass(slots=True)
+class Related:
+    """Siblings sharing a file's base name (subtitles next to a video), visible ones."""
+
+    objs: builtins.list[Obj]
+    folder: str
+    signed: bool
 
 
 @dataclass(slots=True)
@@ -50,13 +89,14 @@ class Found:
     header: str
     meta: Meta | None
     signed: bool = False
-    related: builtins.list[Obj] = field(default_factory=list)
+    related: Related | None = None
 
 
 class FsService:
     def __init__(self, storages: StorageService, metas: MetaService) -> None:
         self._storages = storages
         self._metas = metas
+        self._views: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_VIEW_BUDGET)
 
     def resolve(self, caller: Caller, path: str) -> str:
         return join_base(caller.user.base_path, path)
@@ -83,37 +123,58 @@ class FsService:
             raise Forbidden("Refresh without permission")
         objs, provider = await self.list_path(full, refresh)
         hidden = access.hides(meta, full, caller.user)
-        if hidden:
-            objs = [o for o in objs if not access.is_hidden(o.name, hidden)]
-        total = len(objs)
+        objs = self.visible(objs, full, hidden)
+        start, stop = _page_bounds(len(objs), page, per_page)
         return Listing(
-            objs=_page(objs, page, per_page),
-            total=total,
+            entries=objs,
+            start=start,
+            stop=stop,
             readme=access.readme_for(meta, full),
             header=access.header_for(meta, full),
             write=write,
             provider=provider,
             path=full,
+            signed=self.needs_sign(full, meta),
             meta=meta,
+            hidden=hidden,
         )
 
     async def list_path(self, path: str, refresh: bool = False) -> tuple[builtins.list[Obj], str]:
-        """Entries of a virtual folder: the storage's, then virtual mount folders."""
+        """Entries of a virtual folder: the storage's, then virtual mount folders.
+
+        The list is shared with the cache and other callers: never change it.
+        """
+        self._require_loaded()
         resolved = self._storages.resolve(path)
-        virtual = [_virtual(name) for name in self._storages.virtual_children(path)]
+        names = tuple(self._storages.virtual_children(path))
         if resolved is None:
-            if not virtual:
+            if not names:
                 raise self._missing(path)
-            return virtual, "unknown"
+            return [_virtual(name) for name in names], "unknown"
         objs = await resolved.target.require_ops().list(resolved.sub_path, refresh)
-        names = {o.name for o in objs}
-        return objs + [v for v in virtual if v.name not in names], resolved.target.storage.driver
+        if names:
+            objs = self._views.derive(
+                ("merged", path, names), objs, lambda: _merged(objs, names), len
+            )
+        return objs, resolved.target.storage.driver
+
+    def visible(
+        self, objs: builtins.list[Obj], folder: str, hidden: tuple[re.Pattern[str], ...]
+    ) -> builtins.list[Obj]:
+        """``objs`` of ``folder`` without the ``hidden`` names, worked out once per listing."""
+        if not hidden:
+            return objs
+        return self._views.derive(
+            ("visible", folder, hidden),
+            objs,
+            lambda: [o for o in objs if not access.is_hidden(o.name, hidden)],
+            len,
+        )
 
     async def get(self, caller: Caller, path: str, password: str) -> Found:
         full = self.resolve(caller, path)
         meta = self.check_access(caller, full, password)
         obj, provider = await self.get_path(full)
-        signed = self.needs_sign(full, meta)
         return Found(
             obj,
             full,
@@ -121,10 +182,30 @@ class FsService:
             access.readme_for(meta, full),
             access.header_for(meta, full),
             meta,
-            signed,
+            self.needs_sign(full, meta),
+            await self._related(caller, full, obj.name),
         )
 
+    async def _related(self, caller: Caller, path: str, name: str) -> Related | None:
+        """AList's rule: siblings whose name starts with this name minus its extension."""
+        folder, own = split_path(path)
+        if not own:
+            return None  # the root has no parent to share
+        stem = name[: name.rfind(".")] if "." in name else name
+        try:
+            siblings, _ = await self.list_path(folder)
+        except ManifoldError:
+            return None
+        meta = self._metas.nearest(folder)
+        hidden = access.hides(meta, folder, caller.user)
+        shown = self.visible(siblings, folder, hidden)
+        related = [o for o in shown if o.name.startswith(stem) and o.name != name]
+        if not related:
+            return None
+        return Related(related, folder, self.needs_sign(folder, meta))
+
     async def get_path(self, path: str) -> tuple[Obj, str]:
+        self._require_loaded()
         resolved = self._storages.resolve(path)
         if resolved is not None:
             mounted = resolved.target
@@ -152,11 +233,22 @@ class FsService:
             full = self.resolve(caller, path)
         meta = self.check_access(caller, full, password)
         objs, _ = await self.list_path(full)
-        hidden = access.hides(meta, full, caller.user)
-        return [o for o in objs if o.is_dir and not access.is_hidden(o.name, hidden)]
+        objs = self.visible(objs, full, access.hides(meta, full, caller.user))
+        return [o for o in objs if o.is_dir]
+
+    async def other(self, caller: Caller, path: str, password: str, method: str, data: Any) -> Any:
+        """A driver-specific operation (``/api/fs/other``); most drivers have none."""
+        full = self.resolve(caller, path)
+        self.check_access(caller, full, password)
+        self._require_loaded()
+        resolved = self._storages.resolve(full)
+        if resolved is None:
+            raise self._missing(full)
+        return await resolved.target.require_ops().other(resolved.sub_path, method, data)
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
         """The bytes of a file at an already-authorised virtual path."""
+        self._require_loaded()
         resolved = self._storages.resolve(path)
         if resolved is None:
             raise self._missing(path)
@@ -173,37 +265,31 @@ class FsService:
         resolved = self._storages.resolve(path)
         return resolved is not None and resolved.target.storage.enable_sign
 
+    def _require_loaded(self) -> None:
+        # While storages start, a path under one of them must not fall through to a
+        # parent mount or to "storage not found".
+        if not self._storages.loaded:
+            raise ServerError(LOADING)
+
     def _missing(self, path: str) -> ManifoldError:
         if not self._storages.has_storages():
             return StorageNotFound("storage not found; please add a storage first")
         return ObjectNotFound(f"failed get objs: failed get dir: {ObjectNotFound.default_message}")
 
 
-class FsTree:
-    """The whole tree without user checks, for drivers that serve other mounts."""
-
-    def __init__(self, fs: FsService) -> None:
-        self._fs = fs
-
-    async def get_path(self, path: str) -> Obj:
-        obj, _ = await self._fs.get_path(clean_path(path))
-        return obj
-
-    async def list_path(self, path: str) -> builtins.list[Obj]:
-        objs, _ = await self._fs.list_path(clean_path(path))
-        return objs
-
-    async def link_path(self, path: str, args: LinkArgs) -> Link:
-        _, link, _ = await self._fs.link(clean_path(path), args)
-        return link
-
-
 def _virtual(name: str) -> Obj:
     return Obj(name=name, size=0, is_dir=True, modified=_EPOCH)
 
 
-def _page(objs: builtins.list[Obj], page: int, per_page: int) -> builtins.list[Obj]:
+def _merged(objs: builtins.list[Obj], virtual: tuple[str, ...]) -> builtins.list[Obj]:
+    """Real entries, then virtual folders; a real entry hides a virtual namesake."""
+    taken = {o.name for o in objs}
+    return objs + [_virtual(name) for name in virtual if name not in taken]
+
+
+def _page_bounds(total: int, page: int, per_page: int) -> tuple[int, int]:
+    """AList's pagination: ``page`` below 1 is 1, ``per_page`` below 1 is everything."""
     if per_page < 1:
-        return objs
-    start = (max(page, 1) - 1) * per_page
-    return objs[start : start + per_page]
+        return 0, total
+    start = min((max(page, 1) - 1) * per_page, total)
+    return start, min(start + per_page, total)

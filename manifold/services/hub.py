@@ -10,17 +10,24 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.db.search_repo import SearchRepo
+from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import REGISTRY, load_builtin_drivers
 from manifold.services.auth import AuthService
 from manifold.services.events import TreeEvents
-from manifold.services.fs import FsService, FsTree
+from manifold.services.fs import FsService
+from manifold.services.fs_tree import ServiceTree
+from manifold.services.fs_write import FsWriter
 from manifold.services.limiter import MemoryLoginLimiter
 from manifold.services.metas import MetaService
+from manifold.services.search import SearchService
 from manifold.services.settings import SettingsService
 from manifold.services.sign import Signer
 from manifold.services.sshkeys import SshKeyService
 from manifold.services.storages import StorageService
+from manifold.services.tasks import TaskService
 from manifold.services.tokens import DatabaseRevocationStore, TokenService
+from manifold.services.transfers import Transfers
 from manifold.services.users import UserService
 from manifold.vfs.storage_ops import MemoryListCache
 
@@ -41,6 +48,10 @@ class Services:
     fs: FsService
     signer: Signer
     events: TreeEvents
+    writer: FsWriter
+    transfers: Transfers
+    tasks: TaskService
+    search: SearchService
     created_admin_password: str | None = None
 
     @classmethod
@@ -55,7 +66,15 @@ class Services:
         storages = StorageService(repos.StorageRepo(engine), REGISTRY, MemoryListCache())
         metas = MetaService(repos.MetaRepo(engine))
         fs = FsService(storages, metas)
-        storages.tree = FsTree(fs)
+        events = TreeEvents()
+        storages.tree = ServiceTree(fs, storages, events)
+        search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
+        events.subscribe(search)
+        writer = FsWriter(fs, storages, metas, events)
+        tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
+        writer.tasks = tasks
+        transfers = Transfers(fs, writer, config.data_dir / "temp")
+        transfers.register(tasks)
         return cls(
             config=config,
             engine=engine,
@@ -68,7 +87,11 @@ class Services:
             storages=storages,
             fs=fs,
             signer=Signer(settings),
-            events=TreeEvents(),
+            tasks=tasks,
+            search=search,
+            events=events,
+            writer=writer,
+            transfers=transfers,
         )
 
     async def start(self, admin_password: str | None = None) -> None:
@@ -84,7 +107,12 @@ class Services:
         await self.metas.start()
         await self.revocations.load()
         await self.storages.start()
+        await self.tasks.start()
+        await self.transfers.start()
+        await self.search.start()
 
     async def stop(self) -> None:
+        await self.search.stop()
+        await self.tasks.stop()
         await self.storages.stop()
         await self.engine.dispose()

@@ -7,12 +7,13 @@ an item's type, group, flag, options and help; a client only sets values.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
 import string
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import orjson
@@ -45,6 +46,8 @@ class SettingsService:
         self._privacy: list[re.Pattern[str]] = []
         self._name_table: dict[int, str] = {}
         self._types: dict[str, int] = {}
+        self._guards: dict[str, list[Callable[[str], None]]] = {}
+        self._saving = asyncio.Lock()
 
     async def start(self) -> None:
         stored = {item.key: item for item in await self._repo.all()}
@@ -104,16 +107,25 @@ class SettingsService:
             found.append(item)
         return found
 
+    def guard(self, key: str, check: Callable[[str], None]) -> None:
+        """Let another service refuse a new value of ``key`` by raising a ManifoldError."""
+        self._guards.setdefault(key, []).append(check)
+
     async def save(self, changes: Iterable[tuple[str, str]]) -> None:
-        updated = {k: replace(v) for k, v in self._items.items()}
-        for key, value in changes:
-            item = updated.get(key)
-            if item is None:
-                raise BadRequest(f"setting [{key}] does not exist")
-            _validate(item, value)
-            item.value = value
-        await self._repo.upsert(updated.values())
-        self._refresh(updated.values())
+        # One save at a time: each writes every item, so two at once could undo each other.
+        async with self._saving:
+            updated = {k: replace(v) for k, v in self._items.items()}
+            for key, value in changes:
+                item = updated.get(key)
+                if item is None:
+                    raise BadRequest(f"setting [{key}] does not exist")
+                _validate(item, value)
+                if value != item.value:
+                    for check in self._guards.get(key, ()):
+                        check(value)
+                item.value = value
+            await self._repo.upsert(updated.values())
+            self._refresh(updated.values())
 
     async def delete(self, key: str) -> None:
         item = self._items.get(key)

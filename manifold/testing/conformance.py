@@ -25,6 +25,8 @@ import pytest
 from manifold.drivers.base import Driver, LinkArgs
 from manifold.errors import (
     ManifoldError,
+    NotAFile,
+    NotAFolder,
     ObjectExists,
     ObjectNotFound,
 )
@@ -408,6 +410,61 @@ class DriverConformance:
         gone = await self.gone_file(driver, place)
         with pytest.raises(ObjectNotFound):
             await driver.remove(gone)
+
+    async def test_move_into_current_folder_keeps_it(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put", "move")
+        obj = await put_bytes(driver, place.obj, "stay.txt", b"stay")
+        moved = await driver.move(obj, place.obj)
+        assert moved.name == "stay.txt"
+        assert await names(driver, place.obj) == ["stay.txt"]
+        assert await read_obj(driver, moved) == b"stay"
+
+    async def test_removed_name_can_be_used_again(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put", "remove")
+        await driver.remove(await put_bytes(driver, place.obj, "again.txt", b"first"))
+        await driver.remove(await driver.make_dir(place.obj, "again-dir"))
+        await put_bytes(driver, place.obj, "again.txt", b"second")
+        await driver.make_dir(place.obj, "again-dir")
+        listed = await driver.list(place.obj)
+        assert await read_obj(driver, find(listed, "again.txt")) == b"second"
+        assert find(listed, "again-dir").is_dir
+
+    # --- what listings report ----------------------------------------------------
+
+    async def test_listing_reports_sizes_kinds_and_times(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put")
+        await put_bytes(driver, place.obj, "sized.bin", b"x" * 1234)
+        await driver.make_dir(place.obj, "folder")
+        listed = await driver.list(place.obj)
+        file, folder = find(listed, "sized.bin"), find(listed, "folder")
+        assert (file.size, file.is_dir, folder.is_dir) == (1234, False, True)
+        for obj in (file, folder):
+            assert obj.modified.tzinfo is not None, obj
+            assert obj.modified.year >= 2000, obj
+
+    async def test_many_entries_are_listed_once(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        expected = [f"entry-{i:03d}.txt" for i in range(60)] + [f"dir-{i:02d}" for i in range(5)]
+        for name in expected[:60]:
+            await put_bytes(driver, place.obj, name, name.encode())
+        for name in expected[60:]:
+            await driver.make_dir(place.obj, name)
+        assert await names(driver, place.obj) == sorted(expected)
+
+    async def test_link_of_folder_is_not_a_file(self, driver: Driver[Any], place: Place) -> None:
+        folder = await driver.make_dir(place.obj, "not-a-file")
+        with pytest.raises(NotAFile):
+            await read_obj(driver, folder)
+
+    async def test_list_of_file_is_not_a_folder(self, driver: Driver[Any], place: Place) -> None:
+        require(driver, "put")
+        file = await put_bytes(driver, place.obj, "not-a-folder.txt", b"x")
+        with pytest.raises(NotAFolder):
+            await driver.list(file)
 
     # --- awkward names -----------------------------------------------------------
 

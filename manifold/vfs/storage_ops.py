@@ -3,6 +3,11 @@
 Listings are cached per path for the storage's ``cache_expiration`` minutes, and
 identical concurrent calls share one driver call. ``ListCache`` is the interface;
 this process keeps entries in memory, several instances would share one.
+
+Storages that are never cached (drivers with ``no_cache``, or a cache time of 0)
+still keep each listing for ``SNAPSHOT_SECONDS``, so that paging through a big
+folder scans it once rather than once per page; ``refresh`` and writes made
+through Manifold drop or patch it as they do a cached listing.
 """
 
 from __future__ import annotations
@@ -10,18 +15,33 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from manifold.drivers.base import Driver, LinkArgs
-from manifold.errors import NotAFile, NotAFolder, ObjectNotFound
+from manifold.drivers.base import Driver, LinkArgs, OtherArgs
+from manifold.errors import (
+    ManifoldError,
+    NotAFile,
+    NotAFolder,
+    NotSupported,
+    ObjectExists,
+    ObjectNotFound,
+    ServerError,
+)
 from manifold.models import Link, Obj, Storage
 from manifold.vfs.paths import clean_path, split_path
 
 T = TypeVar("T")
 
+SNAPSHOT_SECONDS = 5.0
+_SWEEP_SECONDS = 10.0
+
 
 class ListCache(Protocol):
+    """Listings by key. A stored list is never changed in place: a change puts a new
+    list, so readers may keep and derive from the list they got (``vfs.memo``)."""
+
     def get(self, key: str) -> builtins.list[Obj] | None: ...
 
     def put(self, key: str, objs: builtins.list[Obj], ttl: float) -> None: ...
@@ -34,6 +54,7 @@ class ListCache(Protocol):
 class MemoryListCache:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[float, list[Obj]]] = {}
+        self._next_sweep = 0.0
 
     def get(self, key: str) -> builtins.list[Obj] | None:
         entry = self._entries.get(key)
@@ -45,7 +66,16 @@ class MemoryListCache:
         return entry[1]
 
     def put(self, key: str, objs: builtins.list[Obj], ttl: float) -> None:
-        self._entries[key] = (time.monotonic() + ttl, objs)
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._sweep(now)
+        self._entries[key] = (now + ttl, objs)
+
+    def _sweep(self, now: float) -> None:
+        # Expired listings of folders nobody asks for again would otherwise stay forever.
+        for key in [k for k, (expires, _) in self._entries.items() if expires < now]:
+            del self._entries[key]
+        self._next_sweep = now + _SWEEP_SECONDS
 
     def drop(self, key: str) -> None:
         self._entries.pop(key, None)
@@ -93,7 +123,11 @@ class StorageOps:
 
     @property
     def _ttl(self) -> float:
-        return float(self.storage.cache_expiration) * 60
+        """Seconds a listing is kept: the cache time, or a snapshot's when never cached."""
+        minutes = self.storage.cache_expiration
+        if self._no_cache or minutes <= 0:
+            return SNAPSHOT_SECONDS
+        return float(minutes) * 60
 
     async def get(self, path: str) -> Obj:
         """The object at ``path`` inside the storage."""
@@ -123,7 +157,7 @@ class StorageOps:
         if not folder.is_dir:
             raise NotAFolder()
         objs = self._sorted(await self.driver.list(folder))
-        if self._ttl > 0 and not self._no_cache:
+        if objs:  # as AList: an empty listing is not kept
             self._cache.put(key, objs, self._ttl)
         return objs
 
@@ -132,6 +166,16 @@ class StorageOps:
         if obj.is_dir:
             raise NotAFile()
         return obj, await self.driver.link(obj, args)
+
+    async def other(self, path: str, method: str, data: Any) -> Any:
+        """A driver-specific operation on the object at ``path`` (AList's ``Other``)."""
+        try:
+            obj = await self.get(path)
+        except ManifoldError as exc:
+            raise exc.with_context("failed to get obj") from exc
+        if "other" not in self.driver.capabilities():
+            raise NotSupported("not implement")
+        return await self.driver.other(OtherArgs(obj, method, data))
 
     def forget(self, path: str) -> None:
         """Drop the cached listings of ``path`` and everything below it."""
@@ -147,6 +191,96 @@ class StorageOps:
         elif storage.extract_folder == "back":
             objs = sorted(objs, key=lambda o: o.is_dir)
         return objs
+
+    # --- writes: each patches the cached listings it changes ------------------------
+    # Patches replace a cached list with a new one (never mutate it: a reader may be
+    # iterating the old one), so the next listing is right without a driver call.
+
+    async def make_dir(self, path: str) -> Obj:
+        """Create the folder ``path`` and any missing parents; an existing folder is fine."""
+        path = clean_path(path)
+        if path == "/":
+            return await self.get(path)
+        try:
+            obj = await self.get(path)
+        except ObjectNotFound:
+            parent, name = split_path(path)
+            folder = await self.make_dir(parent)
+            obj = await self.driver.make_dir(folder, name)
+            self.patch_add(parent, obj)
+            return obj
+        if not obj.is_dir:
+            raise ObjectExists("file exists")
+        return obj
+
+    async def rename(self, path: str, new_name: str) -> Obj:
+        path = clean_path(path)
+        parent, name = split_path(path)
+        obj = await self.driver.rename(await self.get(path), new_name)
+        self.patch_remove(parent, name)
+        self.patch_add(parent, obj)
+        if obj.is_dir:
+            self.forget(path)
+        return obj
+
+    async def move(self, path: str, dst_dir: str) -> Obj:
+        path, dst_dir = clean_path(path), clean_path(dst_dir)
+        parent, name = split_path(path)
+        obj = await self.driver.move(await self.get(path), await self.get(dst_dir))
+        self.patch_remove(parent, name)
+        self.patch_add(dst_dir, obj)
+        if obj.is_dir:
+            self.forget(path)
+        return obj
+
+    async def copy(self, path: str, dst_dir: str) -> Obj:
+        dst_dir = clean_path(dst_dir)
+        obj = await self.driver.copy(await self.get(path), await self.get(dst_dir))
+        self.patch_add(dst_dir, obj)
+        return obj
+
+    async def remove(self, path: str) -> None:
+        path = clean_path(path)
+        if path == "/":
+            raise ServerError(
+                "delete root folder is not allowed, please goto the manage page to "
+                "delete the storage instead"
+            )
+        parent, name = split_path(path)
+        await self.driver.remove(await self.get(path))
+        self.patch_remove(parent, name)
+        self.forget(path)
+
+    async def put(
+        self,
+        dst_dir: str,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+    ) -> Obj:
+        """Store a file, creating missing folders; nothing is visible until it is whole."""
+        folder = await self.make_dir(dst_dir)
+        obj = await self.driver.put(folder, name, stream, size, modified)
+        self.patch_add(clean_path(dst_dir), obj)
+        return obj
+
+    def patch_add(self, folder: str, obj: Obj) -> None:
+        """Put ``obj`` into the cached listing of ``folder``, replacing its namesake."""
+        key = self._prefix + clean_path(folder)
+        cached = self._cache.get(key)
+        if cached is None:
+            return
+        objs = [o for o in cached if o.name != obj.name]
+        objs.append(obj)
+        self._cache.put(key, self._sorted(objs), self._ttl)
+
+    def patch_remove(self, folder: str, name: str) -> None:
+        key = self._prefix + clean_path(folder)
+        cached = self._cache.get(key)
+        if cached is None:
+            return
+        self._cache.put(key, [o for o in cached if o.name != name], self._ttl)
 
 
 _SORT_KEYS: dict[str, Callable[[Obj], Any]] = {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from manifold.api.fs_render import FolderStyle
+from manifold.models import Obj
 from tests.api.fs_helpers import (
     NOT_FOUND_SUFFIX,
     PASSWORD_DENIED,
@@ -17,6 +20,7 @@ from tests.api.fs_helpers import (
     make_tree,
     mount_local,
     names,
+    save_settings,
 )
 from tests.conftest import Api
 
@@ -192,10 +196,6 @@ async def test_unusual_names_round_trip(api: Api, tmp_path: Path, name: str) -> 
     assert response.content == ("payload " + name).encode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fs/list binds only a JSON body; AList also binds query/form fields (GET ?path=)",
-)
 async def test_list_as_get_with_query_parameters(api: Api, root: Path) -> None:
     await api.as_admin()
     await mount_local(api, "/local", root)
@@ -389,7 +389,7 @@ async def test_dirs(api: Api, root: Path) -> None:
     assert all(set(d) == {"name", "modified"} for d in body["data"])
     leaf = await api.post("/api/fs/dirs", {"path": "/local/sub/deeper"})
     assert leaf["code"] == 200
-    assert not leaf["data"]
+    assert leaf["data"] is None
 
 
 async def test_dirs_force_root_is_for_admins(api: Api, root: Path) -> None:
@@ -426,7 +426,339 @@ async def test_fs_other_is_not_supported_on_local(api: Api, root: Path) -> None:
     await api.as_admin()
     await mount_local(api, "/local", root)
     body = await api.post("/api/fs/other", {"path": "/local/a.txt", "method": "x"})
-    assert body["code"] == 500
+    assert (body["code"], body["message"]) == (500, "not implement")
     missing = await api.post("/api/fs/other", {"path": "/local/none", "method": "x"})
     assert missing["code"] == 500
     assert missing["message"].endswith(NOT_FOUND_SUFFIX)
+
+
+# --- binding: JSON bodies, form bodies and query strings ---------------------------
+
+
+async def raw_call(api: Api, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    response = await api.client.request(method, path, headers={"Authorization": api.token}, **kw)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def test_list_binds_a_form_body(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    fields = {"path": "/local/sub", "page": "2", "per_page": "1"}
+    body = await raw_call(api, "POST", "/api/fs/list", data=fields)
+    assert body["data"]["total"] == 2
+    assert len(names(body)) == 1
+
+
+async def test_list_binds_a_multipart_body(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    files = {"unused": ("x.bin", b"x")}
+    body = await raw_call(api, "POST", "/api/fs/list", data={"path": "/local/sub"}, files=files)
+    assert set(names(body)) == {"b.txt", "deeper"}
+
+
+async def test_post_without_a_body_binds_the_query(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await raw_call(api, "POST", "/api/fs/list", params={"path": "/local/sub"})
+    assert set(names(body)) == {"b.txt", "deeper"}
+
+
+async def test_get_dirs_and_other_bind_the_query(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    got = await api.get("/api/fs/get", params={"path": "/local/sub/b.txt"})
+    assert got["data"]["name"] == "b.txt"
+    dirs = await api.get("/api/fs/dirs", params={"path": "/local"})
+    assert sorted(d["name"] for d in dirs["data"]) == ["empty", "sub"]
+    other = await api.get("/api/fs/other", params={"path": "/local/a.txt", "method": "x"})
+    assert (other["code"], other["message"]) == (500, "not implement")
+
+
+async def test_query_values_are_converted(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(5)})
+    await mount_local(api, "/m", root)
+    everything = names(await fs_list(api, "/m"))
+    body = await api.get("/api/fs/list", params={"path": "/m", "page": "2", "per_page": "2"})
+    assert names(body) == everything[2:4]
+    # Empty values leave numbers and flags at their defaults, as Go's form binding does.
+    body = await api.get("/api/fs/list", params={"path": "/m", "page": "", "per_page": ""})
+    assert names(body) == everything
+    # Go's url.Values: the first of repeated values wins.
+    body = await api.get("/api/fs/list", params=[("path", "/m"), ("path", "/nowhere")])
+    assert names(body) == everything
+
+
+async def test_refresh_is_bound_from_the_query(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    token = await user_token(api)
+    for key in ("Refresh", "refresh"):
+        query = {"path": "/local", key: "true"}
+        body = await api.get("/api/fs/list", params=query, token=token)
+        assert (body["code"], body["message"]) == (403, "Refresh without permission"), key
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            {"page": "x"},
+            "page: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        (
+            {"per_page": "1.5"},
+            "per_page: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        (
+            {"refresh": "maybe"},
+            "refresh: Input should be a valid boolean, unable to interpret input",
+        ),
+    ],
+)
+async def test_bad_query_values_answer_400(
+    api: Api, root: Path, query: dict[str, str], message: str
+) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.get("/api/fs/list", params={"path": "/local", **query})
+    assert body["code"] == 400
+    assert body["message"].startswith(message)
+    assert body["data"] is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"page": "2"}, "page: Input should be a valid integer"),
+        ({"path": 5}, "path: Input should be a valid string"),
+        ({"refresh": "true"}, "refresh: Input should be a valid boolean"),
+    ],
+)
+async def test_json_bodies_stay_strict(
+    api: Api, root: Path, fields: dict[str, Any], message: str
+) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    body = await api.post("/api/fs/list", {"path": "/local", **fields})
+    assert (body["code"], body["message"], body["data"]) == (400, message, None)
+
+
+@pytest.mark.parametrize("endpoint", ["/api/fs/list", "/api/fs/get", "/api/fs/dirs"])
+async def test_malformed_and_non_object_json_answer_400(api: Api, endpoint: str) -> None:
+    await api.as_admin()
+    json_type = {"Authorization": api.token, "Content-Type": "application/json"}
+    response = await api.client.post(endpoint, content=b'{"path":', headers=json_type)
+    assert response.json()["code"] == 400
+    assert response.json()["message"].startswith("body: invalid JSON")
+    body = await api.post(endpoint, ["/"])
+    message = "body: Input should be a valid dictionary or object to extract fields from"
+    assert (body["code"], body["message"]) == (400, message)
+    response = await api.client.post(endpoint, content=b"", headers=json_type)
+    assert response.json() == {"code": 400, "message": "body: Field required", "data": None}
+
+
+async def test_guest_check_comes_before_binding(api: Api) -> None:
+    admin = await api.login()
+    guest = (await api.get("/api/admin/user/list", token=admin))["data"]["content"]
+    guest = next(u for u in guest if u["role"] == 1)
+    guest["disabled"] = True
+    assert (await api.post("/api/admin/user/update", guest, token=admin))["code"] == 200
+    body = await api.get("/api/fs/list", params={"page": "x"})
+    assert body["code"] == 401
+
+
+# --- related objects in fs/get ---------------------------------------------------
+
+RELATED_TREE: dict[str, bytes | str] = {
+    "movie.mp4": "video",
+    "movie.srt": "subs",
+    "movie.zh.ass": "more subs",
+    "movie2.mkv": "sequel",
+    "movie/": "",
+    "other.txt": "other",
+    "sub/movie.srt": "not a sibling",
+}
+
+
+async def test_get_lists_related_siblings_as_list_entries(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/v", make_tree(tmp_path / "v", RELATED_TREE))
+    listed = by_name(await fs_list(api, "/v"))
+    got = await fs_get(api, "/v/movie.mp4")
+    related = got["data"]["related"]
+    assert {r["name"] for r in related} == {"movie.srt", "movie.zh.ass", "movie2.mkv", "movie"}
+    for entry in related:
+        assert entry == listed[entry["name"]]
+    assert listed["movie"]["type"] == 1
+    assert listed["movie.srt"]["sign"] == api.services.signer.sign("/v/movie.srt")
+
+
+async def test_related_is_null_without_siblings(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/v", make_tree(tmp_path / "v", RELATED_TREE))
+    for path in ("/v/other.txt", "/v/sub/movie.srt", "/"):
+        got = await fs_get(api, path)
+        assert got["code"] == 200, got
+        assert got["data"]["related"] is None, path
+
+
+async def test_related_leaves_out_hidden_siblings(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/v", make_tree(tmp_path / "v", RELATED_TREE))
+    await add_meta(api, "/v", hide="\\.srt$\n^movie$")
+    token = await user_token(api)
+    got = await fs_get(api, "/v/movie.mp4", token=token)
+    assert {r["name"] for r in got["data"]["related"]} == {"movie.zh.ass", "movie2.mkv"}
+    seen_by_admin = await fs_get(api, "/v/movie.mp4")
+    assert "movie.srt" in {r["name"] for r in seen_by_admin["data"]["related"]}
+
+
+async def test_related_under_a_password_carry_signs(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/v", make_tree(tmp_path / "v", RELATED_TREE))
+    await save_settings(api, sign_all="false")
+    await add_meta(api, "/v", password="pw")
+    token = await user_token(api)
+    got = await fs_get(api, "/v/movie.mp4", token=token, password="pw")
+    signs = {r["name"]: r["sign"] for r in got["data"]["related"]}
+    assert signs["movie.srt"] == api.services.signer.sign("/v/movie.srt")
+    assert signs["movie"] == ""
+
+
+# --- paging without cost, and kept renderings ------------------------------------
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+def count_driver_lists(api: Api, mount_path: str) -> Counter:
+    resolved = api.services.storages.resolve(mount_path)
+    assert resolved is not None and resolved.target.ops is not None
+    driver = resolved.target.ops.driver
+    counter, original = Counter(), driver.list
+
+    async def counted(folder: Obj) -> list[Obj]:
+        counter.calls += 1
+        return await original(folder)
+
+    driver.list = counted  # type: ignore[method-assign]
+    return counter
+
+
+def count_encodes(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    counter, original = Counter(), FolderStyle.encode
+
+    def counted(style: FolderStyle, obj: Obj) -> bytes:
+        counter.calls += 1
+        return original(style, obj)
+
+    monkeypatch.setattr(FolderStyle, "encode", counted)
+    return counter
+
+
+async def test_paging_scans_a_folder_once(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
+    await mount_local(api, "/m", root)
+    scans = count_driver_lists(api, "/m")
+    pages = [names(await fs_list(api, "/m", page=p, per_page=3)) for p in (1, 2, 3)]
+    assert scans.calls == 1
+    assert [n for page in pages for n in page] == names(await fs_list(api, "/m"))
+    (root / "late.txt").write_text("written behind the server's back")
+    refreshed = await fs_list(api, "/m", refresh=True)
+    assert scans.calls == 2
+    assert "late.txt" in names(refreshed)
+
+
+async def test_a_page_encodes_only_its_own_entries(
+    api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
+    await mount_local(api, "/m", root)
+    encodes = count_encodes(monkeypatch)
+    await fs_list(api, "/m", page=2, per_page=3)
+    assert encodes.calls == 3
+    await fs_list(api, "/m", page=2, per_page=3)
+    assert encodes.calls == 3
+    await fs_list(api, "/m", page=3, per_page=3)
+    assert encodes.calls == 4
+    whole = await fs_list(api, "/m")
+    assert encodes.calls == 7
+    assert len(names(whole)) == 7
+
+
+async def test_a_rescan_encodes_only_what_changed(
+    api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await api.as_admin()
+    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
+    await mount_local(api, "/m", root)
+    encodes = count_encodes(monkeypatch)
+    await fs_list(api, "/m")
+    assert encodes.calls == 7
+    (root / "f0.txt").write_text("grown")
+    (root / "new.txt").write_text("")
+    (root / "f6.txt").unlink()
+    listed = by_name(await fs_list(api, "/m", refresh=True))
+    assert encodes.calls == 9
+    assert listed["f0.txt"]["size"] == 5
+    assert set(listed) == {f"f{n}.txt" for n in range(6)} | {"new.txt"}
+
+
+async def test_kept_renderings_follow_settings_and_token(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    first = by_name(await fs_list(api, "/local"))["a.txt"]["sign"]
+    assert first == api.services.signer.sign("/local/a.txt")
+    await save_settings(api, sign_all="false")
+    assert by_name(await fs_list(api, "/local"))["a.txt"]["sign"] == ""
+    await save_settings(api, sign_all="true", text_types="md", filename_char_mapping='{"a": "A"}')
+    entry = by_name(await fs_list(api, "/local"))["A.txt"]
+    assert (entry["type"], entry["sign"]) == (0, first)
+    admin = await api.login()
+    assert (await api.post("/api/admin/setting/reset_token", token=admin))["code"] == 200
+    renewed = by_name(await fs_list(api, "/local"))["A.txt"]["sign"]
+    assert renewed not in ("", first)
+    assert renewed == api.services.signer.sign("/local/a.txt")
+
+
+async def test_each_user_sees_their_own_view(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local", hide="^a\\.txt$")
+    token = await user_token(api)
+    for _ in range(2):
+        assert "a.txt" not in names(await fs_list(api, "/local", token=token))
+        assert "a.txt" in names(await fs_list(api, "/local"))
+
+
+async def test_reads_wait_for_storages_to_load(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    api.services.storages.loaded = False
+    try:
+        for body in (await fs_list(api, "/local"), await fs_get(api, "/local/a.txt")):
+            assert (body["code"], body["message"]) == (500, "Loading storage, please wait")
+    finally:
+        api.services.storages.loaded = True
+    assert (await fs_list(api, "/local"))["code"] == 200
+
+
+async def test_local_thumbnails_are_signed_links_here(api: Api, root: Path) -> None:
+    await api.as_admin()
+    addition = json.dumps({"root_folder_path": str(root), "thumbnail": True})
+    await mount_local(api, "/local", root, addition=addition)
+    await save_settings(api, sign_all="false")
+    listed = by_name(await fs_list(api, "/local"))
+    thumb = listed["pic.PNG"]["thumb"]
+    sign = api.services.signer.sign("/local/pic.PNG")
+    assert thumb == f"/d/local/pic.PNG?type=thumb&sign={sign}"
+    assert listed["a.txt"]["thumb"] == ""
+    assert listed["pic.PNG"]["sign"] == ""

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import hashlib
 import json
 import os
+import shutil
 import stat
+import subprocess
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from manifold.drivers.base import LinkArgs
 from manifold.drivers.local.driver import TEMP_PREFIX, LocalDriver, os_errors
@@ -20,6 +26,7 @@ from manifold.errors import (
     ManifoldError,
     NotAFile,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -231,6 +238,20 @@ async def test_failed_uploads_leave_no_temp_file_on_disk(driver: LocalDriver, ro
     assert sorted(os.listdir(root)) == before
 
 
+async def test_large_upload_flushed_while_receiving_is_exact(
+    driver: LocalDriver, root: Path
+) -> None:
+    # Past the background-flush threshold several times, and aborted past it too.
+    data = os.urandom(1 << 20) * 80
+    root_obj = await driver.root_obj()
+    await driver.put(root_obj, "big", chunks(data, 256 << 10), len(data), None)
+    assert (root / "big").read_bytes() == data
+    with pytest.raises(StreamAborted):
+        await driver.put(root_obj, "cut", aborted_stream(data[: 70 << 20]), None, None)
+    assert not (root / "cut").exists()
+    assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
+
+
 async def test_upload_temp_files_are_not_listed(driver: LocalDriver, root: Path) -> None:
     (root / f"{TEMP_PREFIX}0123").write_text("half written")
     names = [obj.name for obj in await driver.list(await driver.root_obj())]
@@ -311,3 +332,157 @@ def test_os_errors_are_translated_with_cause(code: int, error: type[ManifoldErro
         raise cause
     assert type(caught.value) is error
     assert caught.value.__cause__ is cause
+
+
+# --- thumbnails ------------------------------------------------------------------
+
+needs_ffmpeg = pytest.mark.skipif(
+    shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None,
+    reason="ffmpeg and ffprobe are not installed",
+)
+
+
+def write_image(path: Path, size: tuple[int, int], orientation: int = 1) -> None:
+    image = Image.new("RGB", size, (200, 30, 30))
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    image.save(path, format="JPEG", exif=exif.tobytes())
+
+
+def png_size(path: str) -> tuple[int, int]:
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return image.size
+
+
+@pytest.fixture
+async def thumbed(tmp_path: Path) -> AsyncIterator[LocalDriver]:
+    root = tmp_path / "pics"
+    (root / "sub dir").mkdir(parents=True)
+    write_image(root / "wide.jpg", (600, 300))
+    write_image(root / "sub dir" / "a b#.JPG", (100, 50))
+    (root / "notes.txt").write_text("text")
+    (root / "vector.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    (root / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    cache = tmp_path / "thumb-cache"
+    driver = await local_driver(root, thumbnail=True, thumb_cache_folder=str(cache))
+    driver.storage.mount_path = "/my pics"
+    yield driver
+    await driver.drop()
+
+
+async def test_listing_offers_thumbnails_for_images_only(thumbed: LocalDriver) -> None:
+    listed = {o.name: o for o in await thumbed.list(await thumbed.root_obj())}
+    assert listed["wide.jpg"].thumb == "/d/my%20pics/wide.jpg?type=thumb"
+    assert listed["vector.svg"].thumb == "/d/my%20pics/vector.svg?type=thumb"
+    assert (listed["notes.txt"].thumb, listed["sub dir"].thumb) == ("", "")
+    inner = await thumbed.list(listed["sub dir"])
+    assert inner[0].thumb == "/d/my%20pics/sub%20dir/a%20b%23.JPG?type=thumb"
+
+
+async def test_thumbnails_off_by_default(tmp_path: Path) -> None:
+    write_image(tmp_path / "a.jpg", (20, 20))
+    driver = await local_driver(tmp_path)
+    assert [o.thumb for o in await driver.list(await driver.root_obj())] == [""]
+
+
+async def test_thumb_link_is_a_png_144_wide_kept_in_the_cache_folder(
+    thumbed: LocalDriver, tmp_path: Path
+) -> None:
+    wide = await thumbed.get("/wide.jpg")
+    link = await thumbed.link(wide, LinkArgs(type="thumb"))
+    assert link.headers == {"Content-Type": "image/png"}
+    assert png_size(link.file_path) == (144, 72)
+    digest = hashlib.md5(wide.path.encode()).hexdigest()
+    assert link.file_path == str(tmp_path / "thumb-cache" / f"alist_thumb_{digest}.png")
+    kept = os.stat(link.file_path).st_mtime_ns
+    again = await thumbed.link(wide, LinkArgs(type="thumb"))
+    assert (again.file_path, os.stat(again.file_path).st_mtime_ns) == (link.file_path, kept)
+    plain = await thumbed.link(wide, LinkArgs())
+    assert (plain.file_path, plain.headers) == (wide.path, {})
+
+
+async def test_changed_image_gets_a_new_thumbnail(thumbed: LocalDriver, tmp_path: Path) -> None:
+    wide = await thumbed.get("/wide.jpg")
+    first = await thumbed.link(wide, LinkArgs(type="thumb"))
+    write_image(Path(wide.path), (144, 288))
+    later = os.stat(first.file_path).st_mtime + 10
+    os.utime(wide.path, (later, later))
+    assert png_size((await thumbed.link(wide, LinkArgs(type="thumb"))).file_path) == (144, 288)
+
+
+async def test_thumbnail_follows_exif_orientation(tmp_path: Path) -> None:
+    write_image(tmp_path / "turned.jpg", (300, 100), orientation=6)
+    driver = await local_driver(tmp_path)
+    link = await driver.link(await driver.get("/turned.jpg"), LinkArgs(type="thumb"))
+    assert png_size(link.file_path) == (144, 432)
+    await driver.drop()
+
+
+async def test_concurrent_requests_share_one_thumbnail(thumbed: LocalDriver) -> None:
+    wide = await thumbed.get("/wide.jpg")
+    links = await asyncio.gather(*(thumbed.link(wide, LinkArgs(type="thumb")) for _ in range(8)))
+    assert len({link.file_path for link in links}) == 1
+    assert png_size(links[0].file_path) == (144, 72)
+
+
+async def test_svg_thumb_is_the_file_itself(thumbed: LocalDriver) -> None:
+    svg = await thumbed.get("/vector.svg")
+    assert (await thumbed.link(svg, LinkArgs(type="thumb"))).file_path == svg.path
+
+
+@pytest.mark.parametrize("name", ["/broken.png", "/notes.txt"])
+async def test_undecodable_file_has_no_thumbnail(thumbed: LocalDriver, name: str) -> None:
+    with pytest.raises(ServerError, match="failed get thumb"):
+        await thumbed.link(await thumbed.get(name), LinkArgs(type="thumb"))
+
+
+async def test_private_thumbnail_folder_is_removed_on_drop(tmp_path: Path) -> None:
+    write_image(tmp_path / "a.jpg", (50, 50))
+    driver = await local_driver(tmp_path)
+    link = await driver.link(await driver.get("/a.jpg"), LinkArgs(type="thumb"))
+    folder = os.path.dirname(link.file_path)
+    assert not folder.startswith(str(tmp_path)) and os.path.isfile(link.file_path)
+    await driver.drop()
+    assert not os.path.exists(folder)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"video_thumb_pos": "abc"}, "invalid video_thumb_pos value: abc"),
+        ({"video_thumb_pos": "120%"}, "between 0 and 100"),
+        ({"video_thumb_pos": "-3"}, "must be a positive number"),
+        ({"thumb_concurrency": "many"}, "invalid thumb_concurrency"),
+    ],
+)
+async def test_bad_thumbnail_options_fail_init(
+    tmp_path: Path, options: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        await local_driver(tmp_path, **options)
+
+
+@needs_ffmpeg
+async def test_video_thumbnail_with_ffmpeg(tmp_path: Path) -> None:
+    video = tmp_path / "clip.mp4"
+    argv = ["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=5"]
+    command = [*argv, "-t", "2", "-pix_fmt", "yuv420p", str(video)]
+    await asyncio.to_thread(subprocess.run, command, check=True)
+    driver = await local_driver(tmp_path, thumbnail=True, video_thumb_pos="1")
+    listed = await driver.list(await driver.root_obj())
+    assert listed[0].thumb == "/d/local/clip.mp4?type=thumb"
+    link = await driver.link(listed[0], LinkArgs(type="thumb"))
+    assert png_size(link.file_path) == (144, 108)
+    await driver.drop()
+
+
+async def test_videos_get_no_thumbnail_without_ffmpeg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "clip.mp4").write_bytes(b"\x00" * 64)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    driver = await local_driver(tmp_path, thumbnail=True)
+    assert (await driver.list(await driver.root_obj()))[0].thumb == ""
+    with pytest.raises(NotSupported):
+        await driver.link(await driver.get("/clip.mp4"), LinkArgs(type="thumb"))

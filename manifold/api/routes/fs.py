@@ -1,4 +1,9 @@
-"""The file tree, read side: list, get, dirs, other."""
+"""The file tree, read side: list, get, dirs, other.
+
+These are AList's ANY routes: each reads its own fields from a JSON body, a form
+body or the query string (``api.binding``) and answers pre-encoded JSON, with no
+per-request dependency machinery on the way.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,15 @@ from urllib.parse import quote
 
 import orjson
 from fastapi import Request
+from pydantic import JsonValue
 from starlette.responses import Response
 
-from manifold.api.deps import CallerDep, ServicesDep
-from manifold.api.envelope import ok
-from manifold.api.fs_time import iso_time
+from manifold.api import envelope
+from manifold.api.binding import bind
+from manifold.api.deps import get_caller, get_services
+from manifold.api.fs_render import FolderStyle, ListingRenderer, file_type, related_entries
+from manifold.api.fs_time import ORJSON_TIME, json_time
 from manifold.api.schemas import RequestBody
-from manifold.errors import NotSupported
-from manifold.models import Obj
 from manifold.services.fs import Found
 from manifold.services.hub import Services
 from manifold.vfs.paths import split_path
@@ -28,6 +34,10 @@ class ListBody(RequestBody):
     refresh: bool = False
 
 
+# AList's list request has no form name for ``refresh``; Go binds it as ``Refresh``.
+LIST_FORM_ALIASES = {"Refresh": "refresh"}
+
+
 class GetBody(RequestBody):
     path: str = "/"
     password: str = ""
@@ -39,65 +49,30 @@ class DirsBody(RequestBody):
     force_root: bool = False
 
 
-def file_type(services: Services, name: str, is_dir: bool) -> int:
-    if is_dir:
-        return 1
-    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    return services.settings.type_of_extension(ext)
+class OtherBody(RequestBody):
+    path: str = "/"
+    password: str = ""
+    method: str = ""
+    data: JsonValue = None
 
 
-class ObjRenderer:
-    """Turns objects of one folder into API JSON; per-request work is done once here."""
-
-    def __init__(self, services: Services, folder: str, signed: bool) -> None:
-        self._services = services
-        self._folder = folder.rstrip("/")
-        self._sign = services.signer.batch() if signed or services.settings.get_bool(
-            "sign_all"
-        ) else None  # fmt: skip
-        self._names = services.settings.name_table()
-
-    def __call__(self, obj: Obj, type_code: int | None = None) -> dict[str, Any]:
-        sign = ""
-        if not obj.is_dir and self._sign is not None:
-            sign = self._sign(f"{self._folder}/{obj.name}")
-        modified = iso_time(obj.modified)
-        hash_info = obj.hash_info
-        return {
-            "id": obj.id,
-            "path": "",
-            "name": obj.name.translate(self._names) if self._names else obj.name,
-            "size": obj.size,
-            "is_dir": obj.is_dir,
-            "modified": modified,
-            "created": modified if obj.created is None else iso_time(obj.created),
-            "sign": sign,
-            "thumb": obj.thumb,
-            "type": file_type(self._services, obj.name, obj.is_dir)
-            if type_code is None
-            else type_code,
-            "hashinfo": "null" if hash_info is None else orjson.dumps(hash_info).decode(),
-            "hash_info": hash_info,
-        }
-
-
-async def list_fs(body: ListBody, caller: CallerDep, services: ServicesDep) -> Response:
+async def list_fs(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, ListBody, LIST_FORM_ALIASES)
     listing = await services.fs.list(
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
-    signed = services.fs.needs_sign(listing.path, listing.meta)
-    render = ObjRenderer(services, listing.path, signed)
-    content = [render(o) for o in listing.objs]
-    return ok(
-        {
-            "content": content or None,
-            "total": listing.total,
-            "readme": listing.readme,
-            "header": listing.header,
-            "write": listing.write,
-            "provider": listing.provider,
-        }
-    )
+    return envelope.ok_encoded(*_renderer(request, services).body(listing))
+
+
+def _renderer(request: Request, services: Services) -> ListingRenderer:
+    """The app's renderer, which keeps encoded entries between requests."""
+    state = request.app.state
+    renderer: ListingRenderer | None = getattr(state, "fs_renderer", None)
+    if renderer is None:
+        renderer = state.fs_renderer = ListingRenderer(services)
+    return renderer
 
 
 def api_url(request: Request, services: Services) -> str:
@@ -118,30 +93,35 @@ def raw_url(request: Request, services: Services, found: Found) -> str:
     return url
 
 
-async def get_fs(
-    body: GetBody, request: Request, caller: CallerDep, services: ServicesDep
-) -> Response:
+async def get_fs(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, GetBody)
     found = await services.fs.get(caller, body.path, body.password)
     parent, _ = split_path(found.path)
+    # AList types the object itself by its extension alone, even a folder.
     type_code = file_type(services, found.obj.name, False)
-    data = ObjRenderer(services, parent, found.signed)(found.obj, type_code)
-    data.update(
-        {
-            "raw_url": raw_url(request, services, found),
-            "readme": found.readme,
-            "header": found.header,
-            "provider": found.provider,
-            "related": None,
-        }
-    )
-    return ok(data)
+    data: dict[str, Any] = FolderStyle(services, parent, found.signed).entry(found.obj, type_code)
+    data["raw_url"] = raw_url(request, services, found)
+    data["readme"] = found.readme
+    data["header"] = found.header
+    data["provider"] = found.provider
+    data["related"] = related_entries(services, found.related)
+    return envelope.ok_encoded(orjson.dumps(data, option=ORJSON_TIME))
 
 
-async def dirs_fs(body: DirsBody, caller: CallerDep, services: ServicesDep) -> Response:
+async def dirs_fs(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, DirsBody)
     objs = await services.fs.dirs(caller, body.path, body.password, body.force_root)
-    return ok([{"name": o.name, "modified": iso_time(o.modified)} for o in objs])
+    dirs = [{"name": o.name, "modified": json_time(o.modified)} for o in objs]
+    return envelope.ok_encoded(orjson.dumps(dirs or None, option=ORJSON_TIME))
 
 
-async def other_fs(body: GetBody, caller: CallerDep, services: ServicesDep) -> Response:
-    await services.fs.get(caller, body.path, body.password)
-    raise NotSupported()
+async def other_fs(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, OtherBody)
+    result = await services.fs.other(caller, body.path, body.password, body.method, body.data)
+    return envelope.ok(result)

@@ -1,21 +1,35 @@
 """Alias: each line of ``paths`` is ``name:/target`` or ``/target`` (named by its base name).
 
 Lines sharing a name are merged; with a single name the alias root shows the
-target's contents directly. Reads go through the server's tree, so the targets'
-own drivers and caches serve them.
+target's contents directly. Everything goes through the server's tree, so the
+targets' own drivers and caches serve it.
+
+Writes (AList v3.45): only with ``writable`` (else ``permission denied``), and only
+when the server's tree is a ``WritableTree``. Each is forwarded to the one target
+path that holds the object; with ``protect_same_name`` an object found in several
+targets is refused (``same-name files cannot be Rename`` and the like), without it
+the first target wins. Renaming, moving, copying or removing an alias root entry
+itself is ``not support``.
 """
 
 from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from manifold.drivers.alias.meta import Addition
-from manifold.drivers.base import Driver, LinkArgs, VirtualTree
-from manifold.errors import InvalidRequest, ManifoldError, ObjectNotFound, ServerError
+from manifold.drivers.base import Driver, LinkArgs, VirtualTree, WritableTree, validate_name
+from manifold.errors import (
+    InvalidRequest,
+    ManifoldError,
+    NotSupported,
+    ObjectNotFound,
+    PermissionDenied,
+    ServerError,
+)
 from manifold.models import Link, Obj
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -83,7 +97,84 @@ class AliasDriver(Driver[Addition]):
         if len(self._targets) > 1 and path[1:] in self._targets:
             return Obj(path[1:], 0, True, self.storage.modified or _EPOCH, path=path)
         obj = await self._first(path, self._tree().get_path)
-        return _aliased(obj, path)
+        return _aliased(obj, path, keep_hash=True)
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        tree = self._writable()
+        real = await self._req_path(parent.path, True, "same-name dirs cannot make sub-dir")
+        made = await tree.make_dir_path(posixpath.join(real, validate_name(name)))
+        return _aliased(made, posixpath.join(parent.path, name))
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        tree = self._writable()
+        real = await self._req_path(src.path, False, "same-name files cannot be moved")
+        dst = await self._req_path(dst_dir.path, True, "same-name dirs cannot be moved to")
+        moved = await tree.move_path(real, dst)
+        return _aliased(moved, posixpath.join(dst_dir.path, moved.name))
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        tree = self._writable()
+        real = await self._req_path(src.path, False, "same-name files cannot be Rename")
+        renamed = await tree.rename_path(real, validate_name(new_name))
+        return _aliased(renamed, posixpath.join(posixpath.dirname(src.path), new_name))
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        tree = self._writable()
+        real = await self._req_path(src.path, False, "same-name files cannot be copied")
+        dst = await self._req_path(dst_dir.path, True, "same-name dirs cannot be copied to")
+        copied = await tree.copy_path(real, dst)
+        return _aliased(copied, posixpath.join(dst_dir.path, copied.name))
+
+    async def remove(self, obj: Obj) -> None:
+        tree = self._writable()
+        await tree.remove_path(
+            await self._req_path(obj.path, False, "same-name files cannot be Delete")
+        )
+
+    async def put(
+        self,
+        dst_dir: Obj,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+    ) -> Obj:
+        tree = self._writable()
+        real = await self._req_path(dst_dir.path, True, "same-name dirs cannot be Put")
+        stored = await tree.put_path(real, validate_name(name), stream, size, modified)
+        return _aliased(stored, posixpath.join(dst_dir.path, name))
+
+    def _writable(self) -> WritableTree:
+        if not self.options.writable:
+            raise PermissionDenied()
+        tree = self._tree()
+        if not isinstance(tree, WritableTree):
+            raise NotSupported("the tree of this server cannot be written through an alias")
+        return tree
+
+    async def _req_path(self, path: str, is_parent: bool, same_name: str) -> str:
+        """The one target path holding ``path`` (AList's ``getReqPath``)."""
+        if not is_parent and self._is_alias_root(path):
+            raise NotSupported()
+        found = ""
+        for real in self._real_paths(path):
+            try:
+                await self._tree().get_path(real)
+            except ObjectNotFound:
+                continue
+            if not self.options.protect_same_name:
+                return real
+            if found:
+                raise ServerError(same_name)
+            found = real
+        if not found:
+            raise ObjectNotFound()
+        return found
+
+    def _is_alias_root(self, path: str) -> bool:
+        """Whether ``path`` is the alias root or (with several names) one of its entries."""
+        inner = (path or "/").strip("/")
+        return not inner or (len(self._targets) > 1 and "/" not in inner)
 
     async def _first(self, path: str, call: Callable[[str], Awaitable[R]]) -> R:
         """The answer of the first target that has ``path``."""
@@ -112,8 +203,12 @@ class AliasDriver(Driver[Addition]):
         return [posixpath.normpath(posixpath.join(t, rest.lstrip("/"))) for t in targets]
 
 
-def _aliased(obj: Obj, path: str) -> Obj:
-    return Obj(obj.name, obj.size, obj.is_dir, obj.modified, obj.created, path, obj.id, obj.thumb)
+def _aliased(obj: Obj, path: str, keep_hash: bool = False) -> Obj:
+    """``obj`` at its alias path; as in AList, only a lookup keeps the hashes."""
+    hashes = obj.hash_info if keep_hash else None
+    return Obj(
+        obj.name, obj.size, obj.is_dir, obj.modified, obj.created, path, obj.id, obj.thumb, hashes
+    )
 
 
 DRIVER = AliasDriver

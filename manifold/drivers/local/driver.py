@@ -7,6 +7,11 @@ that stays inside is followed for reading and renamed, moved or removed as the
 link itself. New names pass
 ``validate_name``. Every blocking call runs in a worker thread inside
 ``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
+
+Listing is one ``scandir`` over the open folder, each entry costing one ``fstatat``
+by name. With the ``thumbnail`` option, pictures (and videos, where ffmpeg is
+installed) carry ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the
+API makes absolute and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import IO, TypeVar
+from urllib.parse import quote
 
 from manifold.drivers.base import Driver, LinkArgs, validate_name
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
+from manifold.drivers.local.thumbs import (
+    Thumbnailer,
+    VideoPosition,
+    extension,
+    parse_concurrency,
+)
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
     NotAFile,
     NotAFolder,
-    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -45,6 +56,7 @@ T = TypeVar("T")
 # complete; listings leave such names out so a half-written file is never seen.
 TEMP_PREFIX = ".manifold-upload-"
 _WRITE_BATCH = 1 << 20
+_SYNC_EVERY = 32 << 20
 
 _ERRNO_ERRORS: dict[int, type[ManifoldError]] = {
     errno.ENOENT: ObjectNotFound,
@@ -73,21 +85,24 @@ def os_errors() -> Iterator[None]:
         raise translate_os_error(exc) from exc
 
 
-def _timestamp(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
+_from_timestamp = datetime.fromtimestamp
+# Linux reports no birth time through ``os.stat``; other systems do.
+_HAS_BIRTH = hasattr(os.stat_result, "st_birthtime")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_S_ISDIR = stat.S_ISDIR
+_S_ISREG = stat.S_ISREG
+
+
+def _created(st: os.stat_result) -> datetime | None:
+    birth: float | None = getattr(st, "st_birthtime", None)
+    return _from_timestamp(birth, UTC) if birth is not None else None
 
 
 def _obj(path: str, st: os.stat_result) -> Obj:
-    is_dir = stat.S_ISDIR(st.st_mode)
-    birth = getattr(st, "st_birthtime", None)
-    return Obj(
-        name=os.path.basename(path),
-        size=0 if is_dir else st.st_size,
-        is_dir=is_dir,
-        modified=_timestamp(st.st_mtime),
-        created=_timestamp(birth) if birth is not None else None,
-        path=path,
-    )
+    is_dir = _S_ISDIR(st.st_mode)
+    modified = _from_timestamp(st.st_mtime, UTC)
+    created = _created(st) if _HAS_BIRTH else None
+    return Obj(os.path.basename(path), 0 if is_dir else st.st_size, is_dir, modified, created, path)
 
 
 def _is_served(st: os.stat_result) -> bool:
@@ -104,6 +119,12 @@ def _refuse_taken(path: str) -> None:
         raise ObjectExists()
 
 
+def _served_mount_path(mount_path: str) -> str:
+    # Balanced storages (``/x.balance2``) serve the path before ``.balance``.
+    index = mount_path.rfind(".balance")
+    return mount_path[:index] if index >= 0 else mount_path
+
+
 def _parse_mode(text: str) -> int:
     try:
         return int(text or "777", 8)
@@ -117,23 +138,37 @@ class LocalDriver(Driver[Addition]):
         self._root = ""
         self._dir_mode = 0o777
         self._recycle_bin = ""
+        self._thumbs: Thumbnailer | None = None
 
     async def init(self) -> None:
         """Resolve the root (which must be an existing folder) and parse the options."""
         self._dir_mode = _parse_mode(self.options.mkdir_perm)
+        position = VideoPosition.parse(self.options.video_thumb_pos)
+        concurrency = parse_concurrency(self.options.thumb_concurrency)
         await self._run(self._setup)
+        thumbs = Thumbnailer(self.options.thumb_cache_folder, concurrency, position, self._dir_mode)
+        await self._run(thumbs.start)
+        self._thumbs = thumbs
 
     async def drop(self) -> None:
-        """Nothing is held open between calls."""
+        """Remove the private thumbnail folder; nothing else is held between calls."""
+        thumbs, self._thumbs = self._thumbs, None
+        if thumbs is not None:
+            await asyncio.to_thread(thumbs.close)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
-        return await self._run(self._list, dir.path)
+        return await self._run(self._list, dir.path, self._thumb_base(dir.path))
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
-        """A ``file_path`` link to the resolved file; thumbnails are not generated here."""
-        if args.type == "thumb" and self.options.thumbnail:
-            raise NotSupported("thumbnail not supported")
-        return Link(file_path=await self._run(self._file_path, file.path))
+        """The resolved file, or with ``type=thumb`` its PNG thumbnail (SVG: itself)."""
+        path = await self._run(self._file_path, file.path)
+        if args.type != "thumb" or extension(file.name) == "svg":
+            return Link(file_path=path)
+        if self._thumbs is None:
+            raise ServerError("storage not init")
+        with os_errors():
+            thumb = await self._thumbs.thumbnail(path, file.name)
+        return Link(file_path=thumb, headers={"Content-Type": "image/png"})
 
     async def root_obj(self) -> Obj:
         root = await self._run(self._stat, self.options.root_folder_path)
@@ -245,25 +280,63 @@ class LocalDriver(Driver[Addition]):
             raise NotAFile()
         return real
 
-    def _list(self, path: str) -> builtins.list[Obj]:
-        with os.scandir(self._folder(path)) as entries:
-            listed = (self._child(path, entry) for entry in entries)
-            return [obj for obj in listed if obj is not None]
+    def _thumb_base(self, folder: str) -> str:
+        """``/d/<escaped virtual folder>/`` for thumbnail URLs, or ``""`` when off."""
+        if not self.options.thumbnail:
+            return ""
+        segments = [s for s in _served_mount_path(self.storage.mount_path).split("/") if s]
+        inside = os.path.relpath(folder, self.options.root_folder_path)
+        if inside != os.curdir:
+            segments += inside.split(os.sep)
+        return "/d" + quote("".join("/" + s for s in segments) + "/")
 
-    def _child(self, folder: str, entry: os.DirEntry[str]) -> Obj | None:
-        if entry.name.startswith(TEMP_PREFIX):
-            return None
-        if entry.name.startswith(".") and not self.options.show_hidden:
-            return None
+    def _list(self, path: str, thumb_base: str) -> builtins.list[Obj]:
+        """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name."""
+        real = self._folder(path)
+        prefix = path if path.endswith(os.sep) else path + os.sep
+        show_hidden = self.options.show_hidden
+        thumbs = self._thumbs if thumb_base else None
+        objs: builtins.list[Obj] = []
+        append = objs.append
+        fd = os.open(real, _DIR_FLAGS)
         try:
-            if entry.is_symlink():
-                self._inside(entry.path)
-            st = entry.stat()
-        except (PermissionDenied, OSError):
-            # Escapes the root, dangles, loops or vanished meanwhile: one odd entry
-            # must not make the whole folder unlistable.
-            return None
-        return _obj(os.path.join(folder, entry.name), st) if _is_served(st) else None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if name[0] == "." and (not show_hidden or name.startswith(TEMP_PREFIX)):
+                        continue
+                    try:
+                        if entry.is_symlink() and not self._stays_inside(real, name):
+                            continue
+                        st = entry.stat()
+                    except OSError:
+                        # Dangles, loops or vanished meanwhile: one odd entry must not
+                        # make the whole folder unlistable.
+                        continue
+                    mode = st.st_mode
+                    if _S_ISREG(mode):
+                        size, is_dir = st.st_size, False
+                    elif _S_ISDIR(mode):
+                        size, is_dir = 0, True
+                    else:
+                        continue  # pipes, sockets, devices
+                    created = _created(st) if _HAS_BIRTH else None
+                    modified = _from_timestamp(st.st_mtime, UTC)
+                    obj = Obj(name, size, is_dir, modified, created, prefix + name)
+                    if thumbs is not None and not is_dir and thumbs.offers(name):
+                        obj.thumb = f"{thumb_base}{quote(name, safe='')}?type=thumb"
+                    append(obj)
+        finally:
+            os.close(fd)
+        return objs
+
+    def _stays_inside(self, folder: str, name: str) -> bool:
+        """Whether a symlink in ``folder`` resolves inside the root."""
+        try:
+            self._inside(os.path.join(folder, name))
+        except PermissionDenied:
+            return False
+        return True
 
     def _make_dir(self, parent: str, name: str) -> Obj:
         # Idempotent: an existing name is fine, the stat below tells a folder from a file.
@@ -344,18 +417,42 @@ class LocalDriver(Driver[Addition]):
 
 
 async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
-    """Write every chunk of ``stream``, batching small chunks into fewer thread hops."""
-    written = 0
+    """Write every chunk of ``stream``, batching small chunks into fewer thread hops.
+
+    Written data is flushed to the disk in the background every ``_SYNC_EVERY`` bytes
+    (one flush at a time, never awaited while receiving), so the final ``fsync``
+    before the rename has only the tail left instead of the whole file.
+    """
+    written = synced_at = 0
     batch = bytearray()
-    async for chunk in stream:
-        batch += chunk
-        written += len(chunk)
-        if len(batch) >= _WRITE_BATCH:
+    syncing: asyncio.Task[None] | None = None
+    try:
+        async for chunk in stream:
+            batch += chunk
+            written += len(chunk)
+            if len(batch) >= _WRITE_BATCH:
+                await _write(file, bytes(batch))
+                batch.clear()
+                if written - synced_at >= _SYNC_EVERY and (syncing is None or syncing.done()):
+                    await _synced(syncing)
+                    syncing = asyncio.create_task(asyncio.to_thread(os.fdatasync, file.fileno()))
+                    synced_at = written
+        if batch:
             await _write(file, bytes(batch))
-            batch.clear()
-    if batch:
-        await _write(file, bytes(batch))
+        await _synced(syncing)
+    except BaseException:
+        if syncing is not None:
+            await asyncio.wait([syncing])  # the file is closed next; let the flush end
+            if not syncing.cancelled():
+                syncing.exception()  # retrieved: the upload failed anyway
+        raise
     return written
+
+
+async def _synced(syncing: asyncio.Task[None] | None) -> None:
+    if syncing is not None:
+        with os_errors():
+            await syncing
 
 
 async def _write(file: IO[bytes], data: bytes) -> None:

@@ -1,0 +1,180 @@
+"""Objects as the API shows them (AList's ``ObjResp``), encoded straight to JSON bytes.
+
+A listing's entries are encoded one at a time, only when a page first needs them,
+and kept with the listing they came from (``vfs.memo``): the next page or the next
+request of the same folder joins kept fragments instead of rendering, signing and
+encoding again. Kept fragments are used only while everything that shaped them is
+unchanged: the listing itself, the signing key and expiry, and the settings that
+decide an entry's name and type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+from manifold.api.fs_time import ORJSON_TIME, json_time
+from manifold.models import Obj
+from manifold.services.fs import Listing, Related
+from manifold.services.hub import Services
+from manifold.vfs.memo import DerivedMemo
+
+# Kept fragments at once, in entries (a fragment is about 300 bytes).
+_FRAGMENT_BUDGET = 200_000
+_SHAPING_SETTINGS = (
+    "sign_all",
+    "filename_char_mapping",
+    "audio_types",
+    "video_types",
+    "image_types",
+    "text_types",
+)
+
+
+def file_type(services: Services, name: str, is_dir: bool) -> int:
+    if is_dir:
+        return 1
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    return services.settings.type_of_extension(ext)
+
+
+class FolderStyle:
+    """How the objects of one folder are shown right now; built once per request."""
+
+    def __init__(self, services: Services, folder: str, signed: bool) -> None:
+        settings = services.settings
+        self._services = services
+        self._folder = folder.rstrip("/")
+        signer = services.signer.batch()
+        self._thumb_sign = signer
+        self._sign = signer if signed or settings.get_bool("sign_all") else None
+        self._names = settings.name_table()
+        self._mapped = _any_of(self._names)
+        self._site = services.config.site_url.rstrip("/")
+        # A sign of a fixed path changes exactly when the signing key or expiry does.
+        self.key = (signer("/"), bool(self._sign), *(settings.get(k) for k in _SHAPING_SETTINGS))
+
+    def entry(self, obj: Obj, type_code: int | None = None) -> dict[str, Any]:
+        """``obj`` as a dict for ``orjson.dumps(..., option=ORJSON_TIME)``."""
+        name = obj.name
+        is_dir = obj.is_dir
+        sign = self._sign(f"{self._folder}/{name}") if self._sign and not is_dir else ""
+        modified = json_time(obj.modified)
+        hash_info = obj.hash_info
+        return {
+            "id": obj.id,
+            "path": "",
+            "name": name.translate(self._names) if self._mapped(name) else name,
+            "size": obj.size,
+            "is_dir": is_dir,
+            "modified": modified,
+            "created": modified if obj.created is None else json_time(obj.created),
+            "sign": sign,
+            "thumb": self._thumb(obj.thumb) if obj.thumb else "",
+            "type": file_type(self._services, name, is_dir) if type_code is None else type_code,
+            "hashinfo": "null" if hash_info is None else orjson.dumps(hash_info).decode(),
+            "hash_info": hash_info,
+        }
+
+    def _thumb(self, thumb: str) -> str:
+        """A thumbnail this server serves (``/d/...?type=thumb`` from the driver) gets
+        the site prefix and a sign, whatever ``sign_all`` says, as AList's Local
+        gives; any other (a back end's own URL) is shown as it is."""
+        if not thumb.startswith("/d/"):
+            return thumb
+        path = unquote(thumb[2:].partition("?")[0])
+        return f"{self._site}{thumb}&sign={self._thumb_sign(path)}"
+
+    def encode(self, obj: Obj) -> bytes:
+        return orjson.dumps(self.entry(obj), option=ORJSON_TIME)
+
+
+class _Fragments:
+    """The encoded entries of one visible listing; ``b""`` marks one not encoded yet.
+
+    A listing that replaces an older one of the same folder (a rescan) takes over the
+    fragments of the entries that did not change, found by name and compared whole.
+    """
+
+    __slots__ = ("complete", "entries", "key", "parts", "previous")
+
+    def __init__(
+        self, key: tuple[object, ...], entries: list[Obj], older: _Fragments | None
+    ) -> None:
+        self.key = key
+        self.entries = entries
+        self.parts = [b""] * len(entries)
+        self.complete = False
+        self.previous: dict[str, tuple[Obj, bytes]] = {}
+        if older is not None and older.key == key:
+            self.previous = older.by_name()
+
+    def by_name(self) -> dict[str, tuple[Obj, bytes]]:
+        """The encoded entries so far, by name (only this generation's: no chains)."""
+        pairs = zip(self.entries, self.parts, strict=True)
+        return {obj.name: (obj, part) for obj, part in pairs if part}
+
+    def fill(self, start: int, stop: int, encode: Callable[[Obj], bytes]) -> None:
+        if self.complete:
+            return
+        parts, entries, previous = self.parts, self.entries, self.previous
+        for index in range(start, stop):
+            if not parts[index]:
+                obj = entries[index]
+                before = previous.get(obj.name)
+                parts[index] = before[1] if before is not None and before[0] == obj else encode(obj)
+        if start == 0 and stop == len(parts):
+            self.complete = True
+            self.previous = {}
+
+
+class ListingRenderer:
+    """Renders ``/api/fs/list`` answers, keeping encoded entries between requests."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._kept: DerivedMemo[_Fragments] = DerivedMemo(_FRAGMENT_BUDGET)
+
+    def content(self, listing: Listing) -> list[bytes]:
+        """The page's entries as a JSON array, or ``null`` when the page is empty."""
+        if listing.start >= listing.stop:
+            return [b"null"]
+        style = FolderStyle(self._services, listing.path, listing.signed)
+        entries = listing.entries
+        kept = self._kept.get(listing.view, entries)
+        if kept is None or kept.key != style.key:
+            fresh = _Fragments(style.key, entries, self._kept.peek(listing.view))
+            kept = self._kept.put(listing.view, entries, fresh, len(entries))
+        kept.fill(listing.start, listing.stop, style.encode)
+        return [b"[", b",".join(kept.parts[listing.start : listing.stop]), b"]"]
+
+    def body(self, listing: Listing) -> list[bytes]:
+        """The whole ``data`` object of the answer, in pieces to concatenate."""
+        rest = {
+            "total": listing.total,
+            "readme": listing.readme,
+            "header": listing.header,
+            "write": listing.write,
+            "provider": listing.provider,
+        }
+        return [b'{"content":', *self.content(listing), b",", orjson.dumps(rest)[1:]]
+
+
+def related_entries(services: Services, related: Related | None) -> list[dict[str, Any]] | None:
+    """``related`` of ``/api/fs/get``: list entries signed as their folder's, or None."""
+    if related is None:
+        return None
+    style = FolderStyle(services, related.folder, related.signed)
+    return [style.entry(obj) for obj in related.objs]
+
+
+def _any_of(table: dict[int, str]) -> Callable[[str], bool]:
+    """Whether a name holds a character ``table`` maps (cheaper than translating)."""
+    if not table:
+        return lambda _name: False
+    pattern = re.compile("[" + re.escape("".join(map(chr, table))) + "]")
+    return lambda name: pattern.search(name) is not None

@@ -1,0 +1,345 @@
+"""The file tree, write side: mkdir, rename, move, copy, remove, uploads, link."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from urllib.parse import quote, unquote
+
+import orjson
+from fastapi import Request
+from pydantic import Field
+from starlette.datastructures import UploadFile
+from starlette.responses import Response
+
+from manifold.api.deps import AdminDep, CallerDep, ServicesDep
+from manifold.api.envelope import JSON, ok
+from manifold.api.routes.fs import api_url
+from manifold.api.routes.tasks import task_json
+from manifold.api.schemas import RequestBody
+from manifold.drivers.base import LinkArgs
+from manifold.errors import BadRequest, InvalidRequest, ServerError
+from manifold.services.auth import Caller
+from manifold.services.hub import Services
+from manifold.vfs.paths import clean_path
+
+UPLOAD_CHUNK = 1 << 20
+
+
+class PathBody(RequestBody):
+    path: str
+    password: str = ""
+
+
+class RenameBody(RequestBody):
+    path: str
+    name: str
+    overwrite: bool = False
+    password: str = ""
+
+
+class PairsBody(RequestBody):
+    src_dir: str
+    dst_dir: str
+    names: list[str] = Field(default_factory=list)
+    overwrite: bool = False
+    password: str = ""
+
+
+class RecursiveMoveBody(RequestBody):
+    src_dir: str
+    dst_dir: str
+    conflict_policy: str = ""
+    password: str = ""
+
+
+class RemoveBody(RequestBody):
+    dir: str
+    names: list[str] = Field(default_factory=list)
+    password: str = ""
+
+
+class SrcDirBody(RequestBody):
+    src_dir: str
+    password: str = ""
+
+
+class RenameObject(RequestBody):
+    src_name: str = ""
+    new_name: str = ""
+
+
+class BatchRenameBody(RequestBody):
+    src_dir: str
+    rename_objects: list[RenameObject] = Field(default_factory=list)
+    password: str = ""
+
+
+class RegexRenameBody(RequestBody):
+    src_dir: str
+    src_name_regex: str
+    new_name_regex: str
+    password: str = ""
+
+
+def _password(request: Request, body_password: str) -> str:
+    return body_password or request.headers.get("password", "")
+
+
+async def mkdir(
+    body: PathBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.mkdir(caller, body.path, _password(request, body.password))
+    return ok()
+
+
+async def rename(
+    body: RenameBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.rename(
+        caller, body.path, body.name, body.overwrite, _password(request, body.password)
+    )
+    return ok()
+
+
+async def batch_rename(
+    body: BatchRenameBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    pairs = [(o.src_name, o.new_name) for o in body.rename_objects]
+    await services.writer.batch_rename(
+        caller, body.src_dir, pairs, _password(request, body.password)
+    )
+    return ok()
+
+
+async def regex_rename(
+    body: RegexRenameBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.regex_rename(
+        caller,
+        body.src_dir,
+        body.src_name_regex,
+        body.new_name_regex,
+        _password(request, body.password),
+    )
+    return ok()
+
+
+async def move(
+    body: PairsBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.move(
+        caller,
+        body.src_dir,
+        body.dst_dir,
+        body.names,
+        body.overwrite,
+        _password(request, body.password),
+    )
+    return ok()
+
+
+async def recursive_move(
+    body: RecursiveMoveBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    moved = await services.writer.recursive_move(
+        caller,
+        body.src_dir,
+        body.dst_dir,
+        body.conflict_policy,
+        _password(request, body.password),
+    )
+    noun = "file" if moved == 1 else "files"
+    return _ok_message(f"Successfully moved {moved} {noun}")
+
+
+async def copy(
+    body: PairsBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    tasks = await services.writer.copy(
+        caller,
+        body.src_dir,
+        body.dst_dir,
+        body.names,
+        body.overwrite,
+        _password(request, body.password),
+    )
+    return ok({"tasks": [task_json(t) for t in tasks]})
+
+
+async def remove(
+    body: RemoveBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.remove(caller, body.dir, body.names, _password(request, body.password))
+    return ok()
+
+
+async def remove_empty_directory(
+    body: SrcDirBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    await services.writer.remove_empty_directory(
+        caller, body.src_dir, _password(request, body.password)
+    )
+    return ok()
+
+
+async def link(
+    body: PathBody, request: Request, admin: AdminDep, services: ServicesDep
+) -> Response:
+    """The link a driver gives for a raw full path (admins only, as AList).
+
+    A link to a file on this machine becomes a signed ``/p`` URL, as AList answers
+    for ``only_local`` drivers: a server path means nothing to a client.
+    """
+    path = clean_path(body.path)
+    client = request.client.host if request.client is not None else ""
+    _, found, _ = await services.fs.link(path, LinkArgs(ip=client))
+    if found.file_path:
+        url = f"{api_url(request, services)}/p{quote(path)}?d&sign={services.signer.sign(path)}"
+        return ok(
+            {"url": url, "header": None, "Expiration": None, "concurrency": 0, "part_size": 0}
+        )
+    expiration = None if found.expires_in is None else int(found.expires_in * 1_000_000_000)
+    return ok(
+        {
+            "url": found.url,
+            "header": {k: [v] for k, v in found.headers.items()} or None,
+            "Expiration": expiration,
+            "concurrency": 0,
+            "part_size": 0,
+        }
+    )
+
+
+# --- uploads ----------------------------------------------------------------------
+
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})(.{0,2})")
+
+
+def file_path(request: Request) -> str:
+    """The ``File-Path`` header, URL-unescaped as Go's PathUnescape (``+`` stays ``+``)."""
+    raw = request.headers.get("file-path", "")
+    bad = _BAD_ESCAPE.search(raw)
+    if bad is not None:
+        raise BadRequest(f'invalid URL escape "%{bad.group(1)}"')
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise BadRequest("File-Path is not valid UTF-8 once unescaped") from exc
+
+
+def content_length(request: Request) -> int:
+    value = request.headers.get("content-length", "")
+    if not value.isdigit():
+        raise BadRequest(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    return int(value)
+
+
+def last_modified(request: Request) -> datetime | None:
+    value = request.headers.get("last-modified", "")
+    try:
+        return datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+_HASH_HEADERS = {"x-file-md5": "md5", "x-file-sha1": "sha1", "x-file-sha256": "sha256"}
+
+
+def verified(request: Request, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``stream``, failing at its end when a hash header the client sent does not match.
+
+    The failure happens before the driver renames the upload into place, so a
+    corrupted upload leaves nothing behind.
+    """
+    wanted = {
+        algo: request.headers[header].strip().lower()
+        for header, algo in _HASH_HEADERS.items()
+        if request.headers.get(header, "").strip()
+    }
+    if not wanted:
+        return stream
+    return _check_hashes(stream, wanted)
+
+
+async def _check_hashes(
+    stream: AsyncIterator[bytes], wanted: dict[str, str]
+) -> AsyncIterator[bytes]:
+    hashers = {algo: hashlib.new(algo) for algo in wanted}
+    async for data in stream:
+        for hasher in hashers.values():
+            hasher.update(data)
+        yield data
+    for algo, hasher in hashers.items():
+        if hasher.hexdigest() != wanted[algo]:
+            raise InvalidRequest(f"{algo} of the uploaded data does not match the header")
+
+
+async def put(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
+    path = file_path(request)
+    size = content_length(request)
+    stream = verified(request, _body_chunks(request))
+    return await _upload(request, caller, services, path, stream, size)
+
+
+async def form(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
+    path = file_path(request)
+    async with request.form(max_files=1, max_fields=16) as data:
+        part = data.get("file")
+        if not isinstance(part, UploadFile):
+            raise ServerError("http: no such file")
+        stream = verified(request, _part_chunks(part))
+        return await _upload(request, caller, services, path, stream, part.size)
+
+
+async def _upload(
+    request: Request,
+    caller: Caller,
+    services: Services,
+    path: str,
+    stream: AsyncIterator[bytes],
+    size: int | None,
+) -> Response:
+    password = request.headers.get("password", "")
+    overwrite = request.headers.get("overwrite", "") != "false"
+    modified = last_modified(request)
+    writer = services.writer
+    if request.headers.get("as-task", "") == "true":
+        place, name = await writer.upload_target(caller, path, password, overwrite)
+        spooled = await services.transfers.spool(stream, size)
+        task = await services.tasks.submit(
+            "upload",
+            f"upload {name} to [{place.mount_path}]({_parent(place.sub_path)})",
+            caller.user,
+            {
+                "spool": spooled,
+                "path": place.path,
+                "size": size if size is not None else 0,
+                "modified": None if modified is None else modified.timestamp(),
+            },
+            size or 0,
+        )
+        return ok({"task": task_json(task)})
+    await writer.put(caller, path, password, stream, size, modified, overwrite)
+    return ok()
+
+
+def _parent(sub_path: str) -> str:
+    return sub_path.rsplit("/", 1)[0] or "/"
+
+
+async def _body_chunks(request: Request) -> AsyncIterator[bytes]:
+    async for data in request.stream():
+        if data:
+            yield data
+
+
+async def _part_chunks(part: UploadFile) -> AsyncIterator[bytes]:
+    while data := await part.read(UPLOAD_CHUNK):
+        yield data
+
+
+def _ok_message(message: str) -> Response:
+    return Response(orjson.dumps({"code": 200, "message": message, "data": None}), media_type=JSON)

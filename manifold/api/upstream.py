@@ -1,0 +1,107 @@
+"""A URL link streamed through this server: AList's transparent proxy for ``/p``.
+
+The upstream request carries the client's method and headers (less those the
+caller filtered out) and the body comes back chunk by chunk as it arrives, never
+held whole. Upstream status and headers are passed on, less hop-by-hop headers
+and ``Set-Cookie`` (AList drops it too). Failures before the first byte raise
+``manifold.errors`` classes so the route can answer an error; after it the
+connection is cut, so the client sees a short body rather than a wrong one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import httpx
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from manifold.errors import ServerError, TemporaryFailure
+
+TIMEOUT = httpx.Timeout(60.0, connect=30.0)
+_DROPPED = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"set-cookie",
+    }
+)
+
+
+class UpstreamStatus(ServerError):
+    """The upstream answered an HTTP error; ``status`` is what it answered."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"http request failure, status: {status}")
+        self.status = status
+
+
+async def open_upstream(method: str, url: str, headers: Sequence[tuple[str, str]]) -> Upstream:
+    """Send the request and wait for the upstream's status line and headers."""
+    client = httpx.AsyncClient(follow_redirects=True, timeout=TIMEOUT)
+    try:
+        request = client.build_request(method, url, headers=list(headers))
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        await client.aclose()
+        raise TemporaryFailure(f"failed to proxy: {type(exc).__name__}: {exc}") from exc
+    except BaseException:
+        await client.aclose()
+        raise
+    if response.status_code >= 400:
+        await response.aclose()
+        await client.aclose()
+        raise UpstreamStatus(response.status_code)
+    return Upstream(client, response)
+
+
+class Upstream(Response):
+    """The response relaying one opened upstream response; it closes both ends."""
+
+    def __init__(self, client: httpx.AsyncClient, response: httpx.Response) -> None:
+        super().__init__()
+        self._client = client
+        self._response = response
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = self._response
+        try:
+            headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROPPED]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+            if scope["method"] == "HEAD" or await self._relay(receive, send):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await response.aclose()
+            await self._client.aclose()
+
+    async def _relay(self, receive: Receive, send: Send) -> bool:
+        """Pass the body on; False when the client left first (nothing more is sent).
+
+        An upstream failure midway propagates, so the server cuts the connection.
+        """
+        gone = asyncio.ensure_future(_disconnect(receive))
+        try:
+            async for chunk in self._response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if gone.done():
+                    return False
+            return True
+        finally:
+            gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await gone
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,251 @@
+"""The search index in the database: one row per object, found by keywords below a folder.
+
+Keywords are matched against ``name_key``, the name case-folded here in Python, so that
+matching ignores case for every script on every engine (SQLite's LIKE and PostgreSQL's
+``lower()`` under the C locale fold ASCII only). Every keyword must occur in the name:
+
+- SQLite, full text: the FTS5 trigram table ``search_fts`` (migration 0003) answers keywords
+  of three characters or more; shorter ones fall back to LIKE.
+- everywhere else: LIKE ``%keyword%`` with the wildcards escaped. PostgreSQL answers it from a
+  trigram index when ``pg_trgm`` could be installed; MySQL and MariaDB scan, because their
+  FULLTEXT indexes hold whole words and cannot find a keyword inside a word.
+
+Paths compare exactly: on SQLite through GLOB (its LIKE ignores ASCII case), and MySQL's
+columns are binary-collated by migration 0003.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    column,
+    delete,
+    false,
+    func,
+    insert,
+    literal,
+    not_,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from manifold.db import tables as t
+from manifold.db.repos import Repo
+from manifold.vfs.paths import split_path
+
+log = logging.getLogger("manifold.search")
+
+nodes = t.search_nodes
+
+MAX_PARENT = 768
+MAX_NAME = 512
+MAX_KEY = 1024
+TRIGRAM = 3  # FTS5's trigram tokenizer cannot find anything shorter
+
+SCOPE_ALL, SCOPE_FOLDERS, SCOPE_FILES = 0, 1, 2
+
+
+class Node(NamedTuple):
+    """One indexed object; a tuple, because a search may build tens of thousands."""
+
+    parent: str
+    name: str
+    is_dir: bool
+    size: int
+
+    @property
+    def path(self) -> str:
+        return f"{self.parent.rstrip('/')}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeQuery:
+    """Nodes below ``parent`` (at any depth) whose names hold every keyword.
+
+    ``excluded`` folders keep their own node but lose everything below them.
+    """
+
+    parent: str = "/"
+    keywords: tuple[str, ...] = ()
+    scope: int = SCOPE_ALL
+    excluded: tuple[str, ...] = ()
+
+
+def fold(value: str) -> str:
+    """The form names and keywords are compared in."""
+    return value.casefold()
+
+
+def _glob_escape(value: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in value)
+
+
+def _row(node: Node) -> dict[str, Any]:
+    return {
+        "parent": node.parent,
+        "name": node.name,
+        "is_dir": node.is_dir,
+        "size": node.size,
+        "name_key": fold(node.name)[:MAX_KEY],
+    }
+
+
+def _fits(node: Node) -> bool:
+    if len(node.parent) <= MAX_PARENT and len(node.name) <= MAX_NAME:
+        return True
+    log.debug("not indexed, path too long: %s", node.path)
+    return False
+
+
+def _fts_phrase(keyword: str) -> str:
+    return '"' + keyword.replace('"', '""') + '"'
+
+
+class SearchRepo(Repo):
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self._dialect: str = engine.dialect.name
+        self._has_fts: bool | None = None
+
+    # -- writing ---------------------------------------------------------------
+
+    async def insert(self, batch: Sequence[Node]) -> int:
+        """Add nodes as they are; the caller makes sure none is there already."""
+        rows = [_row(n) for n in batch if _fits(n)]
+        if rows:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(nodes), rows)
+        return len(rows)
+
+    async def replace(self, node: Node) -> None:
+        """``node`` takes the place of whatever was at its path, and of everything below."""
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(nodes).where(self._tree(node.path)))
+            if _fits(node):
+                await conn.execute(insert(nodes).values(_row(node)))
+
+    async def delete_tree(self, path: str) -> None:
+        """The node at ``path`` and everything below it; the root clears the index."""
+        await self._write(delete(nodes).where(self._tree(path)))
+
+    async def move_tree(self, src: str, dst: str) -> bool:
+        """Re-parent ``src`` and its subtree to ``dst``, replacing what ``dst`` held.
+
+        False, changing nothing, when ``src`` is not in the index.
+        """
+        if src == "/" or src == dst or dst.startswith(src.rstrip("/") + "/"):
+            return False
+        src_parent, src_name = split_path(src)
+        dst_parent, dst_name = split_path(dst)
+        async with self.engine.begin() as conn:
+            found = await conn.execute(select(nodes.c.id).where(_at(src_parent, src_name)))
+            node_id = found.scalar()
+            if node_id is None:
+                return False
+            await conn.execute(delete(nodes).where(self._tree(dst)))
+            renamed = {"parent": dst_parent, "name": dst_name, "name_key": fold(dst_name)}
+            await conn.execute(update(nodes).where(nodes.c.id == node_id).values(**renamed))
+            tail = func.substr(nodes.c.parent, len(src) + 1, type_=String)
+            moved = literal(dst, type_=String) + tail
+            await conn.execute(update(nodes).where(self._below(src)).values(parent=moved))
+        return True
+
+    async def clear(self) -> None:
+        await self._write(delete(nodes))
+
+    # -- reading ---------------------------------------------------------------
+
+    async def count(self) -> int:
+        return await self._count(nodes)
+
+    async def children(self, parent: str) -> list[Node]:
+        stmt = select(*_NODE_COLUMNS).where(nodes.c.parent == parent).order_by(nodes.c.name)
+        return [_node(row) for row in await self._rows(stmt)]
+
+    async def search(
+        self, query: NodeQuery, page: int, per_page: int, full_text: bool = True
+    ) -> tuple[list[Node], int]:
+        """One page of matches ordered by name, and how many match in all.
+
+        ``per_page < 1`` returns every match.
+        """
+        async with self.engine.connect() as conn:
+            where = await self._where(conn, query, full_text)
+            stmt = select(*_NODE_COLUMNS).where(*where).order_by(nodes.c.name, nodes.c.id)
+            if per_page >= 1:
+                stmt = stmt.limit(per_page).offset((max(page, 1) - 1) * per_page)
+            found = [_node(row) for row in (await conn.execute(stmt)).all()]
+            if per_page < 1:
+                return found, len(found)
+            counted = select(func.count()).select_from(nodes).where(*where)
+            return found, int((await conn.execute(counted)).scalar_one())
+
+    # -- conditions ------------------------------------------------------------
+
+    async def _where(
+        self, conn: AsyncConnection, query: NodeQuery, full_text: bool
+    ) -> list[ColumnElement[bool]]:
+        where = [self._below(query.parent)]
+        where += [not_(self._below(folder)) for folder in query.excluded]
+        if query.scope == SCOPE_FOLDERS:
+            where.append(nodes.c.is_dir == true())
+        elif query.scope == SCOPE_FILES:
+            where.append(nodes.c.is_dir == false())
+        keywords = [fold(k) for k in query.keywords if k]
+        long = [k for k in keywords if len(k) >= TRIGRAM]
+        if full_text and long and await self._fts_ready(conn):
+            keywords = [k for k in keywords if len(k) < TRIGRAM]
+            match = " ".join(_fts_phrase(k) for k in long)
+            fts = text("SELECT rowid FROM search_fts WHERE search_fts MATCH :match")
+            where.append(nodes.c.id.in_(fts.bindparams(match=match).columns(column("rowid"))))
+        where += [nodes.c.name_key.contains(k, autoescape=True) for k in keywords]
+        return where
+
+    async def _fts_ready(self, conn: AsyncConnection) -> bool:
+        if self._dialect != "sqlite":
+            return False
+        if self._has_fts is None:
+            found = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'")
+            self._has_fts = (await conn.execute(found)).first() is not None
+        return self._has_fts
+
+    def _below(self, folder: str) -> ColumnElement[bool]:
+        """Rows whose parent is ``folder`` or lies below it."""
+        if folder == "/":
+            return true()
+        prefix = folder.rstrip("/") + "/"
+        under: ColumnElement[bool]
+        if self._dialect == "sqlite":
+            under = nodes.c.parent.op("GLOB")(_glob_escape(prefix) + "*")
+        else:
+            under = nodes.c.parent.startswith(prefix, autoescape=True)
+        return or_(nodes.c.parent == folder, under)
+
+    def _tree(self, path: str) -> ColumnElement[bool]:
+        """The node at ``path`` and everything below it."""
+        if path == "/":
+            return true()
+        parent, name = split_path(path)
+        return or_(_at(parent, name), self._below(path))
+
+
+def _node(row: Any) -> Node:
+    return Node._make(row)
+
+
+def _at(parent: str, name: str) -> ColumnElement[bool]:
+    return and_(nodes.c.parent == parent, nodes.c.name == name)
+
+
+_NODE_COLUMNS = (nodes.c.parent, nodes.c.name, nodes.c.is_dir, nodes.c.size)

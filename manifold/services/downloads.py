@@ -1,0 +1,165 @@
+"""Downloads (``/d``, ``/p``): the sign check and which way each request's bytes go.
+
+``/d`` redirects to a driver's URL unless the storage must be proxied; ``/p``
+streams through this server and is refused (``proxy not allowed``) unless the
+storage or the file's extension allows it. The rules are AList v3.45's
+(``server/handles/down.go``, ``server/common/proxy.go``):
+
+* should proxy (``/d``): the driver must proxy (``only_local``/``only_proxy``), or the
+  storage has ``web_proxy``, or the extension is in ``proxy_types``;
+* can proxy (``/p``): any of those, or ``webdav_policy`` is ``use_proxy_url``, or the
+  extension is in ``text_types``.
+
+No user login applies to these routes: the sign alone protects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote, urlencode
+
+from manifold.drivers.base import DriverConfig, LinkArgs
+from manifold.drivers.registry import DriverRegistry
+from manifold.errors import ObjectNotFound, ServerError, StorageNotFound
+from manifold.models import Link, Obj, Storage
+from manifold.services import access
+from manifold.services.fs import FsService
+from manifold.services.metas import MetaService
+from manifold.services.settings import SettingsService
+from manifold.services.sign import Signer
+from manifold.services.storages import StorageService
+from manifold.vfs.paths import split_path
+
+# Never sent upstream from the client's request: they describe this connection.
+_HOP_HEADERS = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The storage serving a download path and its driver's static config."""
+
+    storage: Storage
+    config: DriverConfig
+
+
+def extension(name: str) -> str:
+    """AList's ``utils.Ext``: lower-cased text after the last dot of the base name."""
+    dot = name.rfind(".")
+    return name[dot + 1 :].lower() if dot >= 0 else ""
+
+
+class DownloadService:
+    def __init__(
+        self,
+        fs: FsService,
+        storages: StorageService,
+        metas: MetaService,
+        settings: SettingsService,
+        signer: Signer,
+        registry: DriverRegistry,
+    ) -> None:
+        self._fs = fs
+        self._storages = storages
+        self._metas = metas
+        self._settings = settings
+        self._signer = signer
+        self._registry = registry
+
+    def check_sign(self, path: str, sign: str) -> None:
+        """Raise ``Unauthorized`` (AList's texts) unless ``path`` may be fetched with ``sign``."""
+        meta = self._metas.nearest(path)
+        needed = (
+            self._settings.get_bool("sign_all")
+            or self._fs.storage_signs(path)
+            or access.password_applies(meta, path)
+        )
+        if needed:
+            self._signer.verify(path, sign.removesuffix("/"))
+
+    def target(self, path: str) -> Target:
+        resolved = self._storages.resolve(path)
+        if resolved is None:
+            # AList names the path here; it is left out so no error echoes a client's path.
+            if not self._storages.has_storages():
+                raise StorageNotFound("storage not found; please add a storage first")
+            raise ObjectNotFound("failed get storage: storage not found")
+        storage = resolved.target.storage
+        if resolved.target.ops is None:
+            raise ServerError(f"storage not init: {storage.status}")
+        return Target(storage, self._registry.get(storage.driver).config)
+
+    def should_proxy(self, target: Target, path: str) -> bool:
+        """Whether ``/d`` streams the file itself instead of redirecting."""
+        if target.config.must_proxy or target.storage.web_proxy:
+            return True
+        return self._listed(extension(split_path(path)[1]), "proxy_types")
+
+    def can_proxy(self, target: Target, path: str) -> bool:
+        """Whether ``/p`` may stream the file at all."""
+        if self.should_proxy(target, path) or target.storage.webdav_policy == "use_proxy_url":
+            return True
+        return self._listed(extension(split_path(path)[1]), "text_types")
+
+    def down_proxy_url(self, target: Target, path: str) -> str:
+        """The external download proxy's URL for ``path``, or ``""`` when none is set."""
+        lines = target.storage.down_proxy_url.split("\n")
+        base = lines[0].strip()
+        if not base:
+            return ""
+        return f"{base}{quote(path)}?sign={self._signer.sign(path)}"
+
+    async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link]:
+        obj, link, _ = await self._fs.link(path, args)
+        return obj, link
+
+    def direct_link_url(self, url: str, query: Iterable[tuple[str, str]]) -> str:
+        """``url`` with the request's query added when ``forward_direct_link_params`` is on."""
+        if not self._settings.get_bool("forward_direct_link_params"):
+            return url
+        ignored = set(self._settings.get("ignore_direct_link_params").split(","))
+        kept = [(k, v) for k, v in query if k not in ignored]
+        if not kept:
+            return url
+        return url + ("&" if "?" in url else "?") + urlencode(kept)
+
+    def upstream_headers(
+        self, client: Iterable[tuple[str, str]], link: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        """The client's headers minus ``proxy_ignore_headers``, then the link's on top."""
+        ignored = set(self._settings.get("proxy_ignore_headers").lower().split(","))
+        overridden = {name.lower() for name in link}
+        headers = [
+            (name, value)
+            for name, value in client
+            if (lower := name.lower()) not in ignored
+            and lower not in _HOP_HEADERS
+            and lower not in overridden
+        ]
+        headers.extend(link.items())
+        if not any(name.lower() == "accept-encoding" for name, _ in headers):
+            # The body is passed on as it arrives: never ask for an encoding the
+            # client did not ask for.
+            headers.append(("Accept-Encoding", "identity"))
+        return headers
+
+    def _listed(self, ext: str, setting: str) -> bool:
+        # Split without trimming, as AList does: "a, b" lists " b", not "b".
+        return ext in self._settings.get(setting).split(",")
+
+
+def query_pairs(query_string: bytes) -> list[tuple[str, str]]:
+    return parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)

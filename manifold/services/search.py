@@ -1,0 +1,263 @@
+"""Search: objects found by name in the index, each caller seeing what its listings show.
+
+The ``search_index`` setting picks the searcher at every call: ``database`` (full text where
+the engine has it), ``database_non_full_text`` (LIKE) or ``none``. AList's ``bleve`` and
+``meilisearch`` cannot be saved here; a value that came from an AList database counts as
+``none``. Switching while an index build runs is refused with ``index is running``.
+
+A hit is shown only when the caller could reach it through listings: every folder from the
+caller's base path down to the hit must open with the request's password and none of them
+may be hidden from the caller (AList checks the hit alone, so it can reveal the names of
+hidden folders and of files in password folders without ``p_sub``). ``total`` counts the
+hits shown, and pages are always full; AList's total counts hits it then drops.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from manifold.db.search_repo import Node, NodeQuery, SearchRepo
+from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
+from manifold.models import Meta, Obj, Perm, User
+from manifold.services import access
+from manifold.services.auth import Caller
+from manifold.services.fs import FsService
+from manifold.services.metas import MetaService
+from manifold.services.search_index import Indexer, IndexSink, Progress
+from manifold.services.settings import SettingsService
+from manifold.services.storages import StorageService
+from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
+
+MODE_KEY = "search_index"
+DATABASE = "database"
+DATABASE_NON_FULL_TEXT = "database_non_full_text"
+NONE = "none"
+UNSUPPORTED = ("bleve", "meilisearch")
+
+
+class Searcher(IndexSink, Protocol):
+    """One index back end: the writes the indexer makes, and the query.
+
+    ``search`` returns one page of nodes below ``query.parent`` ordered by name and the
+    number of matches in all; ``per_page < 1`` returns every match.
+    """
+
+    async def search(
+        self, query: NodeQuery, page: int, per_page: int
+    ) -> tuple[list[Node], int]: ...
+
+
+class DatabaseSearcher:
+    """The index in Manifold's own database (``search_nodes``)."""
+
+    def __init__(self, repo: SearchRepo, full_text: bool) -> None:
+        self._repo = repo
+        self._full_text = full_text
+
+    async def search(self, query: NodeQuery, page: int, per_page: int) -> tuple[list[Node], int]:
+        return await self._repo.search(query, page, per_page, self._full_text)
+
+    async def index(self, batch: Sequence[Node]) -> None:
+        await self._repo.insert(batch)
+
+    async def replace(self, node: Node) -> None:
+        await self._repo.replace(node)
+
+    async def remove(self, path: str) -> None:
+        await self._repo.delete_tree(path)
+
+    async def move(self, src: str, dst: str) -> bool:
+        return await self._repo.move_tree(src, dst)
+
+    async def clear(self) -> None:
+        await self._repo.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    parent: str
+    keywords: str
+    scope: int
+    page: int
+    per_page: int
+    password: str
+
+
+class SearchService:
+    """Queries, index administration, and the tree listener that keeps the index right."""
+
+    def __init__(
+        self,
+        repo: SearchRepo,
+        settings: SettingsService,
+        storages: StorageService,
+        fs: FsService,
+        metas: MetaService,
+    ) -> None:
+        self._settings = settings
+        self._metas = metas
+        self._searchers: dict[str, Searcher] = {
+            DATABASE: DatabaseSearcher(repo, full_text=True),
+            DATABASE_NON_FULL_TEXT: DatabaseSearcher(repo, full_text=False),
+        }
+        self.indexer = Indexer(settings, storages, fs)
+        settings.guard(MODE_KEY, self._check_mode)
+
+    async def start(self) -> None:
+        await self.indexer.start()
+
+    async def stop(self) -> None:
+        await self.indexer.close()
+
+    def searcher(self) -> Searcher:
+        """The searcher the setting names; ``search not available`` when there is none."""
+        searcher = self._searchers.get(self._settings.get(MODE_KEY))
+        if searcher is None:
+            raise SearchNotAvailable()
+        return searcher
+
+    def _check_mode(self, value: str) -> None:
+        if value in UNSUPPORTED:
+            raise BadRequest(
+                f"search index {value} is not available in Manifold; "
+                f"choose {DATABASE}, {DATABASE_NON_FULL_TEXT} or {NONE}"
+            )
+        if self.indexer.running:
+            raise IndexRunning()
+
+    # -- queries -----------------------------------------------------------------
+
+    async def search(self, caller: Caller, request: SearchRequest) -> tuple[list[Node], int]:
+        searcher = self.searcher()
+        if request.page < 1:
+            raise BadRequest("page can't < 1")
+        if request.per_page < 1:
+            raise BadRequest("per_page can't < 1")
+        try:
+            parent = join_base(caller.user.base_path, request.parent)
+        except RelativePath as exc:
+            raise BadRequest(exc.message) from exc
+        view = Visibility(caller.user, request.password, self._metas.nearest)
+        if not view.folder(parent):
+            return [], 0
+        metas, _ = await self._metas.page(1, 0)
+        excluded, check_names = view.plan(parent, metas)
+        query = NodeQuery(parent, tuple(request.keywords.split()), request.scope, excluded)
+        if not check_names:
+            found, total = await searcher.search(query, request.page, request.per_page)
+            return [n for n in found if view.shows(n)], total
+        found, _ = await searcher.search(query, 1, 0)
+        shown = [n for n in found if view.shows(n)]
+        start = (request.page - 1) * request.per_page
+        return shown[start : start + request.per_page], len(shown)
+
+    # -- index administration --------------------------------------------------------
+
+    def build_index(self) -> None:
+        self.indexer.build(self.searcher())
+
+    def update_index(self, paths: list[str], max_depth: int) -> None:
+        self.indexer.update(self.searcher(), paths, max_depth)
+
+    def stop_index(self) -> None:
+        self.searcher()
+        self.indexer.stop()
+
+    async def clear_index(self) -> None:
+        await self.indexer.clear(self.searcher())
+
+    def index_progress(self) -> Progress:
+        self.searcher()
+        return self.indexer.progress()
+
+    # -- tree listener -----------------------------------------------------------------
+
+    def _active(self) -> Searcher | None:
+        return self._searchers.get(self._settings.get(MODE_KEY))
+
+    async def created(self, path: str, obj: Obj) -> None:
+        searcher = self._active()
+        if searcher is not None:
+            await self.indexer.created(searcher, path, obj)
+
+    async def removed(self, path: str) -> None:
+        searcher = self._active()
+        if searcher is not None:
+            await self.indexer.removed(searcher, path)
+
+    async def moved(self, src: str, dst: str) -> None:
+        searcher = self._active()
+        if searcher is not None:
+            await self.indexer.moved(searcher, src, dst)
+
+
+class Visibility:
+    """Which index nodes one caller may see with one password, remembered per folder."""
+
+    def __init__(self, user: User, password: str, nearest: Callable[[str], Meta | None]) -> None:
+        self._user = user
+        self._base = clean_path(user.base_path)
+        self._password = password
+        self._nearest = nearest
+        self._folders: dict[str, bool] = {}
+        self._entries: dict[str, tuple[bool, tuple[re.Pattern[str], ...]]] = {}
+
+    def shows(self, node: Node) -> bool:
+        """Whether the listing of the node's folder, reachable by the caller, shows it."""
+        rule = self._entries.get(node.parent)
+        if rule is None:
+            rule = self._entries[node.parent] = self._entry_rule(node)
+        shown, hides = rule
+        return shown and not (hides and access.is_hidden(node.name, hides))
+
+    def _entry_rule(self, node: Node) -> tuple[bool, tuple[re.Pattern[str], ...]]:
+        """``can_access`` for every entry of the node's folder, split into what holds for
+        them all (the folder opens; its meta's password, carried down or not) and the hide
+        patterns their names are tested against."""
+        meta = self._nearest(node.parent)
+        unlocked = (
+            self._user.can(Perm.ACCESS_WITHOUT_PASSWORD)
+            or not access.password_applies(meta, node.path)
+            or (meta is not None and meta.password == self._password)
+        )
+        return self.folder(node.parent) and unlocked, access.hides(meta, node.parent, self._user)
+
+    def folder(self, path: str) -> bool:
+        """Whether the caller can list ``path``, opening every folder from the base down."""
+        known = self._folders.get(path)
+        if known is None:
+            known = self._folders[path] = self._reachable(path)
+        return known
+
+    def _reachable(self, path: str) -> bool:
+        if not is_sub_path(self._base, path):
+            return False
+        if path != self._base:
+            parent, name = split_path(path)
+            if not self.shows(Node(parent, name, True, 0)):
+                return False
+        return access.can_access(self._user, self._nearest(path), path, self._password)
+
+    def plan(self, parent: str, metas: list[Meta]) -> tuple[tuple[str, ...], bool]:
+        """What the database can leave out below ``parent``: the folders whose password the
+        caller lacks; and whether hide rules apply there, so names must be checked here."""
+        excluded = tuple(
+            m.path
+            for m in metas
+            if m.path != parent and is_sub_path(parent, m.path) and self._locked(m)
+        )
+        check_names = not self._user.can(Perm.SEE_HIDDEN) and any(
+            m.hide and (is_sub_path(parent, m.path) or (m.h_sub and is_sub_path(m.path, parent)))
+            for m in metas
+        )
+        return excluded, check_names
+
+    def _locked(self, meta: Meta) -> bool:
+        return (
+            bool(meta.password)
+            and meta.password != self._password
+            and not self._user.can(Perm.ACCESS_WITHOUT_PASSWORD)
+        )

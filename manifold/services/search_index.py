@@ -1,0 +1,380 @@
+"""Filling the search index: walking the tree as the admin, in batches, with progress.
+
+One build or update runs at a time (``running``); changes told through the tree events
+while it runs wait and are applied when it ends, so the walk cannot write a node twice.
+A folder that appears through an event (a copy) is walked on its own in the background.
+
+Walk rules (AList's): the start node has depth ``max_depth`` and a folder is listed only
+while its depth is not 0, its children getting one less (negative: no limit); the root is
+never stored; a path under an ignored path (plain string prefix) or on a storage with
+``disable_index`` is skipped with everything below it. A folder that fails to list is
+skipped too; the first such failure becomes the progress ``error``. Folders are listed
+afresh, not from the list cache, so the index shows the storages as they are now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import orjson
+
+from manifold.db.search_repo import Node
+from manifold.errors import IndexNotRunning, IndexRunning
+from manifold.models import Obj
+from manifold.services.fs import FsService
+from manifold.services.settings import SettingsService
+from manifold.services.storages import StorageService
+from manifold.vfs.paths import split_path
+
+log = logging.getLogger("manifold.search")
+
+PROGRESS_KEY = "index_progress"
+BATCH_SIZE = 1000
+FLUSH_SECONDS = 5.0
+# Drivers that front another index server: walking them would index a whole remote site.
+NEVER_WALKED = frozenset({"AList V2", "AList V3", "Virtual"})
+
+
+class IndexSink(Protocol):
+    """Where walked nodes go: the part of a searcher the indexer writes through."""
+
+    async def index(self, batch: Sequence[Node]) -> None: ...
+
+    async def replace(self, node: Node) -> None: ...
+
+    async def remove(self, path: str) -> None: ...
+
+    async def move(self, src: str, dst: str) -> bool: ...
+
+    async def clear(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Progress:
+    obj_count: int = 0
+    is_done: bool = False
+    last_done_time: str | None = None
+    error: str = ""
+
+
+def read_progress(settings: SettingsService) -> Progress:
+    """The stored progress; whatever cannot be read counts as none (a setting admins edit)."""
+    try:
+        stored = orjson.loads(settings.get(PROGRESS_KEY) or "{}")
+        return Progress(
+            obj_count=int(stored.get("obj_count") or 0),
+            is_done=bool(stored.get("is_done")),
+            last_done_time=str(stored.get("last_done_time") or "") or None,
+            error=str(stored.get("error") or ""),
+        )
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return Progress()
+
+
+async def write_progress(settings: SettingsService, progress: Progress) -> None:
+    await settings.save([(PROGRESS_KEY, orjson.dumps(asdict(progress)).decode())])
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def child_path(folder: str, name: str) -> str:
+    return f"{folder.rstrip('/')}/{name}"
+
+
+def level(path: str) -> int:
+    """How far below the root ``path`` is: ``/a`` is 1."""
+    return 0 if path == "/" else path.count("/")
+
+
+class Walker:
+    """One walk: lists folders depth first and hands nodes to the sink in batches."""
+
+    def __init__(
+        self,
+        fs: FsService,
+        skipped: Callable[[str], bool],
+        sink: IndexSink,
+        on_flush: Callable[[int], Awaitable[None]] | None = None,
+    ) -> None:
+        self._fs = fs
+        self._skipped = skipped
+        self._sink = sink
+        self._on_flush = on_flush
+        self._queue: list[Node] = []
+        self._flushed_at = time.monotonic()
+        self.count = 0
+        self.error = ""
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    async def walk(self, start: str, depth: int, with_start: bool) -> None:
+        """Index what is below ``start`` (and ``start`` itself when asked and not the root)."""
+        if with_start and start != "/":
+            obj = await self._start(start)
+            if obj is None:
+                return
+            self._queue.append(Node(*split_path(start), obj.is_dir, obj.size))
+            if not obj.is_dir:
+                return await self.flush()
+        folders = [(start, depth)]
+        while folders and not self.stopped:
+            folder, depth = folders.pop()
+            if depth != 0:
+                folders += await self._list(folder, depth - 1)
+            if len(self._queue) >= BATCH_SIZE or self._flush_due():
+                await self.flush()
+        await self.flush()
+
+    async def _start(self, path: str) -> Obj | None:
+        if self._skipped(path):
+            return None
+        try:
+            obj, _ = await self._fs.get_path(path)
+        except Exception as exc:
+            self._failed("get", path, exc)
+            return None
+        return obj
+
+    async def _list(self, folder: str, depth: int) -> list[tuple[str, int]]:
+        try:
+            objs, _ = await self._fs.list_path(folder, refresh=True)
+        except Exception as exc:
+            self._failed("list", folder, exc)
+            return []
+        below = []
+        for obj in objs:
+            path = child_path(folder, obj.name)
+            if self._skipped(path):
+                continue
+            self._queue.append(Node(folder, obj.name, obj.is_dir, obj.size))
+            if obj.is_dir:
+                below.append((path, depth))
+        return below
+
+    def _failed(self, action: str, path: str, exc: Exception) -> None:
+        # A walk goes on past a folder that fails; its error is kept for the progress.
+        message = getattr(exc, "message", None) or type(exc).__name__
+        log.warning("index: failed to %s %s: %s", action, path, message)
+        self.error = self.error or f"failed to {action} {path}: {message}"
+
+    def _flush_due(self) -> bool:
+        return bool(self._queue) and time.monotonic() - self._flushed_at >= FLUSH_SECONDS
+
+    async def flush(self) -> None:
+        batch, self._queue = self._queue, []
+        self._flushed_at = time.monotonic()
+        if not batch:
+            return
+        await self._sink.index(batch)
+        self.count += len(batch)
+        if self._on_flush is not None:
+            await self._on_flush(self.count)
+
+
+Event = Callable[[], Awaitable[None]]
+
+
+class Indexer:
+    """Builds and updates the index in the background, and applies tree events to it."""
+
+    def __init__(self, settings: SettingsService, storages: StorageService, fs: FsService) -> None:
+        self._settings = settings
+        self._storages = storages
+        self._fs = fs
+        self._task: asyncio.Task[None] | None = None
+        self._walker: Walker | None = None
+        self._waiting: list[Event] = []
+        self._side: dict[str, tuple[Walker, asyncio.Task[None]]] = {}
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        progress = read_progress(self._settings)
+        if not progress.is_done and self._settings.get(PROGRESS_KEY, "{}") != "{}":
+            progress.is_done = True
+            progress.error = progress.error or "the index build was interrupted"
+            await write_progress(self._settings, progress)
+
+    async def close(self) -> None:
+        if self._walker is not None:
+            self._walker.stop()
+        await self._stop_side("/")
+        await self.settled()
+
+    async def settled(self) -> None:
+        """Wait until the build or update and the background walks have ended."""
+        while self.running or self._side:
+            tasks = [task for _, task in self._side.values()]
+            tasks += [self._task] if self._task is not None else []
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- admin -------------------------------------------------------------------
+
+    def build(self, sink: IndexSink) -> None:
+        self._refuse_if_running()
+        walker = self._walker = Walker(self._fs, self.skipped(), sink, self._counting)
+        self._task = asyncio.create_task(self._build(sink, walker))
+
+    def update(self, sink: IndexSink, paths: list[str], max_depth: int) -> None:
+        self._refuse_if_running()
+        walker = self._walker = Walker(self._fs, self.skipped(), sink)
+        self._task = asyncio.create_task(self._update(sink, walker, paths, max_depth))
+
+    def stop(self) -> None:
+        if self._walker is None:
+            raise IndexNotRunning()
+        self._walker.stop()
+
+    async def clear(self, sink: IndexSink) -> None:
+        self._refuse_if_running()
+        await self._stop_side("/")
+        await sink.clear()
+        await write_progress(self._settings, Progress(is_done=True))
+
+    def progress(self) -> Progress:
+        return read_progress(self._settings)
+
+    def _refuse_if_running(self) -> None:
+        if self.running:
+            raise IndexRunning()
+
+    async def _build(self, sink: IndexSink, walker: Walker) -> None:
+        try:
+            await self._stop_side("/")
+            await write_progress(self._settings, Progress())
+            await sink.clear()
+            await walker.walk("/", self._settings.get_int("max_index_depth", 20), False)
+        except Exception as exc:
+            log.warning("index build failed: %s", exc)
+            walker.error = walker.error or str(exc) or type(exc).__name__
+        finally:
+            done = Progress(walker.count, True, _now(), walker.error)
+            await self._quietly(lambda: write_progress(self._settings, done))
+            await self._finish()
+
+    async def _counting(self, count: int) -> None:
+        await write_progress(self._settings, Progress(obj_count=count))
+
+    async def _update(
+        self, sink: IndexSink, walker: Walker, paths: list[str], max_depth: int
+    ) -> None:
+        try:
+            for path in paths:
+                await self._stop_side(path)
+                await sink.remove(path)
+            for path in paths:
+                if not walker.stopped:
+                    await walker.walk(path, max_depth, True)
+        except Exception as exc:
+            log.warning("index update failed: %s", exc)
+        finally:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        self._walker = None
+        waiting, self._waiting = self._waiting, []
+        for event in waiting:
+            await self._quietly(event)
+
+    # -- tree events ---------------------------------------------------------------
+
+    async def created(self, sink: IndexSink, path: str, obj: Obj) -> None:
+        await self._when_idle(lambda: self._created(sink, path, obj))
+
+    async def removed(self, sink: IndexSink, path: str) -> None:
+        await self._when_idle(lambda: self._removed(sink, path))
+
+    async def moved(self, sink: IndexSink, src: str, dst: str) -> None:
+        await self._when_idle(lambda: self._moved(sink, src, dst))
+
+    async def _when_idle(self, event: Event) -> None:
+        if self._walker is not None:
+            self._waiting.append(event)
+        else:
+            await event()
+
+    async def _quietly(self, work: Event) -> None:
+        try:
+            await work()
+        except Exception as exc:
+            log.warning("index: failed to update after a build: %s", exc)
+
+    async def _created(self, sink: IndexSink, path: str, obj: Obj) -> None:
+        max_depth = self._settings.get_int("max_index_depth", 20)
+        if path == "/" or self.skipped()(path) or 0 <= max_depth < level(path):
+            return
+        await self._stop_side(path)
+        await sink.replace(Node(*split_path(path), obj.is_dir, obj.size))
+        remaining = max_depth - level(path) if max_depth >= 0 else -1
+        if obj.is_dir and remaining != 0:
+            self._walk_aside(sink, path, remaining)
+
+    async def _removed(self, sink: IndexSink, path: str) -> None:
+        await self._stop_side(path)
+        await sink.remove(path)
+
+    async def _moved(self, sink: IndexSink, src: str, dst: str) -> None:
+        await self._stop_side(src)
+        skipped = self.skipped()
+        if skipped(dst):
+            await sink.remove(src)
+        elif skipped(src) or not await sink.move(src, dst):
+            await sink.remove(src)
+            obj, _ = await self._fs.get_path(dst)
+            await self._created(sink, dst, obj)
+
+    def _walk_aside(self, sink: IndexSink, path: str, depth: int) -> None:
+        walker = Walker(self._fs, self.skipped(), sink)
+        task = asyncio.create_task(self._aside(walker, path, depth))
+        self._side[path] = (walker, task)
+
+    async def _aside(self, walker: Walker, path: str, depth: int) -> None:
+        try:
+            await walker.walk(path, depth, False)
+        except Exception as exc:
+            log.warning("index: failed to walk %s: %s", path, exc)
+        finally:
+            current = self._side.get(path)
+            if current is not None and current[0] is walker:
+                del self._side[path]
+
+    async def _stop_side(self, path: str) -> None:
+        """Stop the background walks at or below ``path`` and wait for them."""
+        prefix = path.rstrip("/") + "/"
+        stopping = [p for p in self._side if p == path or p.startswith(prefix)]
+        tasks = []
+        for key in stopping:
+            walker, task = self._side.pop(key)
+            walker.stop()
+            tasks.append(task)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- what is walked ---------------------------------------------------------------
+
+    def skipped(self) -> Callable[[str], bool]:
+        """A test for paths the index leaves out, from the settings and storages as now."""
+        lines = self._settings.get("ignore_paths").splitlines()
+        ignored = tuple(line.strip() for line in lines if line.strip())
+
+        def skipped(path: str) -> bool:
+            if path.startswith(ignored):
+                return True
+            resolved = self._storages.resolve(path)
+            if resolved is None:
+                return False
+            storage = resolved.target.storage
+            return storage.disable_index or storage.driver in NEVER_WALKED
+
+        return skipped

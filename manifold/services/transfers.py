@@ -1,0 +1,166 @@
+"""Work that moves bytes as tasks: copies between storages, and uploads run as tasks.
+
+Both stream: a file's bytes go from the source link to the destination's ``put``
+in bounded chunks, never whole into memory, and the destination's ``put`` renames
+the file into place only when every byte has arrived, so a cancelled or failed task
+leaves no partial file behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import httpx
+
+from manifold.drivers.base import LinkArgs
+from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
+from manifold.models import Link
+from manifold.services.fs import FsService
+from manifold.services.fs_write import FsWriter, copy_task_name
+from manifold.vfs.paths import clean_path, split_path
+
+if TYPE_CHECKING:
+    from manifold.services.tasks import TaskContext, TaskService
+
+CHUNK = 1 << 20
+SPOOL_PREFIX = "upload-"
+
+
+async def link_stream(link: Link, chunk: int = CHUNK) -> AsyncIterator[bytes]:
+    """The bytes behind a link, in chunks of at most ``chunk`` bytes."""
+    if link.file_path:
+        async for data in file_stream(link.file_path, chunk):
+            yield data
+        return
+    if not link.url:
+        raise ObjectNotFound("link has neither a file nor a URL")
+    try:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=300.0)) as client,
+            client.stream("GET", link.url, headers=link.headers) as response,
+        ):
+            if response.status_code >= 400:
+                raise TemporaryFailure(f"fetching the source failed: HTTP {response.status_code}")
+            async for data in response.aiter_bytes(chunk):
+                yield data
+    except httpx.HTTPError as exc:
+        raise TemporaryFailure(f"fetching the source failed: {exc}") from exc
+
+
+async def file_stream(path: str, chunk: int = CHUNK) -> AsyncIterator[bytes]:
+    file = await asyncio.to_thread(open, path, "rb", buffering=0)
+    try:
+        while data := await asyncio.to_thread(file.read, chunk):
+            yield data
+    finally:
+        # Closed in a worker: a cancelled read may still hold the file in its thread,
+        # and closing it here would block the event loop until that read returns.
+        asyncio.get_running_loop().run_in_executor(None, file.close)
+
+
+class Transfers:
+    """Runs the ``copy`` and ``upload`` task kinds over the file services."""
+
+    def __init__(self, fs: FsService, writer: FsWriter, temp_dir: Path) -> None:
+        self._fs = fs
+        self._writer = writer
+        self._temp_dir = temp_dir
+
+    async def start(self) -> None:
+        """Drop bodies spooled before a restart: their upload tasks can't be resumed."""
+        await asyncio.to_thread(self._drop_spooled)
+
+    def _drop_spooled(self) -> None:
+        if self._temp_dir.is_dir():
+            for entry in self._temp_dir.glob(f"{SPOOL_PREFIX}*"):
+                _unlink(str(entry))
+
+    def register(self, tasks: TaskService) -> None:
+        tasks.register("copy", self.run_copy, max_retry=2, threads_setting="copy_task_threads_num")
+        tasks.register(
+            "upload", self.run_upload, max_retry=0, threads_setting="upload_task_threads_num"
+        )
+
+    async def run_copy(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
+        src, dst_dir = str(payload["src"]), str(payload["dst_dir"])
+        name = split_path(src)[1]
+        ctx.set_status("getting src object")
+        obj, _ = await self._fs.get_path(src)
+        if obj.is_dir:
+            await self._copy_folder(ctx, src, clean_path(f"{dst_dir}/{name}"))
+            return
+        ctx.set_status("")
+        ctx.set_total(obj.size)
+        _, link, _ = await self._fs.link(src, LinkArgs())
+        place = self._writer.place(dst_dir)
+        stream = _counted(link_stream(link), ctx)
+        copied = await place.ops.put(place.sub_path, name, stream, obj.size, obj.modified)
+        await self._writer.events.created(clean_path(f"{dst_dir}/{name}"), copied)
+
+    async def _copy_folder(self, ctx: TaskContext, src: str, target: str) -> None:
+        # Unlike AList, the folder is created first, so empty folders are copied too.
+        place = self._writer.place(target)
+        folder = await place.ops.make_dir(place.sub_path)
+        await self._writer.events.created(target, folder)
+        ctx.set_status("src object is dir, listing objs")
+        objs, _ = await self._fs.list_path(src, refresh=True)
+        for obj in objs:
+            child = clean_path(f"{src}/{obj.name}")
+            title = copy_task_name(self._writer.place(child), place)
+            await ctx.spawn("copy", title, {"src": child, "dst_dir": target}, obj.size)
+        ctx.set_status("src object is dir, added all copy tasks of objs")
+
+    async def spool(self, stream: AsyncIterator[bytes], size: int | None) -> str:
+        """Store an upload body in the data folder, for an upload task to send on."""
+        await asyncio.to_thread(self._temp_dir.mkdir, parents=True, exist_ok=True)
+        path = str(self._temp_dir / f"{SPOOL_PREFIX}{secrets.token_hex(12)}")
+        file: IO[bytes] = await asyncio.to_thread(open, path, "xb")
+        written = 0
+        try:
+            async for data in stream:
+                written += len(data)
+                await asyncio.to_thread(file.write, data)
+            if size is not None and written != size:
+                raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+        except BaseException:
+            file.close()
+            _unlink(path)
+            raise
+        file.close()
+        return path
+
+    async def run_upload(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
+        spooled, path = str(payload["spool"]), str(payload["path"])
+        if not await asyncio.to_thread(os.path.exists, spooled):
+            raise ObjectNotFound("the uploaded data is gone (was the server restarted?)")
+        try:
+            size = int(payload["size"])
+            ctx.set_status("uploading")
+            ctx.set_total(size)
+            modified = payload.get("modified")
+            when = datetime.fromtimestamp(modified, tz=UTC) if modified is not None else None
+            place = self._writer.place(path)
+            parent, name = split_path(place.sub_path)
+            stream = _counted(file_stream(spooled), ctx)
+            obj = await place.ops.put(parent, name, stream, size, when)
+            await self._writer.events.created(path, obj)
+        finally:
+            _unlink(spooled)
+
+
+async def _counted(stream: AsyncIterator[bytes], ctx: TaskContext) -> AsyncIterator[bytes]:
+    async for data in stream:
+        ctx.add_done(len(data))
+        yield data
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

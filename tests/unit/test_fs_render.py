@@ -1,0 +1,75 @@
+"""How one object is shown: signs, thumbnails, names and types."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+
+from manifold.api.fs_render import FolderStyle
+from manifold.api.fs_time import ORJSON_TIME
+from manifold.models import Obj
+from manifold.services.hub import Services
+
+WHEN = datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=UTC)
+
+
+def obj(name: str, is_dir: bool = False, thumb: str = "") -> Obj:
+    return Obj(name=name, size=0 if is_dir else 3, is_dir=is_dir, modified=WHEN, thumb=thumb)
+
+
+async def test_a_thumb_served_here_is_signed_whatever_sign_all_says(services: Services) -> None:
+    await services.settings.save([("sign_all", "false")])
+    style = FolderStyle(services, "/l/pics", signed=False)
+    entry = style.entry(obj("a b.png", thumb="/d/l/pics/a%20b.png?type=thumb"))
+    sign = services.signer.sign("/l/pics/a b.png")
+    assert entry["thumb"] == f"/d/l/pics/a%20b.png?type=thumb&sign={sign}"
+    assert entry["sign"] == ""
+
+
+async def test_a_foreign_thumb_is_shown_as_it_is(services: Services) -> None:
+    style = FolderStyle(services, "/l", signed=True)
+    url = "https://cdn.example/t/1.png?x=1"
+    assert style.entry(obj("a.png", thumb=url))["thumb"] == url
+    assert style.entry(obj("a.png"))["thumb"] == ""
+
+
+async def test_an_entry_encodes_as_alist_shows_it(services: Services) -> None:
+    style = FolderStyle(services, "/l/", signed=False)
+    shown = orjson.loads(style.encode(obj("song.MP3")))
+    assert shown == {
+        "id": "",
+        "path": "",
+        "name": "song.MP3",
+        "size": 3,
+        "is_dir": False,
+        "modified": "2024-05-01T10:00:00.250000Z",
+        "created": "2024-05-01T10:00:00.250000Z",
+        "sign": services.signer.sign("/l/song.MP3"),
+        "thumb": "",
+        "type": 3,
+        "hashinfo": "null",
+        "hash_info": None,
+    }
+    folder = orjson.loads(style.encode(obj("x.mp3", is_dir=True)))
+    assert (folder["type"], folder["sign"], folder["size"]) == (1, "", 0)
+
+
+async def test_names_are_mapped_but_typed_and_signed_as_stored(services: Services) -> None:
+    await services.settings.save([("filename_char_mapping", '{"/": "|", "?": "_"}')])
+    style = FolderStyle(services, "/l", signed=True)
+    entry = orjson.loads(orjson.dumps(style.entry(obj("a/b?.txt")), option=ORJSON_TIME))
+    assert entry["name"] == "a|b_.txt"
+    assert entry["type"] == 4
+    assert entry["sign"] == services.signer.sign("/l/a/b?.txt")
+    assert style.entry(obj("plain.txt"))["name"] == "plain.txt"
+
+
+async def test_the_key_changes_with_whatever_shapes_an_entry(services: Services) -> None:
+    before = FolderStyle(services, "/l", signed=False).key
+    assert FolderStyle(services, "/l", signed=False).key == before
+    await services.settings.save([("video_types", "mp4")])
+    after_types = FolderStyle(services, "/l", signed=False).key
+    assert after_types != before
+    await services.settings.reset_token()
+    assert FolderStyle(services, "/l", signed=False).key != after_types

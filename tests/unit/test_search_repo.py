@@ -1,0 +1,265 @@
+"""The search index repository on SQLite: keywords (FTS5 and LIKE), folders, writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from manifold.db.engine import migrate, open_engine
+from manifold.db.search_repo import (
+    SCOPE_FILES,
+    SCOPE_FOLDERS,
+    Node,
+    NodeQuery,
+    SearchRepo,
+)
+
+FOLDER = True
+FILE = False
+
+
+@pytest.fixture
+async def repo(tmp_path: Path) -> AsyncIterator[SearchRepo]:
+    engine = open_engine(f"sqlite+aiosqlite:///{tmp_path / 'index.db'}")
+    await migrate(engine)
+    yield SearchRepo(engine)
+    await engine.dispose()
+
+
+@pytest.fixture(params=[True, False], ids=["fts", "like"])
+def full_text(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def file(parent: str, name: str, size: int = 1) -> Node:
+    return Node(parent, name, FILE, size)
+
+
+def folder(parent: str, name: str) -> Node:
+    return Node(parent, name, FOLDER, 0)
+
+
+async def paths(
+    repo: SearchRepo, full_text: bool = True, parent: str = "/", *keywords: str, scope: int = 0
+) -> list[str]:
+    found, total = await repo.search(NodeQuery(parent, keywords, scope), 1, 0, full_text)
+    assert total == len(found)
+    return [n.path for n in found]
+
+
+async def fts_consistent(repo: SearchRepo) -> None:
+    """FTS5's own check that the trigram index matches the rows it indexes."""
+    async with repo.engine.begin() as conn:
+        await conn.execute(text("INSERT INTO search_fts(search_fts) VALUES ('integrity-check')"))
+
+
+# -- keywords -----------------------------------------------------------------
+
+
+async def test_the_migration_creates_the_fts_table(repo: SearchRepo) -> None:
+    async with repo.engine.connect() as conn:
+        found = await conn.execute(text("SELECT name FROM sqlite_master WHERE name='search_fts'"))
+        assert found.scalar() == "search_fts"
+
+
+async def test_every_keyword_must_appear(repo: SearchRepo, full_text: bool) -> None:
+    await repo.insert(
+        [file("/", "holiday report 2021.pdf"), file("/", "holiday.jpg"), file("/", "report.txt")]
+    )
+    assert await paths(repo, full_text, "/", "holiday", "report") == ["/holiday report 2021.pdf"]
+    assert await paths(repo, full_text, "/", "rep") == ["/holiday report 2021.pdf", "/report.txt"]
+    assert await paths(repo, full_text, "/", "po", "day") == ["/holiday report 2021.pdf"]
+    assert await paths(repo, full_text, "/", "missing") == []
+
+
+async def test_no_keyword_finds_everything_below_the_folder(
+    repo: SearchRepo, full_text: bool
+) -> None:
+    await repo.insert([file("/", "b"), file("/", "a"), folder("/", "c"), file("/c", "d")])
+    assert await paths(repo, full_text) == ["/a", "/b", "/c", "/c/d"]
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword"),
+    [
+        ("ÉCOLE.txt", "école"),
+        ("école.txt", "ÉCOLE"),
+        ("Straße.md", "STRASSE"),
+        ("ПРИВЕТ мир.doc", "привет"),
+        ("Ωmega.bin", "ω"),
+        ("年度报告.xlsx", "报告"),
+        ("年度报告.xlsx", "年度报告"),
+        ("MiXeD.CaSe", "mixed.case"),
+    ],
+)
+async def test_keywords_ignore_case_in_every_script(
+    repo: SearchRepo, full_text: bool, name: str, keyword: str
+) -> None:
+    await repo.insert([file("/", name), file("/", "other")])
+    assert await paths(repo, full_text, "/", keyword) == [f"/{name}"]
+
+
+@pytest.mark.parametrize(
+    ("keyword", "expected"),
+    [
+        ("%", ["/100%.txt"]),
+        ("_", ["/a_b"]),
+        ("a_b", ["/a_b"]),
+        ("0%.", ["/100%.txt"]),
+        ("'", ["/it's"]),
+        ('"', ['/say "hi"']),
+        ('"hi"', ['/say "hi"']),
+        ("/", []),
+        ("\\", ["/back\\slash"]),
+        ("*", ["/st*r"]),
+        ("[x]", ["/[x]"]),
+    ],
+)
+async def test_wildcards_and_quotes_in_keywords_match_themselves(
+    repo: SearchRepo, full_text: bool, keyword: str, expected: list[str]
+) -> None:
+    names = ["100%.txt", "1000.txt", "a_b", "axb", "it's", 'say "hi"', "say hi", "back\\slash"]
+    names += ["st*r", "star", "[x]", "x"]
+    await repo.insert([file("/", n) for n in names])
+    assert await paths(repo, full_text, "/", keyword) == expected
+
+
+async def test_scope_picks_folders_or_files(repo: SearchRepo, full_text: bool) -> None:
+    await repo.insert([folder("/", "music"), file("/music", "music.mp3")])
+    assert await paths(repo, full_text, "/", "music", scope=SCOPE_FOLDERS) == ["/music"]
+    assert await paths(repo, full_text, "/", "music", scope=SCOPE_FILES) == ["/music/music.mp3"]
+    assert len(await paths(repo, full_text, "/", "music", scope=7)) == 2
+
+
+async def test_pages_are_ordered_by_name_and_total_counts_all(
+    repo: SearchRepo, full_text: bool
+) -> None:
+    await repo.insert([file(f"/d{i % 3}", f"item-{i:02d}") for i in range(25)])
+    query = NodeQuery("/", ("item",))
+    first, total = await repo.search(query, 1, 10, full_text)
+    third, _ = await repo.search(query, 3, 10, full_text)
+    beyond, again = await repo.search(query, 4, 10, full_text)
+    assert total == again == 25
+    assert [n.name for n in first] == [f"item-{i:02d}" for i in range(10)]
+    assert [n.name for n in third] == [f"item-{i:02d}" for i in range(20, 25)]
+    assert beyond == []
+
+
+# -- folders -----------------------------------------------------------------
+
+
+async def test_parent_matches_whole_segments_and_exact_case(
+    repo: SearchRepo, full_text: bool
+) -> None:
+    await repo.insert(
+        [file("/a", "x"), file("/a/b", "x"), file("/ab", "x"), file("/A", "x"), file("/A/b", "x")]
+    )
+    assert await paths(repo, full_text, "/a", "x") == ["/a/x", "/a/b/x"]
+    assert await paths(repo, full_text, "/A", "x") == ["/A/x", "/A/b/x"]
+    assert await paths(repo, full_text, "/a/b", "x") == ["/a/b/x"]
+
+
+@pytest.mark.parametrize("special", ["100%", "x_y", "st*r", "q?", "[br]", "it's", "é ü"])
+async def test_wildcards_in_folder_names_match_themselves(
+    repo: SearchRepo, full_text: bool, special: str
+) -> None:
+    lookalikes = {"100%": "1000", "x_y": "xzy", "st*r": "star", "q?": "qq", "[br]": "b"}
+    other = lookalikes.get(special, "plain")
+    await repo.insert([file(f"/{special}/in", "f"), file(f"/{other}/in", "f")])
+    assert await paths(repo, full_text, f"/{special}", "f") == [f"/{special}/in/f"]
+    await repo.delete_tree(f"/{special}")
+    assert await paths(repo, full_text, "/", "f") == [f"/{other}/in/f"]
+
+
+async def test_excluded_folders_keep_their_own_node(repo: SearchRepo, full_text: bool) -> None:
+    await repo.insert([folder("/", "locked"), file("/locked", "in"), file("/locked/deep", "in")])
+    await repo.insert([folder("/", "locked2"), file("/locked2", "in")])
+    query = NodeQuery("/", (), excluded=("/locked",))
+    found, total = await repo.search(query, 1, 10, full_text)
+    assert [n.path for n in found] == ["/locked2/in", "/locked", "/locked2"]
+    assert total == 3
+
+
+# -- writes --------------------------------------------------------------------
+
+
+async def test_delete_tree_takes_the_node_and_everything_below(repo: SearchRepo) -> None:
+    await repo.insert([folder("/", "a"), file("/a", "f"), file("/a/b/c", "g"), file("/", "ab")])
+    await repo.insert([file("/ab", "h"), file("/", "a.txt")])
+    await repo.delete_tree("/a")
+    assert await paths(repo) == ["/a.txt", "/ab", "/ab/h"]
+    await fts_consistent(repo)
+    await repo.delete_tree("/")
+    assert await repo.count() == 0
+
+
+async def test_a_replaced_node_drops_what_was_below(repo: SearchRepo) -> None:
+    await repo.insert([folder("/", "x"), file("/x", "inside"), file("/", "x")])
+    await repo.replace(file("/", "x", size=9))
+    found, _ = await repo.search(NodeQuery("/"), 1, 0)
+    assert found == [file("/", "x", size=9)]
+    await repo.replace(folder("/", "x"))
+    assert await repo.children("/") == [folder("/", "x")]
+
+
+async def test_move_tree_reparents_the_subtree(repo: SearchRepo, full_text: bool) -> None:
+    await repo.insert([folder("/", "old"), file("/old", "one.txt"), file("/old/sub", "two.txt")])
+    await repo.insert([folder("/old", "sub"), file("/", "old.txt"), file("/oldies", "three")])
+    await repo.insert([folder("/new", "moved"), file("/new/moved", "stale")])
+    assert await repo.move_tree("/old", "/new/moved") is True
+    everything = await paths(repo, full_text)
+    assert everything == [
+        "/new/moved",
+        "/old.txt",
+        "/new/moved/one.txt",
+        "/new/moved/sub",
+        "/oldies/three",
+        "/new/moved/sub/two.txt",
+    ]
+    assert await paths(repo, full_text, "/", "moved") == ["/new/moved"]
+    assert await paths(repo, full_text, "/", "old") == ["/old.txt"]
+    await fts_consistent(repo)
+
+
+async def test_move_tree_of_an_unknown_path_changes_nothing(repo: SearchRepo) -> None:
+    await repo.insert([file("/dst", "kept")])
+    assert await repo.move_tree("/nowhere", "/dst") is False
+    assert await repo.move_tree("/dst", "/dst/inside") is False
+    assert await repo.move_tree("/", "/x") is False
+    assert await paths(repo) == ["/dst/kept"]
+
+
+async def test_a_rename_is_found_by_its_new_name_only(repo: SearchRepo, full_text: bool) -> None:
+    await repo.insert([file("/", "draft-notes.txt")])
+    await repo.move_tree("/draft-notes.txt", "/final-Résumé.txt")
+    assert await paths(repo, full_text, "/", "draft") == []
+    assert await paths(repo, full_text, "/", "résumé") == ["/final-Résumé.txt"]
+    await fts_consistent(repo)
+
+
+async def test_nodes_too_long_for_the_columns_are_left_out(repo: SearchRepo) -> None:
+    deep = "/" + "d" * 800
+    stored = await repo.insert([file(deep, "f"), file("/", "n" * 600), file("/", "ok")])
+    assert stored == 1
+    assert await paths(repo) == ["/ok"]
+
+
+async def test_clear_empties_the_index(repo: SearchRepo) -> None:
+    await repo.insert([file("/", f"f{i}") for i in range(1500)])
+    assert await repo.count() == 1500
+    await repo.clear()
+    assert await repo.count() == 0
+    assert await paths(repo, True, "/", "f1") == []
+    await fts_consistent(repo)
+
+
+async def test_full_text_answers_long_keywords_from_the_fts_table(repo: SearchRepo) -> None:
+    await repo.insert([file("/", "needle.txt")])
+    async with repo.engine.begin() as conn:
+        await conn.execute(text("INSERT INTO search_fts(search_fts) VALUES ('delete-all')"))
+    assert await paths(repo, True, "/", "needle") == []
+    assert await paths(repo, True, "/", "ne") == ["/needle.txt"]
+    assert await paths(repo, False, "/", "needle") == ["/needle.txt"]

@@ -1,0 +1,133 @@
+"""StorageOps listings: the cache, the short snapshot of never-cached storages, other."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from manifold.drivers.base import Driver
+from manifold.drivers.registry import REGISTRY, load_builtin_drivers
+from manifold.errors import ManifoldError, NotSupported
+from manifold.models import Obj, Storage
+from manifold.vfs import storage_ops
+from manifold.vfs.storage_ops import SNAPSHOT_SECONDS, MemoryListCache, StorageOps
+
+Clock = Callable[[float], None]
+
+
+class Scans:
+    def __init__(self, driver: Driver[object]) -> None:
+        self.count = 0
+        original = driver.list
+
+        async def counted(folder: Obj) -> list[Obj]:
+            self.count += 1
+            return await original(folder)
+
+        driver.list = counted  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    now = [1000.0]
+    monkeypatch.setattr(storage_ops.time, "monotonic", lambda: now[0])
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    (root / "empty").mkdir(parents=True)
+    (root / "a.txt").write_text("a")
+    return root
+
+
+async def local_ops(root: Path, cache_expiration: int, no_cache: bool) -> StorageOps:
+    load_builtin_drivers()
+    addition = json.dumps({"root_folder_path": str(root)})
+    storage = Storage(
+        id=7, mount_path="/m", driver="Local", addition=addition, cache_expiration=cache_expiration
+    )
+    driver = REGISTRY.build(storage)
+    await driver.init()
+    return StorageOps(storage, driver, MemoryListCache(), no_cache=no_cache)
+
+
+@pytest.fixture
+async def snapshot_ops(root: Path) -> AsyncIterator[tuple[StorageOps, Scans]]:
+    ops = await local_ops(root, cache_expiration=30, no_cache=True)
+    yield ops, Scans(ops.driver)
+    await ops.driver.drop()
+
+
+async def test_a_never_cached_storage_keeps_a_short_snapshot(
+    snapshot_ops: tuple[StorageOps, Scans], root: Path, clock: Clock
+) -> None:
+    ops, scans = snapshot_ops
+    first = await ops.list("/")
+    assert await ops.list("/") is first
+    assert scans.count == 1
+    (root / "b.txt").write_text("b")
+    clock(SNAPSHOT_SECONDS + 0.1)
+    assert {o.name for o in await ops.list("/")} == {"a.txt", "b.txt", "empty"}
+    assert scans.count == 2
+
+
+async def test_refresh_and_forget_rescan(
+    snapshot_ops: tuple[StorageOps, Scans], clock: Clock
+) -> None:
+    ops, scans = snapshot_ops
+    await ops.list("/")
+    await ops.list("/", refresh=True)
+    assert scans.count == 2
+    ops.forget("/")
+    await ops.list("/")
+    assert scans.count == 3
+
+
+async def test_empty_listings_are_not_kept(snapshot_ops: tuple[StorageOps, Scans]) -> None:
+    ops, scans = snapshot_ops
+    assert await ops.list("/empty") == []
+    assert await ops.list("/empty") == []
+    assert scans.count == 2
+
+
+@pytest.mark.parametrize(("minutes", "no_cache", "kept"), [(30, False, 1800.0), (0, False, 5.0)])
+async def test_cached_storages_keep_their_cache_time(
+    root: Path, clock: Clock, minutes: int, no_cache: bool, kept: float
+) -> None:
+    ops = await local_ops(root, cache_expiration=minutes, no_cache=no_cache)
+    scans = Scans(ops.driver)
+    await ops.list("/")
+    clock(kept - 1)
+    await ops.list("/")
+    assert scans.count == 1
+    clock(2)
+    await ops.list("/")
+    assert scans.count == 2
+    await ops.driver.drop()
+
+
+def test_expired_entries_are_swept_on_a_later_put(clock: Clock) -> None:
+    cache = MemoryListCache()
+    cache.put("old", [Obj("a", 0, False, datetime.now(UTC))], 1)
+    clock(60)
+    cache.put("new", [], 30)
+    assert "old" not in cache._entries
+    assert cache.get("new") == []
+
+
+async def test_other_is_not_implemented_by_local(snapshot_ops: tuple[StorageOps, Scans]) -> None:
+    ops, _ = snapshot_ops
+    with pytest.raises(NotSupported, match=r"^not implement$"):
+        await ops.other("/a.txt", "video_preview", None)
+    with pytest.raises(ManifoldError, match=r"^failed to get obj: object not found$"):
+        await ops.other("/missing.txt", "video_preview", None)
