@@ -273,6 +273,15 @@ class Driver(ABC, Generic[OptionsT]):
         modified = self.storage.modified or _EPOCH
         return Obj(name="", size=0, is_dir=True, modified=modified, path=path, id=root_id)
 
+    async def real_path(self, path: str) -> str:
+        """Where ``path`` (inside the storage) ends up once links are followed.
+
+        Back ends without links return it unchanged; the services use this to keep
+        a user whose base path lies inside the storage from leaving it through a
+        link that points elsewhere in the storage.
+        """
+        return path
+
     @abstractmethod
     async def init(self) -> None:
         """Connect, log in and validate the options; may normalise ``self.options``.

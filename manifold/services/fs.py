@@ -24,6 +24,7 @@ from manifold.errors import (
     ManifoldError,
     ObjectNotFound,
     PasswordRequired,
+    PermissionDenied,
     ServerError,
     StorageNotFound,
 )
@@ -33,7 +34,7 @@ from manifold.services.auth import Caller
 from manifold.services.metas import MetaService
 from manifold.services.storages import StorageService
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.paths import clean_path, join_base, split_path
+from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Derived lists kept at once, in objects: a few folders of 100,000 entries.
@@ -101,6 +102,25 @@ class FsService:
     def resolve(self, caller: Caller, path: str) -> str:
         return join_base(caller.user.base_path, path)
 
+    async def confine(self, caller: Caller, full: str) -> None:
+        """Refuse ``full`` when links take it out of a base path that lies inside a storage.
+
+        The storage's own root is enforced by its driver; this adds the user's base
+        path, for back ends with links (a link in ``/home/bob`` to ``/home/alice``).
+        """
+        base = clean_path(caller.user.base_path)
+        if base == "/":
+            return
+        at_base, at_path = self._storages.resolve(base), self._storages.resolve(full)
+        if at_base is None or at_path is None or at_base.target is not at_path.target:
+            return
+        if at_base.sub_path == "/":
+            return
+        driver = at_path.target.require_ops().driver
+        real_base = await driver.real_path(at_base.sub_path)
+        if not is_sub_path(real_base, await driver.real_path(at_path.sub_path)):
+            raise PermissionDenied()
+
     def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         meta = self._metas.nearest(path)
         if not access.can_access(caller.user, meta, path, password):
@@ -118,6 +138,7 @@ class FsService:
     ) -> Listing:
         full = self.resolve(caller, path)
         meta = self.check_access(caller, full, password)
+        await self.confine(caller, full)
         write = access.can_write(caller.user, meta, full)
         if refresh and not write:
             raise Forbidden("Refresh without permission")
@@ -174,6 +195,7 @@ class FsService:
     async def get(self, caller: Caller, path: str, password: str) -> Found:
         full = self.resolve(caller, path)
         meta = self.check_access(caller, full, password)
+        await self.confine(caller, full)
         obj, provider = await self.get_path(full)
         return Found(
             obj,
@@ -231,6 +253,7 @@ class FsService:
             full = clean_path(path)
         else:
             full = self.resolve(caller, path)
+            await self.confine(caller, full)
         meta = self.check_access(caller, full, password)
         objs, _ = await self.list_path(full)
         objs = self.visible(objs, full, access.hides(meta, full, caller.user))
@@ -240,6 +263,7 @@ class FsService:
         """A driver-specific operation (``/api/fs/other``); most drivers have none."""
         full = self.resolve(caller, path)
         self.check_access(caller, full, password)
+        await self.confine(caller, full)
         self._require_loaded()
         resolved = self._storages.resolve(full)
         if resolved is None:

@@ -92,19 +92,21 @@ class FsWriter:
 
     # --- checks -------------------------------------------------------------------
 
-    def folder(self, caller: Caller, path: str, password: str = "") -> str:
+    async def folder(self, caller: Caller, path: str, password: str = "") -> str:
         """The full path of a folder the caller names, after the access check."""
         full = self._fs.resolve(caller, path)
         self._check_access(caller, full, password)
+        await self._fs.confine(caller, full)
         return full
 
-    def child(self, caller: Caller, folder: str, name: str, password: str = "") -> str:
+    async def child(self, caller: Caller, folder: str, name: str, password: str = "") -> str:
         """``folder/name`` for a client-supplied ``name`` that must be one segment."""
         validate_name(name)
         full = clean_path(f"{folder}/{name}")
         if split_path(full) != (folder, name) or not is_sub_path(caller.user.base_path, full):
             raise PermissionDenied()
         self._check_access(caller, full, password)
+        await self._fs.confine(caller, full)
         return full
 
     def _check_access(self, caller: Caller, full: str, password: str) -> None:
@@ -140,6 +142,7 @@ class FsWriter:
         full = self._fs.resolve(caller, path)
         parent, _ = split_path(full)
         self._check_access(caller, full, password)
+        await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
         place = self.place(full)
@@ -153,8 +156,9 @@ class FsWriter:
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
         self._check_access(caller, full, password)
+        await self._fs.confine(caller, full)
         parent, _ = split_path(full)
-        dst = self.child(caller, parent, name, password)
+        dst = await self.child(caller, parent, name, password)
         place = self._not_root(self.place(full), "rename")
         if dst != full:
             await self._clear_way(self.place(dst), name, overwrite)
@@ -171,11 +175,11 @@ class FsWriter:
         password: str = "",
     ) -> None:
         self.require(caller, Perm.RENAME)
-        folder = self.folder(caller, src_dir, password)
+        folder = await self.folder(caller, src_dir, password)
         checked = [
             (
-                self.child(caller, folder, old, password),
-                self.child(caller, folder, new, password),
+                await self.child(caller, folder, old, password),
+                await self.child(caller, folder, new, password),
                 new,
             )
             for old, new in pairs
@@ -190,7 +194,7 @@ class FsWriter:
         self, caller: Caller, src_dir: str, pattern: str, template: str, password: str = ""
     ) -> None:
         self.require(caller, Perm.RENAME)
-        folder = self.folder(caller, src_dir, password)
+        folder = await self.folder(caller, src_dir, password)
         try:
             regex = re.compile(pattern)
             replacement = go_template(template)
@@ -271,8 +275,8 @@ class FsWriter:
         self.require(caller, Perm.REMOVE)
         if not names:
             raise BadRequest("Empty file names")
-        folder = self.folder(caller, dir, password)
-        targets = [self.child(caller, folder, name, password) for name in names]
+        folder = await self.folder(caller, dir, password)
+        targets = [await self.child(caller, folder, name, password) for name in names]
         for full in targets:
             place = self.place(full)
             if place.sub_path == "/":
@@ -290,7 +294,7 @@ class FsWriter:
         self, caller: Caller, src_dir: str, password: str = ""
     ) -> None:
         self.require(caller, Perm.REMOVE)
-        await self._prune(self.folder(caller, src_dir, password))
+        await self._prune(await self.folder(caller, src_dir, password))
 
     async def _prune(self, folder: str) -> bool:
         """Remove every empty folder below ``folder``; whether ``folder`` is now empty."""
@@ -312,8 +316,8 @@ class FsWriter:
     ) -> int:
         """Move every file below ``src_dir`` flat into ``dst_dir``; the number moved."""
         self.require(caller, Perm.MOVE)
-        src_folder = self.folder(caller, src_dir, password)
-        dst_folder = self.folder(caller, dst_dir, password)
+        src_folder = await self.folder(caller, src_dir, password)
+        dst_folder = await self.folder(caller, dst_dir, password)
         src_place, dst_place = self.place(src_folder), self.place(dst_folder)
         if src_place.mounted is not dst_place.mounted:
             raise ServerError("can't move files between two storages, try to copy")
@@ -376,6 +380,7 @@ class FsWriter:
             raise PermissionDenied()
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
+        await self._fs.confine(caller, full)
         place = self.place(full)
         if place.sub_path == "/":
             raise PermissionDenied()
@@ -398,12 +403,12 @@ class FsWriter:
         """Checked (source path, destination folder) pairs; clashes refused up front."""
         if not names:
             raise BadRequest("Empty file names")
-        src_folder = self.folder(caller, src_dir, password)
-        dst_folder = self.folder(caller, dst_dir, password)
+        src_folder = await self.folder(caller, src_dir, password)
+        dst_folder = await self.folder(caller, dst_dir, password)
         pairs = []
         for name in names:
-            src = self.child(caller, src_folder, name, password)
-            self.child(caller, dst_folder, name, password)
+            src = await self.child(caller, src_folder, name, password)
+            await self.child(caller, dst_folder, name, password)
             pairs.append((src, dst_folder))
         if not overwrite:
             for name in names:

@@ -14,9 +14,8 @@ answer 400, 403 or 500, never 200. Attempts that only name something inside (a
 literal ``%2e%2e`` folder, a host path below the base path) may succeed, but may
 change nothing outside the root or the base path.
 
-One way out of a base path is known and marked xfail at the end: a relative link that
-the confined user moves up a level comes to point outside the base path (though still
-inside the root), and the Local driver follows it.
+At the end: a relative link that the confined user moves up a level comes to point
+outside the base path (though still inside the root); following it is refused.
 """
 
 from __future__ import annotations
@@ -903,14 +902,6 @@ async def test_link_never_reaches_outside(world: World) -> None:
 # --- a base path left through a link the user relocated -----------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the Local driver confines to the storage root only (LocalDriver._inside); a "
-        "relative link moved up by a confined user points outside the base path and is "
-        "then followed for writes"
-    ),
-)
 @pytest.mark.parametrize("route", ["copy", "move"])
 async def test_confined_user_cannot_leave_the_base_path_through_a_relocated_link(
     world: World, route: str
@@ -935,3 +926,7 @@ async def test_confined_user_cannot_leave_the_base_path_through_a_relocated_link
         (Json("remove", {"dir": "/d2/hop", "names": ["victim.txt"]}), REFUSED),
     ]
     await check_all(world, "confined", cases)
+    for read in ("list", "get", "dirs"):
+        answer = await send(world, "confined", Json(read, {"path": "/d2/hop"}))
+        assert answer["code"] == 403, (read, answer)
+        assert "victim" not in str(answer)

@@ -175,6 +175,9 @@ class LocalDriver(Driver[Addition]):
         root.name = ""
         return root
 
+    async def real_path(self, path: str) -> str:
+        return await self._run(self._real_path, path)
+
     async def get(self, path: str) -> Obj:
         return await self._run(self._stat, self._host_path(path))
 
@@ -252,6 +255,10 @@ class LocalDriver(Driver[Addition]):
         if self._inside(entry) == self._root and not os.path.islink(entry):
             raise PermissionDenied()
         return entry
+
+    def _real_path(self, path: str) -> str:
+        rel = os.path.relpath(self._inside(self._host_path(path)), self._root)
+        return "/" if rel == "." else "/" + rel.replace(os.sep, "/")
 
     def _host_path(self, path: str) -> str:
         segments = [s for s in path.split("/") if s]
