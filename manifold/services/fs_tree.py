@@ -11,13 +11,10 @@ storages is refused, as AList refuses it.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from datetime import datetime
-
-import httpx
 
 from manifold.drivers.base import LinkArgs, validate_name
 from manifold.errors import (
@@ -25,16 +22,14 @@ from manifold.errors import (
     ObjectExists,
     ObjectNotFound,
     ServerError,
-    TemporaryFailure,
 )
 from manifold.models import Link, Obj
 from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
 from manifold.services.storages import Mounted, StorageService
+from manifold.services.streams import link_stream
 from manifold.vfs.paths import clean_path, split_path
 from manifold.vfs.storage_ops import StorageOps
-
-CHUNK = 1 << 20
 
 
 class ServiceTree:
@@ -143,7 +138,7 @@ class ServiceTree:
             raise ObjectExists()
         if not source.is_dir:
             _, link = await ops.link(sub, LinkArgs())
-            return await dst_ops.put(dst_sub, name, _link_bytes(link), source.size, None)
+            return await dst_ops.put(dst_sub, name, link_stream(link), source.size, None)
         folder = await dst_ops.make_dir(target)
         try:
             for child in await ops.list(sub):
@@ -153,25 +148,3 @@ class ServiceTree:
                 await dst_ops.remove(target)
             raise
         return folder
-
-
-async def _link_bytes(link: Link) -> AsyncIterator[bytes]:
-    if link.file_path:
-        file = await asyncio.to_thread(open, link.file_path, "rb")
-        try:
-            while data := await asyncio.to_thread(file.read, CHUNK):
-                yield data
-        finally:
-            file.close()
-        return
-    try:
-        async with (
-            httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(60.0)) as client,
-            client.stream("GET", link.url, headers=link.headers) as response,
-        ):
-            if response.status_code >= 400:
-                raise TemporaryFailure(f"http request failure, status: {response.status_code}")
-            async for data in response.aiter_bytes(CHUNK):
-                yield data
-    except httpx.HTTPError as exc:
-        raise TemporaryFailure(f"failed to fetch the source: {type(exc).__name__}") from exc

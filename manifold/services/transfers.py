@@ -17,52 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import httpx
-
 from manifold.drivers.base import LinkArgs
-from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
-from manifold.models import Link
+from manifold.errors import InvalidRequest, ObjectNotFound
 from manifold.services.fs import FsService
 from manifold.services.fs_write import FsWriter, copy_task_name
+from manifold.services.streams import file_stream, link_stream
 from manifold.vfs.paths import clean_path, split_path
 
 if TYPE_CHECKING:
     from manifold.services.tasks import TaskContext, TaskService
 
-CHUNK = 1 << 20
 SPOOL_PREFIX = "upload-"
-
-
-async def link_stream(link: Link, chunk: int = CHUNK) -> AsyncIterator[bytes]:
-    """The bytes behind a link, in chunks of at most ``chunk`` bytes."""
-    if link.file_path:
-        async for data in file_stream(link.file_path, chunk):
-            yield data
-        return
-    if not link.url:
-        raise ObjectNotFound("link has neither a file nor a URL")
-    try:
-        async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=300.0)) as client,
-            client.stream("GET", link.url, headers=link.headers) as response,
-        ):
-            if response.status_code >= 400:
-                raise TemporaryFailure(f"fetching the source failed: HTTP {response.status_code}")
-            async for data in response.aiter_bytes(chunk):
-                yield data
-    except httpx.HTTPError as exc:
-        raise TemporaryFailure(f"fetching the source failed: {exc}") from exc
-
-
-async def file_stream(path: str, chunk: int = CHUNK) -> AsyncIterator[bytes]:
-    file = await asyncio.to_thread(open, path, "rb", buffering=0)
-    try:
-        while data := await asyncio.to_thread(file.read, chunk):
-            yield data
-    finally:
-        # Closed in a worker: a cancelled read may still hold the file in its thread,
-        # and closing it here would block the event loop until that read returns.
-        asyncio.get_running_loop().run_in_executor(None, file.close)
 
 
 class Transfers:
