@@ -25,6 +25,7 @@ from manifold.vfs.storage_ops import ListCache, StorageOps
 log = logging.getLogger("manifold.storages")
 
 WORK = "work"
+LOADING = "loading"
 
 
 @dataclass(slots=True)
@@ -49,12 +50,25 @@ class StorageService:
         self.tree: VirtualTree | None = None
 
     async def start(self) -> None:
+        """Mount every enabled storage concurrently; each serves as soon as it is up.
+
+        Until then its paths answer ``storage not init: loading``: they never fall
+        through to a parent mount.
+        """
+        self.loaded = False
         storages = [s for s in await self._repo.all() if not s.disabled]
-        await asyncio.gather(*(self._mount(s) for s in storages))
+        for storage in storages:
+            self._mounted[storage.id] = Mounted(replace(storage, status=LOADING), None)
         self._rebuild()
+        await asyncio.gather(*(self._mount_and_publish(s) for s in storages))
         self.loaded = True
 
+    async def _mount_and_publish(self, storage: Storage) -> None:
+        await self._mount(storage)
+        self._rebuild()
+
     async def stop(self) -> None:
+        self.loaded = False
         await asyncio.gather(*(self._unmount(m) for m in list(self._mounted.values())))
         self._mounted.clear()
         self._rebuild()
