@@ -27,19 +27,36 @@ class Signer:
         """A signing function for many paths at once (a listing): key and expiry fixed."""
         hours = self._settings.get_int("link_expiration", 0)
         expire = int(time.time()) + hours * 3600 if hours > 0 else 0
-        keyed = hmac.new(self._settings.get("token").encode(), digestmod=hashlib.sha256)
+        inner, outer = _hmac_states(self._settings.get("token").encode())
         suffix = f":{expire}"
 
         def sign(path: str) -> str:
-            mac = keyed.copy()
+            # HMAC from its two keyed SHA-256 states: copying them is a third cheaper
+            # than copying an hmac object, which counts in listings of many files.
+            mac = inner.copy()
             mac.update(f"{path}{suffix}".encode())
-            return base64.urlsafe_b64encode(mac.digest()).decode() + suffix
+            digest = outer.copy()
+            digest.update(mac.digest())
+            return base64.urlsafe_b64encode(digest.digest()).decode() + suffix
 
         return sign
 
     def verify(self, path: str, sign: str) -> None:
         """Raise ``Unauthorized`` with AList's message unless ``sign`` is valid for ``path``."""
         verify_sign(self._settings.get("token"), path, sign, int(time.time()))
+
+
+def _hmac_states(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:
+    """The SHA-256 states after the inner and outer padded keys of HMAC (RFC 2104)."""
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = hashlib.sha256(bytes(b ^ 0x36 for b in key))
+    outer = hashlib.sha256(bytes(b ^ 0x5C for b in key))
+    return inner, outer
+
+
+_BLOCK = 64  # SHA-256's block size
 
 
 def sign_path(key: str, path: str, expire: int) -> str:
