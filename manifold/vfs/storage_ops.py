@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
@@ -283,8 +284,23 @@ class StorageOps:
         self._cache.put(key, [o for o in cached if o.name != name], self._ttl)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key for "human" order, as AList sorts names: ``file2`` before ``file10``.
+
+    Text and digit runs alternate (text first), so tuples compare like with like;
+    equal numbers with more leading zeros sort after.
+    """
+    parts = _DIGITS.split(name)
+    return tuple(
+        part if index % 2 == 0 else (int(part), len(part)) for index, part in enumerate(parts)
+    )
+
+
 _SORT_KEYS: dict[str, Callable[[Obj], Any]] = {
-    "name": lambda o: o.name,
+    "name": lambda o: natural_key(o.name),
     "size": lambda o: o.size,
     "modified": lambda o: o.modified,
 }
