@@ -468,3 +468,41 @@ async def test_link_is_for_admins(admin: Api, root: Path) -> None:
     token = await user_token(admin, permission=0xFFFF)
     body = await admin.post("/api/fs/link", {"path": "/local/a.txt"}, token=token)
     assert body["code"] == 403
+
+
+async def test_form_streams_a_large_part_among_other_fields(admin: Api, root: Path) -> None:
+    data = os.urandom(3 << 20)
+    response = await admin.client.put(
+        "/api/fs/form",
+        data={"before": "x" * 100},
+        files={"file": ("f.bin", data, "application/octet-stream"), "later": ("l", b"later")},
+        headers={"File-Path": "/local/big.bin", "Authorization": admin.token},
+    )
+    assert response.json()["code"] == 200, response.text
+    assert (root / "big.bin").read_bytes() == data
+
+
+async def test_form_refuses_other_bodies_and_cut_parts(admin: Api, root: Path) -> None:
+    response = await admin.client.put(
+        "/api/fs/form",
+        content=b"not multipart",
+        headers={
+            "File-Path": "/local/x.bin",
+            "Authorization": admin.token,
+            "Content-Type": "text/plain",
+        },
+    )
+    assert response.json()["code"] == 400
+    cut = b'--B\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\npartial'
+    response = await admin.client.put(
+        "/api/fs/form",
+        content=cut,
+        headers={
+            "File-Path": "/local/cut.bin",
+            "Authorization": admin.token,
+            "Content-Type": "multipart/form-data; boundary=B",
+        },
+    )
+    assert response.json()["code"] == 400
+    assert not (root / "x.bin").exists() and not (root / "cut.bin").exists()
+    assert leftovers(root) == []

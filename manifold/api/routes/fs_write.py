@@ -11,16 +11,16 @@ from urllib.parse import quote, unquote
 import orjson
 from fastapi import Request
 from pydantic import Field
-from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
 from manifold.api.deps import AdminDep, CallerDep, ServicesDep
 from manifold.api.envelope import JSON, ok
+from manifold.api.multipart import file_part
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
 from manifold.drivers.base import LinkArgs
-from manifold.errors import BadRequest, InvalidRequest, ServerError
+from manifold.errors import BadRequest, InvalidRequest
 from manifold.services.auth import Caller
 from manifold.services.hub import Services
 from manifold.vfs.paths import clean_path
@@ -285,13 +285,10 @@ async def put(request: Request, caller: CallerDep, services: ServicesDep) -> Res
 
 
 async def form(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
+    """A multipart upload; the ``file`` part streams straight to its temporary name."""
     path = file_path(request)
-    async with request.form(max_files=1, max_fields=16) as data:
-        part = data.get("file")
-        if not isinstance(part, UploadFile):
-            raise ServerError("http: no such file")
-        stream = verified(request, _part_chunks(part))
-        return await _upload(request, caller, services, path, stream, part.size)
+    part = file_part(_body_chunks(request), request.headers.get("content-type", ""))
+    return await _upload(request, caller, services, path, verified(request, part), None)
 
 
 async def _upload(
@@ -334,11 +331,6 @@ async def _body_chunks(request: Request) -> AsyncIterator[bytes]:
     async for data in request.stream():
         if data:
             yield data
-
-
-async def _part_chunks(part: UploadFile) -> AsyncIterator[bytes]:
-    while data := await part.read(UPLOAD_CHUNK):
-        yield data
 
 
 def _ok_message(message: str) -> Response:
