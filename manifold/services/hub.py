@@ -98,12 +98,16 @@ class Services:
         """Migrate, load caches, create the default users.
 
         The first admin's password is ``admin_password``, else the environment's
-        ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``).
+        ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``, to be
+        shown once).
         """
         await migrate(self.engine)
         await self.settings.start()
         password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
-        self.created_admin_password = await self.users.ensure_defaults(password)
+        created = await self.users.ensure_defaults(password)
+        # Only a generated password is shown (once); one the operator chose is a secret
+        # that has no business in the log.
+        self.created_admin_password = created if password is None else None
         await self.metas.start()
         await self.revocations.load()
         await self.storages.start()
