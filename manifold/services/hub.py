@@ -70,6 +70,7 @@ class Services:
         storages.tree = ServiceTree(fs, storages, events)
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
         events.subscribe(search)
+        storages.on_listed = search.listed
         writer = FsWriter(fs, storages, metas, events)
         tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
         writer.tasks = tasks

@@ -49,6 +49,8 @@ class Searcher(IndexSink, Protocol):
         self, query: NodeQuery, page: int, per_page: int
     ) -> tuple[list[Node], int]: ...
 
+    async def children(self, parent: str) -> list[Node]: ...
+
 
 class DatabaseSearcher:
     """The index in Manifold's own database (``search_nodes``)."""
@@ -75,6 +77,9 @@ class DatabaseSearcher:
     async def clear(self) -> None:
         await self._repo.clear()
 
+    async def children(self, parent: str) -> list[Node]:
+        return await self._repo.children(parent)
+
 
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
@@ -84,6 +89,9 @@ class SearchRequest:
     page: int
     per_page: int
     password: str
+
+
+AUTO_UPDATE_KEY = "auto_update_index"
 
 
 class SearchService:
@@ -104,6 +112,7 @@ class SearchService:
             DATABASE_NON_FULL_TEXT: DatabaseSearcher(repo, full_text=False),
         }
         self.indexer = Indexer(settings, storages, fs)
+        self._storages = storages
         settings.guard(MODE_KEY, self._check_mode)
 
     async def start(self) -> None:
@@ -192,6 +201,32 @@ class SearchService:
         searcher = self._active()
         if searcher is not None:
             await self.indexer.moved(searcher, src, dst)
+
+    async def listed(self, path: str, objs: list[Obj]) -> None:
+        """AList's ``auto_update_index``: bring a folder's nodes in line with a fresh listing.
+
+        Vanished names are removed (mount points and the folders leading to them
+        excepted), new or changed ones indexed, new folders walked in the background.
+        Only once a build has completed and none is running, as AList.
+        """
+        searcher = self._active()
+        if searcher is None or not self._settings.get_bool(AUTO_UPDATE_KEY):
+            return
+        if self.indexer.running or not self.indexer.progress().is_done:
+            return
+        known = {node.name: node for node in await searcher.children(path)}
+        now = {obj.name: obj for obj in objs}
+        mounts = set(self._storages.virtual_children(path))
+        for name in sorted(known.keys() - now.keys() - mounts):
+            await self.indexer.removed(searcher, clean_path(f"{path}/{name}"))
+        for name, obj in now.items():
+            node = known.get(name)
+            if (
+                node is None
+                or node.is_dir != obj.is_dir
+                or (not obj.is_dir and node.size != obj.size)
+            ):
+                await self.indexer.created(searcher, clean_path(f"{path}/{name}"), obj)
 
 
 class Visibility:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -17,8 +18,8 @@ from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
-from manifold.models import Storage
-from manifold.vfs.mounts import MountTable, Resolved
+from manifold.models import Obj, Storage
+from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.paths import clean_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
 
@@ -48,6 +49,10 @@ class StorageService:
         self._table: MountTable[Mounted] = MountTable()
         self.loaded = False
         self.tree: VirtualTree | None = None
+        # Told (in the background) of every listing fetched fresh from a back end, in
+        # virtual paths: the search index's auto-update listens here.
+        self.on_listed: Callable[[str, list[Obj]], Awaitable[None]] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Mount every enabled storage concurrently; each serves as soon as it is up.
@@ -155,7 +160,9 @@ class StorageService:
             await driver.init()
             storage = replace(storage, status=WORK, addition=driver.addition())
             no_cache = self._registry.get(storage.driver).config.no_cache
-            ops = StorageOps(storage, driver, self._cache, no_cache=no_cache)
+            ops = StorageOps(
+                storage, driver, self._cache, no_cache=no_cache, on_listed=self._notifier(storage)
+            )
             self._mounted[storage.id] = Mounted(storage, ops)
         except ManifoldError as exc:
             log.warning("storage %s failed to start: %s", storage.mount_path, exc.message)
@@ -166,6 +173,33 @@ class StorageService:
             log.warning("storage %s failed to start: %s", storage.mount_path, type(exc).__name__)
             status = f"failed init storage: {type(exc).__name__}"
             self._mounted[storage.id] = Mounted(replace(storage, status=status), None)
+
+    def _notifier(self, storage: Storage) -> Callable[[str, list[Obj]], None]:
+        mount_path = actual_mount_path(storage.mount_path)
+
+        def notify(sub_path: str, objs: list[Obj]) -> None:
+            if self.on_listed is None:
+                return
+            path = clean_path(f"{mount_path}/{sub_path}")
+            task = asyncio.create_task(self._tell_listed(self.on_listed, path, objs))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+        return notify
+
+    @staticmethod
+    async def _tell_listed(
+        listener: Callable[[str, list[Obj]], Awaitable[None]], path: str, objs: list[Obj]
+    ) -> None:
+        try:
+            await listener(path, objs)
+        except Exception as exc:
+            log.warning("listing listener failed on %s: %s", path, exc)
+
+    async def settled(self) -> None:
+        """Wait for the listing notifications sent so far."""
+        while self._background:
+            await asyncio.gather(*list(self._background))
 
     async def _unmount(self, mounted: Mounted) -> None:
         if mounted.ops is not None:

@@ -113,10 +113,17 @@ class SingleFlight:
 
 class StorageOps:
     def __init__(
-        self, storage: Storage, driver: Driver[Any], cache: ListCache, no_cache: bool = False
+        self,
+        storage: Storage,
+        driver: Driver[Any],
+        cache: ListCache,
+        no_cache: bool = False,
+        on_listed: Callable[[str, builtins.list[Obj]], None] | None = None,
     ) -> None:
         self.storage = storage
         self._no_cache = no_cache
+        # Told of every listing fetched from the back end (not of cached ones).
+        self._on_listed = on_listed
         self.driver = driver
         self._cache = cache
         self._flight = SingleFlight()
@@ -160,6 +167,8 @@ class StorageOps:
         objs = self._sorted(await self.driver.list(folder))
         if objs:  # as AList: an empty listing is not kept
             self._cache.put(key, objs, self._ttl)
+        if self._on_listed is not None:
+            self._on_listed(path, objs)
         return objs
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link]:

@@ -505,3 +505,39 @@ async def test_changes_during_a_build_apply_once_it_ends(
     await services.search.indexer.settled()
     assert found(await search(admin, keywords="during")) == ["/local/docs/during.txt"]
     assert found(await search(admin, keywords="song")) == []
+
+
+async def _refresh(api: Api, path: str) -> None:
+    body = await api.post("/api/fs/list", {"path": path, "refresh": True})
+    assert body["code"] == 200, body
+    await api.services.storages.settled()
+    await api.services.search.indexer.settled()
+
+
+@pytest.mark.parametrize("auto", [True, False])
+async def test_auto_update_follows_fresh_listings(admin: Api, root: Path, auto: bool) -> None:
+    await save_settings(admin, auto_update_index="true" if auto else "false")
+    await build(admin)
+    (root / "outside-new.txt").write_text("made without Manifold")
+    make_tree(root, {"newdir/inner-new.txt": "x"})
+    (root / "hidden-file.txt").unlink()
+    await _refresh(admin, "/local")
+    hits = found(await search(admin, keywords="new"))
+    gone = found(await search(admin, keywords="hidden-file"))
+    if auto:
+        assert {"/local/outside-new.txt", "/local/newdir", "/local/newdir/inner-new.txt"} <= set(
+            hits
+        )
+        assert gone == []
+    else:
+        assert hits == []
+        assert gone == ["/local/hidden-file.txt"]
+
+
+async def test_auto_update_keeps_mount_points(admin: Api, root: Path, tmp_path: Path) -> None:
+    await mount_local(admin, "/local/mounted", make_tree(tmp_path / "other", {"inner.txt": "i"}))
+    await save_settings(admin, auto_update_index="true")
+    await build(admin)
+    assert "/local/mounted/inner.txt" in found(await search(admin, keywords="inner"))
+    await _refresh(admin, "/local")
+    assert "/local/mounted/inner.txt" in found(await search(admin, keywords="inner"))
