@@ -82,8 +82,11 @@ class Transfers:
             await ctx.spawn("copy", title, {"src": child, "dst_dir": target}, obj.size)
         ctx.set_status("src object is dir, added all copy tasks of objs")
 
-    async def spool(self, stream: AsyncIterator[bytes], size: int | None) -> str:
-        """Store an upload body in the data folder, for an upload task to send on."""
+    async def spool(self, stream: AsyncIterator[bytes], size: int | None) -> tuple[str, int]:
+        """Store an upload body in the data folder, for an upload task to send on.
+
+        Returns the file and its byte count (which ``size``, when given, must equal).
+        """
         await asyncio.to_thread(self._temp_dir.mkdir, parents=True, exist_ok=True)
         path = str(self._temp_dir / f"{SPOOL_PREFIX}{secrets.token_hex(12)}")
         file: IO[bytes] = await asyncio.to_thread(open, path, "xb")
@@ -99,7 +102,7 @@ class Transfers:
             _unlink(path)
             raise
         file.close()
-        return path
+        return path, written
 
     async def run_upload(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         spooled, path = str(payload["spool"]), str(payload["path"])

@@ -202,3 +202,18 @@ async def test_copy_of_a_missing_name_is_refused_before_any_task(
     assert body["code"] == 500
     assert body["message"].endswith("object not found")
     assert (await api.get("/api/admin/task/copy/undone"))["data"] == []
+
+
+async def test_form_upload_as_task(api: Api, two: tuple[Path, Path]) -> None:
+    _, dst = two
+    response = await api.client.put(
+        "/api/fs/form",
+        files={"file": ("f.bin", b"form-task-bytes", "application/octet-stream")},
+        headers={"File-Path": "/two/f.bin", "Authorization": api.token, "As-Task": "true"},
+    )
+    body = response.json()
+    assert body["code"] == 200, body
+    finished = await api.services.tasks.wait_done(body["data"]["task"]["id"])
+    assert finished.state == TaskState.SUCCEEDED, finished.error
+    assert finished.total_bytes == len(b"form-task-bytes")
+    assert (dst / "f.bin").read_bytes() == b"form-task-bytes"

@@ -305,7 +305,7 @@ async def _upload(
     writer = services.writer
     if request.headers.get("as-task", "") == "true":
         place, name = await writer.upload_target(caller, path, password, overwrite)
-        spooled = await services.transfers.spool(stream, size)
+        spooled, spooled_size = await services.transfers.spool(stream, size)
         task = await services.tasks.submit(
             "upload",
             f"upload {name} to [{place.mount_path}]({_parent(place.sub_path)})",
@@ -313,10 +313,10 @@ async def _upload(
             {
                 "spool": spooled,
                 "path": place.path,
-                "size": size if size is not None else 0,
+                "size": spooled_size,
                 "modified": None if modified is None else modified.timestamp(),
             },
-            size or 0,
+            spooled_size,
         )
         return ok({"task": task_json(task)})
     await writer.put(caller, path, password, stream, size, modified, overwrite)
