@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -49,7 +50,9 @@ async def settled(root: Path) -> list[str]:
     return leftovers(root)
 
 
-async def test_upload_cut_off_mid_body_leaves_nothing(live: tuple[str, Path], api: Api) -> None:
+async def test_upload_cut_off_mid_body_leaves_nothing(
+    live: tuple[str, Path], api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
     url, root = live
     host, port = url.removeprefix("http://").split(":")
     _reader, writer = await asyncio.open_connection(host, int(port))
@@ -72,6 +75,8 @@ async def test_upload_cut_off_mid_body_leaves_nothing(live: tuple[str, Path], ap
     assert await settled(root) == []
     assert not (root / "cut.bin").exists()
     assert sorted(os.listdir(root)) == ["keep.txt"]
+    # A client hanging up is not a server error.
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 async def test_concurrent_uploads_to_one_name_never_mix(live: tuple[str, Path], api: Api) -> None:
