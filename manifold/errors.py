@@ -15,7 +15,8 @@ folder password", and messages ending in "object not found" mean a missing path)
     ├── Forbidden (403)
     │   ├── PermissionDenied            "permission denied"
     │   ├── RelativePath                "access using relative path is not allowed"
-    │   └── PasswordRequired            meta password missing or wrong
+    │   ├── PasswordRequired            meta password missing or wrong
+    │   └── FileExists                  "file [<name>] exists": a taken name, no overwrite
     ├── NotFound (404)
     │   └── TaskNotFound                "task not found"
     ├── TooManyAttempts (429)
@@ -94,6 +95,13 @@ class RelativePath(Forbidden):
 
 class PasswordRequired(Forbidden):
     default_message = "password is incorrect or you have no permission"
+
+
+class FileExists(Forbidden):
+    """A name is taken and the request did not ask to overwrite it."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__("file exists" if name is None else f"file [{name}] exists")
 
 
 class NotFound(ManifoldError):

@@ -28,6 +28,11 @@ def raw(body: bytes) -> Response:
     return Response(body, media_type=JSON)
 
 
+def ok_message(message: str) -> Response:
+    """A success envelope with no data and a message of its own (AList's ``SuccessWithMsgResp``)."""
+    return Response(orjson.dumps({"code": 200, "message": message, "data": None}), media_type=JSON)
+
+
 def ok_encoded(*data: bytes) -> Response:
     """A success envelope around ``data``, already JSON, given in pieces to concatenate."""
     return Response(b"".join((_OK_HEAD, *data, b"}")), media_type=JSON)

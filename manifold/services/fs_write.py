@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING
 from manifold.drivers.base import validate_name
 from manifold.errors import (
     BadRequest,
-    Forbidden,
+    FileExists,
     ObjectNotFound,
-    PasswordRequired,
     PermissionDenied,
     ServerError,
     StorageNotFound,
@@ -43,13 +42,6 @@ if TYPE_CHECKING:
     from manifold.services.tasks import Task, TaskService
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
-
-
-class FileExists(Forbidden):
-    """A name is taken and the request did not ask to overwrite it."""
-
-    def __init__(self, name: str | None = None) -> None:
-        super().__init__("file exists" if name is None else f"file [{name}] exists")
 
 
 @dataclass(slots=True)
@@ -95,7 +87,7 @@ class FsWriter:
     async def folder(self, caller: Caller, path: str, password: str = "") -> str:
         """The full path of a folder the caller names, after the access check."""
         full = self._fs.resolve(caller, path)
-        self._check_access(caller, full, password)
+        self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         return full
 
@@ -105,13 +97,9 @@ class FsWriter:
         full = clean_path(f"{folder}/{name}")
         if split_path(full) != (folder, name) or not is_sub_path(caller.user.base_path, full):
             raise PermissionDenied()
-        self._check_access(caller, full, password)
+        self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         return full
-
-    def _check_access(self, caller: Caller, full: str, password: str) -> None:
-        if not access.can_access(caller.user, self._metas.nearest(full), full, password):
-            raise PasswordRequired()
 
     @staticmethod
     def require(caller: Caller, perm: Perm) -> None:
@@ -141,7 +129,7 @@ class FsWriter:
     async def mkdir(self, caller: Caller, path: str, password: str = "") -> Obj:
         full = self._fs.resolve(caller, path)
         parent, _ = split_path(full)
-        self._check_access(caller, full, password)
+        self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
@@ -155,7 +143,7 @@ class FsWriter:
     ) -> Obj:
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
-        self._check_access(caller, full, password)
+        self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         parent, _ = split_path(full)
         dst = await self.child(caller, parent, name, password)

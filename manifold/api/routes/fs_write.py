@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from urllib.parse import quote, unquote
 
-import orjson
 from fastapi import Request
 from pydantic import Field
 from starlette.responses import Response
 
 from manifold.api.deps import AdminDep, CallerDep, ServicesDep
-from manifold.api.envelope import JSON, ok
+from manifold.api.envelope import ok, ok_message
 from manifold.api.multipart import file_part
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
@@ -152,7 +151,7 @@ async def recursive_move(
         _password(request, body.password),
     )
     noun = "file" if moved == 1 else "files"
-    return _ok_message(f"Successfully moved {moved} {noun}")
+    return ok_message(f"Successfully moved {moved} {noun}")
 
 
 async def copy(
@@ -331,7 +330,3 @@ async def _body_chunks(request: Request) -> AsyncIterator[bytes]:
     async for data in request.stream():
         if data:
             yield data
-
-
-def _ok_message(message: str) -> Response:
-    return Response(orjson.dumps({"code": 200, "message": message, "data": None}), media_type=JSON)
