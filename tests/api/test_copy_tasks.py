@@ -217,3 +217,13 @@ async def test_form_upload_as_task(api: Api, two: tuple[Path, Path]) -> None:
     assert finished.state == TaskState.SUCCEEDED, finished.error
     assert finished.total_bytes == len(b"form-task-bytes")
     assert (dst / "f.bin").read_bytes() == b"form-task-bytes"
+
+
+async def test_large_upload_as_task_is_exact(api: Api, two: tuple[Path, Path]) -> None:
+    _, dst = two
+    data = os.urandom((3 << 20) + 12345)
+    body = await put(api, "/two/big.bin", data, **{"As-Task": "true"})
+    assert body["code"] == 200, body
+    finished = await api.services.tasks.wait_done(body["data"]["task"]["id"])
+    assert finished.state == TaskState.SUCCEEDED, finished.error
+    assert (dst / "big.bin").read_bytes() == data
