@@ -267,13 +267,8 @@ class FsWriter:
         targets = [await self.child(caller, folder, name, password) for name in names]
         for full in targets:
             place = self.place(full)
-            if place.sub_path == "/":
-                raise ServerError(
-                    "delete root folder is not allowed, please goto the manage page to "
-                    "delete the storage instead"
-                )
             try:
-                await place.ops.remove(place.sub_path)
+                await place.ops.remove(place.sub_path)  # refuses a storage's root itself
             except ObjectNotFound:
                 continue  # already gone: the caller's wish holds
             await self.events.removed(full)
