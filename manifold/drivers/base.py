@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_c
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
-from manifold.errors import InvalidRequest, NotSupported, RelativePath
+from manifold.errors import InvalidRequest, NotSupported, PermissionDenied, RelativePath
 from manifold.models import Link, Obj, Storage
 
 ItemType = Literal["string", "text", "number", "bool", "select"]
@@ -281,6 +281,20 @@ class Driver(ABC, Generic[OptionsT]):
         link that points elsewhere in the storage.
         """
         return path
+
+    async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
+        """``real_path`` of each path, ``None`` where links lead out of the storage.
+
+        Walks check many entries at once; a back end with links answers them all in
+        one call instead of one round trip each.
+        """
+        found: builtins.list[str | None] = []
+        for path in paths:
+            try:
+                found.append(await self.real_path(path))
+            except PermissionDenied:
+                found.append(None)
+        return found
 
     @abstractmethod
     async def init(self) -> None:

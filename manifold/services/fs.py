@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,8 +33,9 @@ from manifold.models import Link, Meta, Obj
 from manifold.services import access
 from manifold.services.auth import Caller
 from manifold.services.metas import MetaService
-from manifold.services.storages import StorageService
+from manifold.services.storages import Mounted, StorageService
 from manifold.vfs.memo import DerivedMemo
+from manifold.vfs.mounts import Resolved
 from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,18 +110,37 @@ class FsService:
         The storage's own root is enforced by its driver; this adds the user's base
         path, for back ends with links (a link in ``/home/bob`` to ``/home/alice``).
         """
-        base = clean_path(caller.user.base_path)
-        if base == "/":
-            return
-        at_base, at_path = self._storages.resolve(base), self._storages.resolve(full)
-        if at_base is None or at_path is None or at_base.target is not at_path.target:
-            return
-        if at_base.sub_path == "/":
-            return
-        driver = at_path.target.require_ops().driver
-        real_base = await driver.real_path(at_base.sub_path)
-        if not is_sub_path(real_base, await driver.real_path(at_path.sub_path)):
+        if await self.escaping(caller, (full,)):
             raise PermissionDenied()
+
+    async def escaping(self, caller: Caller, paths: Sequence[str]) -> set[str]:
+        """Those of ``paths`` that links take out of the caller's base path, asked at once."""
+        at_base = self._base_inside_storage(caller)
+        if at_base is None:
+            return set()
+        inside: dict[str, str] = {}
+        for path in paths:
+            at_path = self._storages.resolve(path)
+            if at_path is not None and at_path.target is at_base.target:
+                inside[path] = at_path.sub_path
+        if not inside:
+            return set()
+        driver = at_base.target.require_ops().driver
+        real_base, *reals = await driver.real_paths([at_base.sub_path, *inside.values()])
+        return {
+            path
+            for path, real in zip(inside, reals, strict=True)
+            if real is None or real_base is None or not is_sub_path(real_base, real)
+        }
+
+    def links_confine(self, caller: Caller) -> bool:
+        """Whether links can take a path out of the caller's base path (see ``escaping``)."""
+        return self._base_inside_storage(caller) is not None
+
+    def _base_inside_storage(self, caller: Caller) -> Resolved[Mounted] | None:
+        base = clean_path(caller.user.base_path)
+        at_base = self._storages.resolve(base) if base != "/" else None
+        return at_base if at_base is not None and at_base.sub_path != "/" else None
 
     def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         meta = self._metas.nearest(path)

@@ -35,6 +35,7 @@ from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
 from manifold.services.metas import MetaService
 from manifold.services.storages import Mounted, StorageService
+from manifold.services.walk import TreeWalker
 from manifold.vfs.paths import clean_path, is_sub_path, split_path
 from manifold.vfs.storage_ops import StorageOps
 
@@ -80,6 +81,7 @@ class FsWriter:
         self._storages = storages
         self._metas = metas
         self.events = events
+        self.walker = TreeWalker(fs, metas, storages)
         self.tasks: TaskService | None = None
 
     # --- checks -------------------------------------------------------------------
@@ -148,6 +150,7 @@ class FsWriter:
         parent, _ = split_path(full)
         dst = await self.child(caller, parent, name, password)
         place = self._not_root(self.place(full), "rename")
+        await self.walker.guard_whole(caller, full, password)
         if dst != full:
             await self._clear_way(self.place(dst), name, overwrite)
         obj = await place.ops.rename(place.sub_path, name)
@@ -173,6 +176,8 @@ class FsWriter:
             for old, new in pairs
             if old and new
         ]
+        for src, _, _ in checked:
+            await self.walker.guard_whole(caller, src, password)
         for src, dst, new in checked:
             place = self._not_root(self.place(src), "rename")
             await place.ops.rename(place.sub_path, new)
@@ -247,15 +252,21 @@ class FsWriter:
                 obj = await place.ops.copy(place.sub_path, dst_place.sub_path)
                 await self.events.created(clean_path(f"{dst_folder}/{name}"), obj)
             else:
-                tasks.append(await self.submit_copy(caller, src, dst_folder))
+                tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
 
-    async def submit_copy(self, caller: Caller | None, src: str, dst_folder: str) -> Task:
+    async def submit_copy(
+        self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
+    ) -> Task:
+        """A copy task; it walks ``src`` as its creator with ``password``, as the request did."""
         if self.tasks is None:
             raise ServerError("tasks are not available")
         creator = caller.user if caller is not None else None
         name = copy_task_name(self.place(src), self.place(dst_folder))
-        return await self.tasks.submit("copy", name, creator, {"src": src, "dst_dir": dst_folder})
+        payload = {"src": src, "dst_dir": dst_folder}
+        if password:
+            payload["password"] = password
+        return await self.tasks.submit("copy", name, creator, payload)
 
     async def remove(
         self, caller: Caller, dir: str, names: builtins.list[str], password: str = ""
@@ -265,6 +276,8 @@ class FsWriter:
             raise BadRequest("Empty file names")
         folder = await self.folder(caller, dir, password)
         targets = [await self.child(caller, folder, name, password) for name in names]
+        for full in targets:
+            await self.walker.guard_whole(caller, full, password)
         for full in targets:
             place = self.place(full)
             try:
@@ -276,23 +289,29 @@ class FsWriter:
     async def remove_empty_directory(
         self, caller: Caller, src_dir: str, password: str = ""
     ) -> None:
-        self.require(caller, Perm.REMOVE)
-        await self._prune(await self.folder(caller, src_dir, password))
+        """Remove every empty folder below ``src_dir`` that the caller may reach.
 
-    async def _prune(self, folder: str) -> bool:
-        """Remove every empty folder below ``folder``; whether ``folder`` is now empty."""
-        objs, _ = await self._fs.list_path(folder, refresh=True)
-        empty = True
-        for obj in objs:
-            child = clean_path(f"{folder}/{obj.name}")
-            if obj.is_dir and await self._prune(child):
-                place = self.place(child)
-                if place.sub_path != "/":
-                    await place.ops.remove(place.sub_path)
-                    await self.events.removed(child)
-                    continue
-            empty = False
-        return empty
+        A withheld entry counts as content, so the folder holding it stays; the walk
+        lists ancestors before descendants, so going through it backwards meets each
+        folder after everything inside it.
+        """
+        self.require(caller, Perm.REMOVE)
+        folder = await self.folder(caller, src_dir, password)
+        folders = [
+            (entry.path, visit)
+            async for entry, visit in self.walker.walk(caller, folder, password)
+            if visit is not None
+        ]
+        removed: set[str] = set()
+        for path, visit in reversed(folders):
+            if visit.withheld or any(e.path not in removed for e in visit.entries):
+                continue
+            place = self.place(path)
+            if place.sub_path == "/":
+                continue  # a storage's root is the storage page's business
+            await place.ops.remove(place.sub_path)
+            await self.events.removed(path)
+            removed.add(path)
 
     async def recursive_move(
         self, caller: Caller, src_dir: str, dst_dir: str, policy: str, password: str = ""
@@ -304,7 +323,13 @@ class FsWriter:
         src_place, dst_place = self.place(src_folder), self.place(dst_folder)
         if src_place.mounted is not dst_place.mounted:
             raise ServerError("can't move files between two storages, try to copy")
-        files = [f for f in await self._files_below(src_folder) if split_path(f)[0] != dst_folder]
+        files = [
+            entry.path
+            async for entry, _ in self.walker.walk(caller, src_folder, password)
+            if not entry.obj.is_dir
+            and split_path(entry.path)[0] != dst_folder
+            and self.place(entry.path).mounted is src_place.mounted
+        ]
         taken = {o.name for o in (await self._fs.list_path(dst_folder, refresh=True))[0]}
         moves: builtins.list[str] = []
         for path in files:
@@ -323,17 +348,6 @@ class FsWriter:
             await place.ops.move(place.sub_path, dst_place.sub_path)
             await self.events.moved(path, clean_path(f"{dst_folder}/{split_path(path)[1]}"))
         return len(moves)
-
-    async def _files_below(self, folder: str) -> builtins.list[str]:
-        found: builtins.list[str] = []
-        objs, _ = await self._fs.list_path(folder, refresh=True)
-        for obj in objs:
-            path = clean_path(f"{folder}/{obj.name}")
-            if obj.is_dir:
-                found.extend(await self._files_below(path))
-            else:
-                found.append(path)
-        return found
 
     async def put(
         self,
@@ -392,6 +406,7 @@ class FsWriter:
         for name in names:
             src = await self.child(caller, src_folder, name, password)
             await self.child(caller, dst_folder, name, password)
+            await self.walker.guard_whole(caller, src, password)
             pairs.append((src, dst_folder))
         if not overwrite:
             for name in names:

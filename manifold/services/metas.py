@@ -32,6 +32,9 @@ class MetaService:
                 return meta
             path = path.rsplit("/", 1)[0] or "/"
 
+    def all(self) -> list[Meta]:
+        return list(self._by_path.values())
+
     async def page(self, page: int, per_page: int) -> tuple[list[Meta], int]:
         return await self._repo.page(page, per_page)
 

@@ -113,6 +113,7 @@ class SearchService:
         }
         self.indexer = Indexer(settings, storages, fs)
         self._storages = storages
+        self._fs = fs
         settings.guard(MODE_KEY, self._check_mode)
 
     async def start(self) -> None:
@@ -155,11 +156,16 @@ class SearchService:
         metas, _ = await self._metas.page(1, 0)
         excluded, check_names = view.plan(parent, metas)
         query = NodeQuery(parent, tuple(request.keywords.split()), request.scope, excluded)
-        if not check_names:
+        linked = self._fs.links_confine(caller)
+        if not check_names and not linked:
             found, total = await searcher.search(query, request.page, request.per_page)
             return [n for n in found if view.shows(n)], total
         found, _ = await searcher.search(query, 1, 0)
         shown = [n for n in found if view.shows(n)]
+        if linked:
+            # Names reached through a link out of the base path are not the caller's.
+            escaping = await self._fs.escaping(caller, [n.path for n in shown])
+            shown = [n for n in shown if n.path not in escaping]
         start = (request.page - 1) * request.per_page
         return shown[start : start + request.per_page], len(shown)
 

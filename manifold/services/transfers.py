@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from manifold.drivers.base import LinkArgs
 from manifold.errors import InvalidRequest, ObjectNotFound
+from manifold.services.auth import Caller
 from manifold.services.fs import FsService
 from manifold.services.fs_write import FsWriter, copy_task_name
 from manifold.services.streams import CHUNK, file_stream, link_stream
@@ -55,11 +56,12 @@ class Transfers:
 
     async def run_copy(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         src, dst_dir = str(payload["src"]), str(payload["dst_dir"])
+        password = str(payload.get("password", ""))
         name = split_path(src)[1]
         ctx.set_status("getting src object")
         obj, _ = await self._fs.get_path(src)
         if obj.is_dir:
-            await self._copy_folder(ctx, src, clean_path(f"{dst_dir}/{name}"))
+            await self._copy_folder(ctx, src, clean_path(f"{dst_dir}/{name}"), password)
             return
         ctx.set_status("")
         ctx.set_total(obj.size)
@@ -69,17 +71,20 @@ class Transfers:
         copied = await place.ops.put(place.sub_path, name, stream, obj.size, obj.modified)
         await self._writer.events.created(clean_path(f"{dst_dir}/{name}"), copied)
 
-    async def _copy_folder(self, ctx: TaskContext, src: str, target: str) -> None:
+    async def _copy_folder(self, ctx: TaskContext, src: str, target: str, password: str) -> None:
         # Unlike AList, the folder is created first, so empty folders are copied too.
         place = self._writer.place(target)
         folder = await place.ops.make_dir(place.sub_path)
         await self._writer.events.created(target, folder)
         ctx.set_status("src object is dir, listing objs")
-        objs, _ = await self._fs.list_path(src, refresh=True)
-        for obj in objs:
-            child = clean_path(f"{src}/{obj.name}")
-            title = copy_task_name(self._writer.place(child), place)
-            await ctx.spawn("copy", title, {"src": child, "dst_dir": target}, obj.size)
+        caller = Caller(ctx.creator, "") if ctx.creator is not None else None
+        visit = await self._writer.walker.visit(caller, src, password)
+        for entry in visit.entries:
+            title = copy_task_name(self._writer.place(entry.path), place)
+            payload = {"src": entry.path, "dst_dir": target}
+            if password:
+                payload["password"] = password
+            await ctx.spawn("copy", title, payload, entry.obj.size)
         ctx.set_status("src object is dir, added all copy tasks of objs")
 
     async def spool(self, stream: AsyncIterator[bytes], size: int | None) -> tuple[str, int]:

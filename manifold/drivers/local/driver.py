@@ -23,7 +23,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import IO, TypeVar
@@ -178,6 +178,9 @@ class LocalDriver(Driver[Addition]):
     async def real_path(self, path: str) -> str:
         return await self._run(self._real_path, path)
 
+    async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
+        return await self._run(self._real_paths, paths)
+
     async def get(self, path: str) -> Obj:
         return await self._run(self._stat, self._host_path(path))
 
@@ -259,6 +262,15 @@ class LocalDriver(Driver[Addition]):
     def _real_path(self, path: str) -> str:
         rel = os.path.relpath(self._inside(self._host_path(path)), self._root)
         return "/" if rel == "." else "/" + rel.replace(os.sep, "/")
+
+    def _real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
+        found: builtins.list[str | None] = []
+        for path in paths:
+            try:
+                found.append(self._real_path(path))
+            except PermissionDenied:
+                found.append(None)
+        return found
 
     def _host_path(self, path: str) -> str:
         segments = [s for s in path.split("/") if s]

@@ -1,0 +1,148 @@
+"""Walking the tree on a caller's behalf: each entry passes the checks a direct request does.
+
+Operations that reach entries the caller never named (``recursive_move``,
+``remove_empty_directory``, copies between storages, search hits, and archive or batch
+work to come) go through ``TreeWalker``. An entry is reached only when the caller could
+name it directly: it is not hidden by its folder's rules nor by its own meta, any folder
+password over it was given (or the user needs none), and no link takes it out of the
+caller's base path. Whatever fails a check is withheld, never followed. A folder reached
+twice through links (a loop) is entered once.
+
+Whole-folder operations that do not walk (a rename, a move or copy inside one storage,
+a remove) would carry withheld entries along unseen; ``guard_whole`` refuses them when
+the folder holds anything the caller could not reach.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hmac
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from manifold.errors import PermissionDenied
+from manifold.models import Meta, Obj, Perm
+from manifold.services import access
+from manifold.services.auth import Caller
+from manifold.services.fs import FsService
+from manifold.services.metas import MetaService
+from manifold.services.storages import StorageService
+from manifold.vfs.paths import clean_path, is_sub_path
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    path: str
+    obj: Obj
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """One folder as the caller may reach it: the entries, and whether any were withheld."""
+
+    entries: builtins.list[Entry]
+    withheld: bool
+
+
+class HiddenContents(PermissionDenied):
+    default_message = "permission denied: the folder holds entries you cannot access"
+
+
+class TreeWalker:
+    def __init__(self, fs: FsService, metas: MetaService, storages: StorageService) -> None:
+        self._fs = fs
+        self._metas = metas
+        self._storages = storages
+
+    async def visit(self, caller: Caller | None, folder: str, password: str) -> Visit:
+        """The entries of ``folder`` the caller may reach (``None``: the server itself)."""
+        objs, _ = await self._fs.list_path(folder, refresh=True)
+        entries = [Entry(clean_path(f"{folder}/{obj.name}"), obj) for obj in objs]
+        if caller is None:
+            return Visit(entries, False)
+        hidden = access.hides(self._metas.nearest(folder), folder, caller.user)
+        allowed = [
+            e
+            for e in entries
+            if not access.is_hidden(e.obj.name, hidden)
+            and access.can_access(caller.user, self._metas.nearest(e.path), e.path, password)
+        ]
+        escaping = await self._fs.escaping(caller, [e.path for e in allowed])
+        kept = [e for e in allowed if e.path not in escaping]
+        return Visit(kept, len(kept) != len(entries))
+
+    async def walk(
+        self, caller: Caller | None, folder: str, password: str, start: Visit | None = None
+    ) -> AsyncIterator[tuple[Entry, Visit | None]]:
+        """Every reachable entry below ``folder``, depth first; a folder comes with its visit.
+
+        ``start`` is the visit of ``folder`` when the caller has made it already. A
+        folder whose real place was entered already (a link loop) comes with ``None``
+        and is not entered again.
+        """
+        seen: set[tuple[int, str]] = set()
+        await self._first_time(folder, seen)
+        stack = [start or await self.visit(caller, folder, password)]
+        while stack:
+            visit = stack.pop()
+            for entry in visit.entries:
+                if not entry.obj.is_dir:
+                    yield entry, None
+                    continue
+                inner = None
+                if await self._first_time(entry.path, seen):
+                    inner = await self.visit(caller, entry.path, password)
+                    stack.append(inner)
+                yield entry, inner
+
+    async def _first_time(self, folder: str, seen: set[tuple[int, str]]) -> bool:
+        resolved = self._storages.resolve(folder)
+        if resolved is None:
+            return True  # a virtual folder: no links can lead back to it
+        driver = resolved.target.require_ops().driver
+        (real,) = await driver.real_paths([resolved.sub_path])
+        key = (id(resolved.target), real if real is not None else resolved.sub_path)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    async def guard_whole(self, caller: Caller, path: str, password: str) -> None:
+        """Refuse a whole-folder change of ``path`` that would carry withheld entries along.
+
+        Only metas can withhold entries inside one storage's folder: a password the
+        caller lacks below ``path``, or hide rules over it. Without such a meta nothing
+        is walked; with hide rules the folder is walked to see whether any name matches.
+        """
+        metas = self._metas.all()
+        if any(_locked_below(m, path, caller, password) for m in metas):
+            raise HiddenContents()
+        if caller.user.can(Perm.SEE_HIDDEN) or not any(_hides_inside(m, path) for m in metas):
+            return
+        obj, _ = await self._fs.get_path(path)
+        if not obj.is_dir:
+            return
+        visit = await self.visit(caller, path, password)
+        if visit.withheld:
+            raise HiddenContents()
+        async for _, inner in self.walk(caller, path, password, visit):
+            if inner is not None and inner.withheld:
+                raise HiddenContents()
+
+
+def _locked_below(meta: Meta, path: str, caller: Caller, password: str) -> bool:
+    """Whether ``meta`` guards a folder strictly below ``path`` with a password not given."""
+    return (
+        bool(meta.password)
+        and meta.path != path
+        and is_sub_path(path, meta.path)
+        and not hmac.compare_digest(meta.password.encode(), password.encode())
+        and not caller.user.can(Perm.ACCESS_WITHOUT_PASSWORD)
+    )
+
+
+def _hides_inside(meta: Meta, path: str) -> bool:
+    """Whether ``meta``'s hide rules can apply to some folder at or below ``path``."""
+    if not meta.hide:
+        return False
+    return is_sub_path(path, meta.path) or (meta.h_sub and is_sub_path(meta.path, path))
