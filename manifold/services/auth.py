@@ -53,7 +53,7 @@ class AuthService:
         await self._limiter.record_failure(client)
         user = await self._check_credentials(username, hashed, otp_code)
         await self._limiter.record_success(client)
-        return self._tokens.issue(user.username, user.pwd_ts)
+        return self._tokens.issue(user)
 
     async def _check_credentials(self, username: str, hashed: str, otp_code: str) -> User:
         if not username:
@@ -85,9 +85,10 @@ class AuthService:
             return Caller(guest, client)
         claims = await self._tokens.parse(token)
         user = await self._users.by_name(claims.username)
-        if user is None:
+        # A same-name account made after the token's one was deleted is someone else.
+        if user is None or user.id != claims.user_id:
             raise Unauthorized("failed find user: record not found")
-        if claims.pwd_ts != user.pwd_ts:
+        if not user.token_gen or not secrets.compare_digest(claims.generation, user.token_gen):
             raise Unauthorized("Password has been changed, login please")
         if user.disabled:
             raise Unauthorized("Current user is disabled, replace please")
