@@ -48,6 +48,8 @@ class User:
     permission: int
     otp_secret: str = field(repr=False)
     sso_id: str
+    # Random, replaced on every password change; login tokens carry it (services/tokens.py).
+    token_gen: str = field(default="", repr=False)
 
     @property
     def is_admin(self) -> bool:

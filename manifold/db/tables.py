@@ -31,6 +31,7 @@ users = Table(
     Column("permission", Integer, nullable=False, default=0),
     Column("otp_secret", String(255), nullable=False, default=""),
     Column("sso_id", String(255), nullable=False, default=""),
+    Column("token_gen", String(32), nullable=False),
 )
 
 settings = Table(

@@ -19,6 +19,9 @@ from manifold.services.tokens import TokenService
 from manifold.services.users import UserService
 
 OTP_ISSUER = "Manifold"
+DISABLED = "Current user is disabled, replace please"
+# Longer usernames are refused when an account is made or renamed.
+_MAX_NAME = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,37 +40,28 @@ class AuthService:
         tokens: TokenService,
         settings: SettingsService,
         limiter: LoginLimiter,
+        setup_limiter: LoginLimiter,
     ) -> None:
         self._users = users
         self._tokens = tokens
         self._settings = settings
         self._limiter = limiter
+        # Wrong codes while turning 2FA on are counted apart from logins, per user.
+        self._setup_limiter = setup_limiter
 
     async def login(self, username: str, password: str, otp_code: str, client: str) -> str:
         return await self.login_hashed(username, static_hash(password), otp_code, client)
 
     async def login_hashed(self, username: str, hashed: str, otp_code: str, client: str) -> str:
-        if await self._limiter.is_locked(client):
+        user = await self._users.by_name(username) if username else None
+        name = _limit_key(user, username)
+        if await self._limiter.is_locked(client, name):
             raise TooManyAttempts()
         # Count the attempt before the slow check, so parallel guesses cannot slip past.
-        await self._limiter.record_failure(client)
-        user = await self._check_credentials(username, hashed, otp_code)
-        await self._limiter.record_success(client)
-        return self._tokens.issue(user.username, user.pwd_ts)
-
-    async def _check_credentials(self, username: str, hashed: str, otp_code: str) -> User:
-        if not username:
-            raise BadRequest("username is empty")
-        user = await self._users.by_name(username)
-        if user is None:
-            raise BadRequest("failed find user: record not found")
-        if not hashed:
-            raise BadRequest("password is empty")
-        if not await verify_static_async(user.pwd_hash, hashed):
-            raise BadRequest("password is incorrect")
-        if user.otp_secret and not _otp_ok(user.otp_secret, otp_code):
-            raise TwoFactorRequired()
-        return user
+        await self._limiter.record_failure(client, name)
+        user = await _check_credentials(username, user, hashed, otp_code)
+        await self._limiter.record_success(client, name)
+        return self._tokens.issue(user)
 
     async def logout(self, caller: Caller) -> None:
         if caller.token and not self._is_admin_token(caller.token):
@@ -85,12 +79,13 @@ class AuthService:
             return Caller(guest, client)
         claims = await self._tokens.parse(token)
         user = await self._users.by_name(claims.username)
-        if user is None:
+        # A same-name account made after the token's one was deleted is someone else.
+        if user is None or user.id != claims.user_id:
             raise Unauthorized("failed find user: record not found")
-        if claims.pwd_ts != user.pwd_ts:
+        if not user.token_gen or not secrets.compare_digest(claims.generation, user.token_gen):
             raise Unauthorized("Password has been changed, login please")
         if user.disabled:
-            raise Unauthorized("Current user is disabled, replace please")
+            raise Unauthorized(DISABLED)
         return Caller(user, client, token)
 
     def _is_admin_token(self, token: str) -> bool:
@@ -108,9 +103,41 @@ class AuthService:
     async def verify_2fa(self, caller: Caller, code: str, secret: str) -> None:
         if caller.user.is_guest:
             raise Forbidden("Guest user can not generate 2FA code")
+        attempt = (caller.client, str(caller.user.id))
+        if await self._setup_limiter.is_locked(*attempt):
+            raise TooManyAttempts()
+        await self._setup_limiter.record_failure(*attempt)
         if not _otp_ok(secret, code):
             raise BadRequest("Invalid 2FA code")
+        await self._setup_limiter.record_success(*attempt)
         await self._users.set_otp_secret(caller.user, _normalise_secret(secret))
+
+
+async def _check_credentials(username: str, user: User | None, hashed: str, otp_code: str) -> User:
+    """The user if every check passes; the order of checks is AList's."""
+    if not username:
+        raise BadRequest("username is empty")
+    if user is None:
+        raise BadRequest("failed find user: record not found")
+    if not hashed:
+        raise BadRequest("password is empty")
+    if not await verify_static_async(user.pwd_hash, hashed):
+        raise BadRequest("password is incorrect")
+    if user.otp_secret and not _otp_ok(user.otp_secret, otp_code):
+        raise TwoFactorRequired()
+    # Last, so only someone holding every credential learns the account is disabled.
+    if user.disabled:
+        raise Forbidden(DISABLED)
+    return user
+
+
+def _limit_key(user: User | None, username: str) -> str:
+    """The name failures are counted under.
+
+    A case-insensitive database finds ``ADMIN`` as ``admin``; both count as ``admin``.
+    Names that cannot exist are cut short so that a huge one costs no memory.
+    """
+    return user.username if user is not None else username[: _MAX_NAME + 1]
 
 
 def _normalise_secret(secret: str) -> str:

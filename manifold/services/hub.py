@@ -62,6 +62,7 @@ class Services:
         revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+        setup_limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
         load_builtin_drivers()
         storages = StorageService(repos.StorageRepo(engine), REGISTRY, MemoryListCache())
         metas = MetaService(repos.MetaRepo(engine))
@@ -81,7 +82,7 @@ class Services:
             engine=engine,
             settings=settings,
             users=users,
-            auth=AuthService(users, tokens, settings, limiter),
+            auth=AuthService(users, tokens, settings, limiter, setup_limiter),
             metas=metas,
             sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
             revocations=revocations,

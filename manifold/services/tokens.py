@@ -1,10 +1,13 @@
 """Login tokens: HS256 JWTs that survive a restart and can be revoked.
 
-A token carries the user's name and password timestamp (``pwd_ts``), so a
-password change refuses every older token. Logout revokes one token by its
-``jti``; the revocation is kept in the database until the token would have
-expired anyway. ``RevocationStore`` is the interface: this process keeps the
-revoked ids in memory, loaded at start; several instances need a shared one.
+A token carries the user's id and name and the user's token generation
+(``token_gen``), a random value replaced on every password change. A password
+change therefore refuses every older token, and so does deleting a user: a new
+account under the same name has another generation, however soon it is made.
+Logout revokes one token by its ``jti``; the revocation is kept in the database
+until the token would have expired anyway. ``RevocationStore`` is the interface:
+this process keeps the revoked ids in memory, loaded at start; several instances
+need a shared one.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ import jwt
 from manifold.config import Secret
 from manifold.db.repos import RevocationRepo
 from manifold.errors import Unauthorized
+from manifold.models import User
+
+_REQUIRED = ["exp", "nbf", "iat", "jti", "uid", "username", "gen"]
 
 
 @dataclass(frozen=True, slots=True)
 class Claims:
+    user_id: int
     username: str
-    pwd_ts: int
+    generation: str
     jti: str
     exp: int
 
@@ -59,11 +66,12 @@ class TokenService:
         self._lifetime = lifetime_hours * 3600
         self._store = store
 
-    def issue(self, username: str, pwd_ts: int) -> str:
+    def issue(self, user: User) -> str:
         now = int(time.time())
         claims = {
-            "username": username,
-            "pwd_ts": pwd_ts,
+            "uid": user.id,
+            "username": user.username,
+            "gen": user.token_gen,
             "exp": now + self._lifetime,
             "nbf": now,
             "iat": now,
@@ -90,7 +98,7 @@ class TokenService:
                 token,
                 self._secret.reveal(),
                 algorithms=["HS256"],
-                options={"require": ["exp", "nbf", "iat", "jti", "username", "pwd_ts"]},
+                options={"require": _REQUIRED},
             )
         except jwt.ExpiredSignatureError:
             raise Unauthorized("token is expired") from None
@@ -98,6 +106,6 @@ class TokenService:
             raise Unauthorized("token not active yet") from None
         except jwt.PyJWTError:
             raise Unauthorized("token is invalidated") from None
-        if not isinstance(raw["username"], str) or not isinstance(raw["pwd_ts"], int):
+        if (type(raw["uid"]), type(raw["username"]), type(raw["gen"])) != (int, str, str):
             raise Unauthorized("token is invalidated")
-        return Claims(str(raw["username"]), int(raw["pwd_ts"]), str(raw["jti"]), int(raw["exp"]))
+        return Claims(raw["uid"], raw["username"], raw["gen"], str(raw["jti"]), int(raw["exp"]))

@@ -64,7 +64,9 @@ class UserService:
         if cached is not None:
             return cached
         user = await self._repo.by_name(username)
-        if user is not None:
+        # Only the stored spelling is cached: ``forget`` drops that one, and a
+        # case-insensitive database also finds the user under other spellings.
+        if user is not None and user.username == username:
             self._by_name[username] = user
         return user
 
@@ -152,8 +154,13 @@ class UserService:
 
     async def _set_password(self, user: User, password: str) -> None:
         user.pwd_hash = await hash_static_async(static_hash(password))
-        # Strictly increasing, so two changes in one second still refuse older tokens.
-        user.pwd_ts = max(int(time.time()), user.pwd_ts + 1)
+        user.pwd_ts = int(time.time())
+        user.token_gen = new_token_gen()
+
+
+def new_token_gen() -> str:
+    """A fresh generation: every login token issued before it is refused."""
+    return secrets.token_hex(16)
 
 
 def _new_user(username: str, role: int, permission: int, base_path: str) -> User:
@@ -168,6 +175,7 @@ def _new_user(username: str, role: int, permission: int, base_path: str) -> User
         permission=permission,
         otp_secret="",
         sso_id="",
+        token_gen=new_token_gen(),
     )
 
 

@@ -19,7 +19,7 @@ USER_FIELDS = {
     "permission",
     "sso_id",
 }
-SECRET_KEYS = ("pwd_hash", "pwd_ts", "otp_secret", "salt")
+SECRET_KEYS = ("pwd_hash", "pwd_ts", "otp_secret", "salt", "token_gen")
 # A throwaway public key, valid OpenSSH text; any key works for these tests.
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFcSy1kEs4eVbDd4NXIebcZSogidnhyrB/4hOFohLzjb"
 

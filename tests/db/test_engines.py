@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
+from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
 
 from manifold.app import create_app
 from manifold.db.engine import MIGRATIONS, migrate, open_engine
@@ -26,10 +29,20 @@ TABLES = {
 }
 
 
-def _head_revision() -> str:
+def _alembic_config() -> AlembicConfig:
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    head = ScriptDirectory.from_config(cfg).get_current_head()
+    return cfg
+
+
+def _upgrade_to(connection: Connection, revision: str) -> None:
+    cfg = _alembic_config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, revision)
+
+
+def _head_revision() -> str:
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert head is not None
     return head
 
@@ -44,6 +57,30 @@ async def test_migrations_create_every_table_and_are_idempotent(database_url: st
             version = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
         assert names >= TABLES
         assert [row[0] for row in version] == [_head_revision()]
+    finally:
+        await engine.dispose()
+
+
+INSERT_USER = text(
+    "INSERT INTO users (username, pwd_hash, pwd_ts, base_path, role, disabled, permission, "
+    "otp_secret, sso_id) VALUES (:name, '', 0, '/', 0, :disabled, 0, '', '')"
+)
+
+
+async def test_users_from_before_token_generations_each_get_a_random_one(
+    database_url: str,
+) -> None:
+    engine = open_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_upgrade_to, "0003")
+            for name in ("first", "second", "third"):
+                await conn.execute(INSERT_USER, {"name": name, "disabled": False})
+        await migrate(engine)
+        async with engine.connect() as conn:
+            generations = (await conn.execute(text("SELECT token_gen FROM users"))).scalars().all()
+        assert len(set(generations)) == 3
+        assert all(re.fullmatch(r"[0-9a-f]{32}", g) for g in generations)
     finally:
         await engine.dispose()
 
