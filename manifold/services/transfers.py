@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from manifold.config import make_private
 from manifold.drivers.base import LinkArgs
 from manifold.errors import InvalidRequest, ObjectNotFound
 from manifold.services.fs import FsService
@@ -43,7 +44,8 @@ class Transfers:
         await asyncio.to_thread(self._drop_spooled)
 
     def _drop_spooled(self) -> None:
-        self._temp_dir.mkdir(parents=True, exist_ok=True)
+        self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private(self._temp_dir)
         for entry in self._temp_dir.glob(f"{SPOOL_PREFIX}*"):
             _unlink(str(entry))
 
@@ -88,7 +90,7 @@ class Transfers:
         Returns the file and its byte count (which ``size``, when given, must equal).
         """
         path = str(self._temp_dir / f"{SPOOL_PREFIX}{secrets.token_hex(12)}")
-        file: IO[bytes] = await asyncio.to_thread(open, path, "xb")
+        file = await asyncio.to_thread(_create_private, path)
         written = 0
         batch = bytearray()
         try:
@@ -131,6 +133,12 @@ async def _counted(stream: AsyncIterator[bytes], ctx: TaskContext) -> AsyncItera
     async for data in stream:
         ctx.add_done(len(data))
         yield data
+
+
+def _create_private(path: str) -> IO[bytes]:
+    # Upload bodies are the users' files: readable by the server's account alone.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "wb")
 
 
 def _unlink(path: str) -> None:
