@@ -120,11 +120,9 @@ class Transfers:
             ctx.set_total(size)
             modified = payload.get("modified")
             when = datetime.fromtimestamp(modified, tz=UTC) if modified is not None else None
-            place = self._writer.place(path)
-            parent, name = split_path(place.sub_path)
             stream = _counted(file_stream(spooled), ctx)
-            obj = await place.ops.put(parent, name, stream, size, when)
-            await self._writer.events.created(path, obj)
+            overwrite = bool(payload.get("overwrite", True))
+            await self._writer.store(self._writer.place(path), stream, size, when, overwrite)
         finally:
             _unlink(spooled)
 
