@@ -18,6 +18,8 @@ from manifold.config import make_private
 from manifold.errors import ServerError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# How long an SQLite statement waits for another connection's write lock.
+BUSY_TIMEOUT_MS = 5000
 # SQLite makes these beside the database, with the database file's permissions.
 _SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
@@ -72,7 +74,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
