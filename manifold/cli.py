@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import logging
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from manifold import VERSION_STRING
+from manifold import VERSION_STRING, logs
 from manifold.config import Config, ConfigError, load_config
 from manifold.errors import ManifoldError
 from manifold.services.hub import Services
@@ -96,7 +95,7 @@ def _server(args: argparse.Namespace) -> int:
     if args.port is not None:
         config.port = args.port
     _check_port(config.address, config.port)
-    logging.basicConfig(level=config.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
+    logs.setup(config.log_level)
     sys.stdout.write(f"config file: {config.config_path}\n")
     sys.stdout.write(f"database: {_shown_database(config)}\n")
     sys.stdout.write(f"listening on http://{config.address}:{config.port}\n")

@@ -3,6 +3,10 @@
 On first start the file is written with defaults and a freshly generated JWT secret,
 so the secret survives restarts. Every key may be overridden by an environment
 variable named ``MANIFOLD_`` + the key in upper case (``MANIFOLD_PORT=8080``).
+
+The data folder holds that secret and the database (with the admin token that keys
+every download sign), so it is the owner's alone: the folder is made (or tightened
+to) ``0700`` and what Manifold keeps in it to ``0600``, whatever the umask.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +24,7 @@ from typing import Any
 
 CONFIG_FILE = "config.json"
 ENV_PREFIX = "MANIFOLD_"
+PRIVATE_MASK = 0o077  # the group's and others' permission bits
 
 
 class ConfigError(Exception):
@@ -110,9 +116,20 @@ def load_config(data_dir: Path, env: Mapping[str, str] | None = None) -> Config:
     return config
 
 
+def make_private(path: Path | str) -> None:
+    """Take every permission of the group and of others away from ``path``, if it exists."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return
+    if mode & PRIVATE_MASK:
+        os.chmod(path, mode & ~PRIVATE_MASK)
+
+
 def _ensure_data_dir(data_dir: Path) -> None:
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private(data_dir)
         probe = data_dir / ".write-probe"
         probe.write_bytes(b"")
         probe.unlink()
@@ -164,6 +181,7 @@ def _write_file(path: Path, config: Config) -> None:
     values["jwt_secret"] = config.jwt_secret.reveal()
     text = json.dumps(values, indent=2) + "\n"
     if path.exists() and path.read_text(encoding="utf-8") == text:
+        make_private(path)  # written by an older version, or copied in by hand
         return
     temp = path.with_suffix(".json.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,14 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from manifold.config import make_private
 from manifold.errors import ServerError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# How long an SQLite statement waits for another connection's write lock.
+BUSY_TIMEOUT_MS = 5000
+# SQLite makes these beside the database, with the database file's permissions.
+_SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
 
 class DatabaseError(ServerError):
@@ -34,8 +40,25 @@ def open_engine(url: str) -> AsyncEngine:
         options["pool_recycle"] = 3600
     engine = create_async_engine(parsed, **options)
     if parsed.get_backend_name() == "sqlite":
+        _private_sqlite_files(parsed.database or "")
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _private_sqlite_files(database: str) -> None:
+    """Create the database file ``0600`` before SQLite does; tighten an existing one.
+
+    SQLite gives its WAL and shared-memory files the database file's mode, so a
+    private database file keeps them private too.
+    """
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return
+    try:
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT, 0o600))
+        for suffix in _SQLITE_COMPANIONS:
+            make_private(database + suffix)
+    except OSError as exc:
+        raise DatabaseError(f"cannot open database file: {exc.strerror}") from exc
 
 
 def _quiet_driver_loggers() -> None:
@@ -51,7 +74,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

@@ -16,10 +16,12 @@ columns are binary-collated by migration 0003.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -38,6 +40,7 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from manifold.db import tables as t
@@ -54,6 +57,37 @@ MAX_KEY = 1024
 TRIGRAM = 3  # FTS5's trigram tokenizer cannot find anything shorter
 
 SCOPE_ALL, SCOPE_FOLDERS, SCOPE_FILES = 0, 1, 2
+
+# Index writes run beside uploads, tasks and settings writes; SQLite takes one writer at
+# a time and may refuse at once (a read turned write), so a refused write is tried again.
+WRITE_ATTEMPTS = 5
+FIRST_BACKOFF = 0.05
+# Texts of lock conflicts worth a retry: SQLite's, MySQL's and MariaDB's, PostgreSQL's.
+_CONTENTION = ("database is locked", "database is busy", "deadlock", "lock wait timeout")
+
+T = TypeVar("T")
+
+
+def is_contention(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lock conflict with another writer, which passes if retried."""
+    if not isinstance(exc, OperationalError):
+        return False
+    text = str(exc.orig).lower()  # classified only; never logged (it may hold parameters)
+    return any(marker in text for marker in _CONTENTION)
+
+
+async def retrying(write: Callable[[], Awaitable[T]]) -> T:
+    """Run ``write`` (a whole transaction), again after a lock conflict, a bounded number
+    of times with growing pauses; the last conflict propagates."""
+    for attempt in range(WRITE_ATTEMPTS - 1):
+        try:
+            return await write()
+        except OperationalError as exc:
+            if not is_contention(exc):
+                raise
+        pause = FIRST_BACKOFF * 2**attempt
+        await asyncio.sleep(pause + random.uniform(0, pause))  # jitter spreads racing writers
+    return await write()
 
 
 class Node(NamedTuple):
@@ -120,16 +154,24 @@ class SearchRepo(Repo):
 
     # -- writing ---------------------------------------------------------------
 
+    # Each write is one transaction run through ``retrying``.
+
     async def insert(self, batch: Sequence[Node]) -> int:
         """Add nodes as they are; the caller makes sure none is there already."""
         rows = [_row(n) for n in batch if _fits(n)]
         if rows:
-            async with self.engine.begin() as conn:
-                await conn.execute(insert(nodes), rows)
+            await retrying(lambda: self._insert(rows))
         return len(rows)
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(nodes), rows)
 
     async def replace(self, node: Node) -> None:
         """``node`` takes the place of whatever was at its path, and of everything below."""
+        await retrying(lambda: self._replace(node))
+
+    async def _replace(self, node: Node) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(delete(nodes).where(self._tree(node.path)))
             if _fits(node):
@@ -137,7 +179,7 @@ class SearchRepo(Repo):
 
     async def delete_tree(self, path: str) -> None:
         """The node at ``path`` and everything below it; the root clears the index."""
-        await self._write(delete(nodes).where(self._tree(path)))
+        await retrying(lambda: self._write(delete(nodes).where(self._tree(path))))
 
     async def move_tree(self, src: str, dst: str) -> bool:
         """Re-parent ``src`` and its subtree to ``dst``, replacing what ``dst`` held.
@@ -146,6 +188,9 @@ class SearchRepo(Repo):
         """
         if src == "/" or src == dst or dst.startswith(src.rstrip("/") + "/"):
             return False
+        return await retrying(lambda: self._move_tree(src, dst))
+
+    async def _move_tree(self, src: str, dst: str) -> bool:
         src_parent, src_name = split_path(src)
         dst_parent, dst_name = split_path(dst)
         async with self.engine.begin() as conn:
@@ -162,7 +207,7 @@ class SearchRepo(Repo):
         return True
 
     async def clear(self) -> None:
-        await self._write(delete(nodes))
+        await retrying(lambda: self._write(delete(nodes)))
 
     # -- reading ---------------------------------------------------------------
 

@@ -38,6 +38,9 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 _ITEM_KEY = "driver_item"
 _ROOT_OPTIONS = ("root_folder_path", "root_folder_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Drivers write data in progress (uploads, copies) under names with this prefix and
+# sweep stale ones away, so no client may make, rename onto or touch such a name.
+RESERVED_PREFIX = ".manifold-upload-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,12 +172,17 @@ def validate_name(name: str) -> str:
 
     Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
     backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
-    any platform.
+    any platform; and names under ``RESERVED_PREFIX`` (``InvalidRequest``), which
+    drivers keep for unfinished data.
     """
     if name in (".", ".."):
         raise RelativePath()
     if not name or any(c in name for c in "/\\\x00"):
         raise InvalidRequest(f"invalid name: {name!r}")
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidRequest(
+            f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
+        )
     return name
 
 
@@ -221,6 +229,8 @@ class WritableTree(VirtualTree, Protocol):
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj: ...
 
 
@@ -363,8 +373,10 @@ class Driver(ABC, Generic[OptionsT]):
         """Copy ``src`` (a file or a whole folder) into ``dst_dir``; return the copy.
 
         The copy never aliases the source: changing one leaves the other intact.
-        Raises ``ObjectExists`` when the name is taken and ``ObjectNotFound`` when
-        either side is gone; a failed copy leaves nothing at the destination.
+        Raises ``ObjectExists`` when the name is taken (also when it is taken while
+        the copy is being made: of racing copies to one name exactly one succeeds)
+        and ``ObjectNotFound`` when either side is gone; a failed copy leaves nothing
+        at the destination.
         """
         raise NotSupported()
 
@@ -382,6 +394,8 @@ class Driver(ABC, Generic[OptionsT]):
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj:
         """Store ``stream`` as file ``name`` in ``dst_dir``, replacing a file of that name.
 
@@ -392,6 +406,10 @@ class Driver(ABC, Generic[OptionsT]):
         propagates unchanged; a wrong count raises ``InvalidRequest``. Raises
         ``ObjectExists`` when a folder holds the name. ``modified`` becomes the
         file's modification time where the back end allows it.
+
+        With ``overwrite`` false an existing file is kept and ``ObjectExists`` raised
+        instead, decided when the file is put in place, not by an earlier look: of
+        several such puts racing for one free name exactly one succeeds.
         """
         raise NotSupported()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from manifold.logs import error_text
 from manifold.models import Obj
 
 log = logging.getLogger("manifold.events")
@@ -41,18 +42,18 @@ class TreeEvents:
             try:
                 await listener.created(path, obj)
             except Exception as exc:
-                log.warning("tree listener failed on create of %s: %s", path, exc)
+                log.warning("tree listener failed on create of %s: %s", path, error_text(exc))
 
     async def removed(self, path: str) -> None:
         for listener in self._listeners:
             try:
                 await listener.removed(path)
             except Exception as exc:
-                log.warning("tree listener failed on remove of %s: %s", path, exc)
+                log.warning("tree listener failed on remove of %s: %s", path, error_text(exc))
 
     async def moved(self, src: str, dst: str) -> None:
         for listener in self._listeners:
             try:
                 await listener.moved(src, dst)
             except Exception as exc:
-                log.warning("tree listener failed on move of %s: %s", src, exc)
+                log.warning("tree listener failed on move of %s: %s", src, error_text(exc))

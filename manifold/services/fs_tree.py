@@ -104,10 +104,12 @@ class ServiceTree:
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj:
         dst_dir = clean_path(dst_dir)
         ops, sub, _ = self._place(dst_dir)
-        obj = await ops.put(sub, validate_name(name), stream, size, modified)
+        obj = await ops.put(sub, validate_name(name), stream, size, modified, overwrite=overwrite)
         await self._events.created(clean_path(f"{dst_dir}/{name}"), obj)
         return obj
 

@@ -23,6 +23,7 @@ from manifold.drivers.base import validate_name
 from manifold.errors import (
     BadRequest,
     FileExists,
+    ObjectExists,
     ObjectNotFound,
     PermissionDenied,
     ServerError,
@@ -136,6 +137,9 @@ class FsWriter:
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
         place = self.place(full)
+        for name in place.sub_path.split("/"):
+            if name:
+                validate_name(name)  # missing parents are made too, existing ones checked alike
         obj = await place.ops.make_dir(place.sub_path)
         await self.events.created(full, obj)
         return obj
@@ -360,9 +364,24 @@ class FsWriter:
         overwrite: bool,
     ) -> Obj:
         """Store an upload at ``path``; nothing appears there until every byte has arrived."""
-        place, name = await self.upload_target(caller, path, password, overwrite)
-        parent, _ = split_path(place.sub_path)
-        obj = await place.ops.put(parent, name, stream, size, modified)
+        place, _ = await self.upload_target(caller, path, password, overwrite)
+        return await self.store(place, stream, size, modified, overwrite)
+
+    async def store(
+        self,
+        place: Place,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+        overwrite: bool,
+    ) -> Obj:
+        """Put an upload at a checked place; without ``overwrite`` a name taken
+        meanwhile (by a racing upload) is refused as ``upload_target`` refuses it."""
+        parent, name = split_path(place.sub_path)
+        try:
+            obj = await place.ops.put(parent, name, stream, size, modified, overwrite=overwrite)
+        except ObjectExists as exc:
+            raise FileExists() from exc
         await self.events.created(place.path, obj)
         return obj
 

@@ -4,6 +4,12 @@ One build or update runs at a time (``running``); changes told through the tree 
 while it runs wait and are applied when it ends, so the walk cannot write a node twice.
 A folder that appears through an event (a copy) is walked on its own in the background.
 
+Changes are applied one at a time, in the order told. One the database refuses because
+another writer holds it (after the repository's own quick retries) is kept, with every
+later one behind it, and applied again in the background with growing pauses until the
+database takes it, so the index catches up instead of missing the file; the log gets one
+line naming the error class (a database error's text holds SQL and parameters).
+
 Walk rules (AList's): the start node has depth ``max_depth`` and a folder is listed only
 while its depth is not 0, its children getting one less (negative: no limit); the root is
 never stored; a path under an ignored path (plain string prefix) or on a storage with
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -24,8 +31,9 @@ from typing import Protocol
 
 import orjson
 
-from manifold.db.search_repo import Node
+from manifold.db.search_repo import Node, is_contention
 from manifold.errors import IndexNotRunning, IndexRunning
+from manifold.logs import error_text
 from manifold.models import Obj
 from manifold.services.fs import FsService
 from manifold.services.settings import SettingsService
@@ -37,6 +45,8 @@ log = logging.getLogger("manifold.search")
 PROGRESS_KEY = "index_progress"
 BATCH_SIZE = 1000
 FLUSH_SECONDS = 5.0
+RETRY_FIRST = 0.5
+RETRY_LONGEST = 60.0
 # Drivers that front another index server: walking them would index a whole remote site.
 NEVER_WALKED = frozenset({"AList V2", "AList V3", "Virtual"})
 
@@ -195,6 +205,9 @@ class Indexer:
         self._walker: Walker | None = None
         self._waiting: list[Event] = []
         self._side: dict[str, tuple[Walker, asyncio.Task[None]]] = {}
+        self._pending: deque[Event] = deque()
+        self._applying = asyncio.Lock()
+        self._retry: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -210,14 +223,16 @@ class Indexer:
     async def close(self) -> None:
         if self._walker is not None:
             self._walker.stop()
+        if self._retry is not None:
+            self._retry.cancel()
         await self._stop_side("/")
         await self.settled()
 
     async def settled(self) -> None:
-        """Wait until the build or update and the background walks have ended."""
-        while self.running or self._side:
+        """Wait until the build or update, the background walks and the retries have ended."""
+        while self.running or self._side or self._retry is not None:
             tasks = [task for _, task in self._side.values()]
-            tasks += [self._task] if self._task is not None else []
+            tasks += [task for task in (self._task, self._retry) if task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- admin -------------------------------------------------------------------
@@ -257,8 +272,8 @@ class Indexer:
             await sink.clear()
             await walker.walk("/", self._settings.get_int("max_index_depth", 20), False)
         except Exception as exc:
-            log.warning("index build failed: %s", exc)
-            walker.error = walker.error or str(exc) or type(exc).__name__
+            log.warning("index build failed: %s", error_text(exc))
+            walker.error = walker.error or error_text(exc)
         finally:
             done = Progress(walker.count, True, _now(), walker.error)
             await self._quietly(lambda: write_progress(self._settings, done))
@@ -278,7 +293,7 @@ class Indexer:
                 if not walker.stopped:
                     await walker.walk(path, max_depth, True)
         except Exception as exc:
-            log.warning("index update failed: %s", exc)
+            log.warning("index update failed: %s", error_text(exc))
         finally:
             await self._finish()
 
@@ -286,7 +301,7 @@ class Indexer:
         self._walker = None
         waiting, self._waiting = self._waiting, []
         for event in waiting:
-            await self._quietly(event)
+            await self._apply(event)
 
     # -- tree events ---------------------------------------------------------------
 
@@ -303,13 +318,48 @@ class Indexer:
         if self._walker is not None:
             self._waiting.append(event)
         else:
-            await event()
+            await self._apply(event)
+
+    async def _apply(self, event: Event) -> None:
+        self._pending.append(event)
+        if self._retry is None:  # else the retry applies it, after those before it
+            await self._drain()
+
+    async def _drain(self) -> None:
+        """Apply the pending changes in order; stop at one the busy database refuses."""
+        async with self._applying:
+            if self._retry not in (None, asyncio.current_task()):
+                return  # refused while this call waited: the retry applies it
+            while self._pending:
+                try:
+                    await self._pending[0]()
+                except Exception as exc:
+                    if is_contention(exc):
+                        self._retry_later(exc)
+                        return
+                    log.warning("index: failed to apply a change: %s", error_text(exc))
+                self._pending.popleft()
+
+    def _retry_later(self, exc: Exception) -> None:
+        if self._retry is None:
+            log.warning("index: database busy (%s); changes kept for a retry", type(exc).__name__)
+            self._retry = asyncio.create_task(self._retry_pending())
+
+    async def _retry_pending(self) -> None:
+        pause = RETRY_FIRST
+        try:
+            while self._pending:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_LONGEST)
+                await self._drain()
+        finally:
+            self._retry = None
 
     async def _quietly(self, work: Event) -> None:
         try:
             await work()
         except Exception as exc:
-            log.warning("index: failed to update after a build: %s", exc)
+            log.warning("index: failed to update after a build: %s", error_text(exc))
 
     async def _created(self, sink: IndexSink, path: str, obj: Obj) -> None:
         max_depth = self._settings.get_int("max_index_depth", 20)
@@ -344,7 +394,7 @@ class Indexer:
         try:
             await walker.walk(path, depth, False)
         except Exception as exc:
-            log.warning("index: failed to walk %s: %s", path, exc)
+            log.warning("index: failed to walk %s: %s", path, error_text(exc))
         finally:
             current = self._side.get(path)
             if current is not None and current[0] is walker:

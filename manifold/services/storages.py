@@ -18,6 +18,7 @@ from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
+from manifold.logs import error_text
 from manifold.models import Obj, Storage
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.paths import clean_path
@@ -194,7 +195,7 @@ class StorageService:
         try:
             await listener(path, objs)
         except Exception as exc:
-            log.warning("listing listener failed on %s: %s", path, exc)
+            log.warning("listing listener failed on %s: %s", path, error_text(exc))
 
     async def settled(self) -> None:
         """Wait for the listing notifications sent so far."""

@@ -42,6 +42,7 @@ from manifold.errors import (
     ServerError,
     TaskNotFound,
 )
+from manifold.logs import detail_text
 from manifold.models import Task, TaskState, User
 from manifold.services.settings import SettingsService
 
@@ -426,7 +427,8 @@ class TaskService:
             await self._end(live, TaskState.CANCELED, CANCELED_ERROR)
         except Exception as exc:
             if not self._stopping:
-                await self._failed(live, spec, _error_text(exc))
+                # Shown to users and stored: a database error appears as its class alone.
+                await self._failed(live, spec, detail_text(exc))
         else:
             await self._end(live, TaskState.SUCCEEDED, "")
 
@@ -469,12 +471,6 @@ class TaskService:
 
 def _may_see(user: User, task: Task) -> bool:
     return user.is_admin or (task.creator_id != 0 and task.creator_id == user.id)
-
-
-def _error_text(exc: Exception) -> str:
-    if isinstance(exc, ManifoldError):
-        return exc.message
-    return str(exc) or type(exc).__name__
 
 
 def _now() -> datetime:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from manifold.config import make_private
 from manifold.drivers.base import LinkArgs
 from manifold.errors import InvalidRequest, ObjectNotFound
 from manifold.services.auth import Caller
@@ -44,7 +45,8 @@ class Transfers:
         await asyncio.to_thread(self._drop_spooled)
 
     def _drop_spooled(self) -> None:
-        self._temp_dir.mkdir(parents=True, exist_ok=True)
+        self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private(self._temp_dir)
         for entry in self._temp_dir.glob(f"{SPOOL_PREFIX}*"):
             _unlink(str(entry))
 
@@ -93,7 +95,7 @@ class Transfers:
         Returns the file and its byte count (which ``size``, when given, must equal).
         """
         path = str(self._temp_dir / f"{SPOOL_PREFIX}{secrets.token_hex(12)}")
-        file: IO[bytes] = await asyncio.to_thread(open, path, "xb")
+        file = await asyncio.to_thread(_create_private, path)
         written = 0
         batch = bytearray()
         try:
@@ -123,11 +125,9 @@ class Transfers:
             ctx.set_total(size)
             modified = payload.get("modified")
             when = datetime.fromtimestamp(modified, tz=UTC) if modified is not None else None
-            place = self._writer.place(path)
-            parent, name = split_path(place.sub_path)
             stream = _counted(file_stream(spooled), ctx)
-            obj = await place.ops.put(parent, name, stream, size, when)
-            await self._writer.events.created(path, obj)
+            overwrite = bool(payload.get("overwrite", True))
+            await self._writer.store(self._writer.place(path), stream, size, when, overwrite)
         finally:
             _unlink(spooled)
 
@@ -136,6 +136,12 @@ async def _counted(stream: AsyncIterator[bytes], ctx: TaskContext) -> AsyncItera
     async for data in stream:
         ctx.add_done(len(data))
         yield data
+
+
+def _create_private(path: str) -> IO[bytes]:
+    # Upload bodies are the users' files: readable by the server's account alone.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "wb")
 
 
 def _unlink(path: str) -> None:

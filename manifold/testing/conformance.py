@@ -57,6 +57,17 @@ RANGES = [
 ]
 
 
+RACERS = 8
+
+
+def _outcomes(results: list[Any]) -> tuple[int, int]:
+    """How many calls succeeded, and how many failed with ``ObjectExists``; nothing else."""
+    won = sum(isinstance(r, Obj) for r in results)
+    lost = sum(isinstance(r, ObjectExists) for r in results)
+    assert won + lost == len(results), results
+    return won, lost
+
+
 class StreamAborted(Exception):
     """Raised by a test stream midway, as a dropped client connection would."""
 
@@ -263,6 +274,42 @@ class DriverConformance:
         listed = find(await driver.list(place.obj), "same.txt")
         assert (listed.size, await read_obj(driver, listed)) == (6, b"second")
 
+    async def test_put_without_replace_keeps_a_taken_name(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put")
+        await put_bytes(driver, place.obj, "kept.txt", b"the first")
+        with pytest.raises(ObjectExists):
+            await driver.put(place.obj, "kept.txt", chunks(b"second"), 6, None, overwrite=False)
+        assert await names(driver, place.obj) == ["kept.txt"]
+        assert (
+            await read_obj(driver, find(await driver.list(place.obj), "kept.txt")) == b"the first"
+        )
+
+    async def test_put_without_replace_stores_a_free_name(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put")
+        await driver.put(place.obj, "free.txt", chunks(b"data"), 4, None, overwrite=False)
+        assert await read_obj(driver, find(await driver.list(place.obj), "free.txt")) == b"data"
+
+    async def test_concurrent_puts_without_replace_have_one_winner(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put")
+        bodies = [bytes([i]) * 1000 for i in range(RACERS)]
+        results = await asyncio.gather(
+            *(
+                driver.put(place.obj, "race.bin", chunks(b, 100), 1000, None, overwrite=False)
+                for b in bodies
+            ),
+            return_exceptions=True,
+        )
+        assert _outcomes(results) == (1, RACERS - 1)
+        winner = bodies[next(i for i, r in enumerate(results) if isinstance(r, Obj))]
+        assert await names(driver, place.obj) == ["race.bin"]
+        assert await read_obj(driver, find(await driver.list(place.obj), "race.bin")) == winner
+
     @pytest.mark.parametrize(("start", "length"), RANGES)
     async def test_range_read(
         self, driver: Driver[Any], place: Place, start: int, length: int | None
@@ -393,6 +440,24 @@ class DriverConformance:
         obj = await put_bytes(driver, place.obj, "dup.txt", b"x")
         with pytest.raises(ObjectExists):
             await driver.copy(obj, place.obj)
+
+    @pytest.mark.parametrize("kind", ["file", "empty folder", "folder"])
+    async def test_concurrent_copies_to_one_name_have_one_winner(
+        self, driver: Driver[Any], place: Place, kind: str
+    ) -> None:
+        require(driver, "put", "copy")
+        target = await driver.make_dir(place.obj, "target")
+        if kind == "file":
+            source = await put_bytes(driver, place.obj, "src", b"copied once")
+        elif kind == "empty folder":
+            source = await driver.make_dir(place.obj, "src")
+        else:
+            source = await self._filled_folder(driver, place.obj, "src")
+        results = await asyncio.gather(
+            *(driver.copy(source, target) for _ in range(RACERS)), return_exceptions=True
+        )
+        assert _outcomes(results) == (1, RACERS - 1)
+        assert await names(driver, target) == ["src"]
 
     async def test_remove_file(self, driver: Driver[Any], place: Place) -> None:
         require(driver, "put", "remove")

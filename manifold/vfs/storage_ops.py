@@ -268,10 +268,12 @@ class StorageOps:
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj:
         """Store a file, creating missing folders; nothing is visible until it is whole."""
         folder = await self.make_dir(dst_dir)
-        obj = await self.driver.put(folder, name, stream, size, modified)
+        obj = await self.driver.put(folder, name, stream, size, modified, overwrite=overwrite)
         self.patch_add(clean_path(dst_dir), obj)
         return obj
 

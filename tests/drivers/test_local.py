@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from PIL import Image
 
 from manifold.drivers.base import LinkArgs
-from manifold.drivers.local.driver import TEMP_PREFIX, LocalDriver, os_errors
+from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
 from manifold.errors import (
     InvalidRequest,
@@ -256,6 +257,61 @@ async def test_upload_temp_files_are_not_listed(driver: LocalDriver, root: Path)
     (root / f"{TEMP_PREFIX}0123").write_text("half written")
     names = [obj.name for obj in await driver.list(await driver.root_obj())]
     assert not [n for n in names if n.startswith(TEMP_PREFIX)]
+
+
+def aged(path: Path, seconds: float = 2 * STALE_AFTER) -> Path:
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+    return path
+
+
+class TestStaleTemporaries:
+    @pytest.mark.parametrize("folder", ["", "sub", "sub/deeper"])
+    async def test_stale_ones_go_at_start_or_when_listed(self, tmp_path: Path, folder: str) -> None:
+        root = tmp_path / "root"
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        stale = root / folder / f"{TEMP_PREFIX}stale"
+        stale.write_bytes(b"left by a kill")
+        aged(stale)
+        fresh = root / folder / f"{TEMP_PREFIX}fresh"
+        fresh.write_bytes(b"another process writing")
+        driver = await local_driver(root)
+        await driver.list(await driver.get("/" + folder))
+        assert not stale.exists()
+        assert fresh.exists()
+
+    async def test_a_stale_copy_folder_goes_with_its_content(self, tmp_path: Path) -> None:
+        root = tmp_path / "root"
+        stale = root / f"{TEMP_PREFIX}copy"
+        (stale / "inner").mkdir(parents=True)
+        (stale / "inner" / "f").write_bytes(b"x")
+        aged(stale)
+        await local_driver(root)
+        assert os.listdir(root) == []
+
+    async def test_a_slow_upload_of_this_process_is_never_swept(
+        self, driver: LocalDriver, root: Path
+    ) -> None:
+        arrived, release = asyncio.Event(), asyncio.Event()
+
+        async def slow() -> AsyncIterator[bytes]:
+            yield b"first half "
+            arrived.set()
+            await release.wait()
+            yield b"second half"
+
+        upload = asyncio.create_task(
+            driver.put(await driver.root_obj(), "slow.txt", slow(), None, None)
+        )
+        await arrived.wait()
+        [temp] = [root / n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
+        aged(temp)
+        await driver.list(await driver.root_obj())
+        await local_driver(root)  # the storage restarted by an edit, while the upload runs
+        assert temp.exists()
+        release.set()
+        await upload
+        assert (root / "slow.txt").read_bytes() == b"first half second half"
 
 
 async def test_put_over_folder_is_refused(driver: LocalDriver, root: Path) -> None:

@@ -313,6 +313,7 @@ async def _upload(
                 "spool": spooled,
                 "path": place.path,
                 "size": spooled_size,
+                "overwrite": overwrite,
                 "modified": None if modified is None else modified.timestamp(),
             },
             spooled_size,

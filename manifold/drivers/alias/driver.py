@@ -138,10 +138,13 @@ class AliasDriver(Driver[Addition]):
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj:
         tree = self._writable()
         real = await self._req_path(dst_dir.path, True, "same-name dirs cannot be Put")
-        stored = await tree.put_path(real, validate_name(name), stream, size, modified)
+        name = validate_name(name)
+        stored = await tree.put_path(real, name, stream, size, modified, overwrite=overwrite)
         return _aliased(stored, posixpath.join(dst_dir.path, name))
 
     def _writable(self) -> WritableTree:

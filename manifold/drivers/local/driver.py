@@ -12,6 +12,15 @@ Listing is one ``scandir`` over the open folder, each entry costing one ``fstata
 by name. With the ``thumbnail`` option, pictures (and videos, where ffmpeg is
 installed) carry ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the
 API makes absolute and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
+
+Uploads and copies are written under a ``TEMP_PREFIX`` name in the target folder and
+renamed into place when whole (without replacing anything unless asked). A process
+killed meanwhile leaves its temporary behind, so temporaries are swept: those in the
+root when the storage starts, those in any other folder when it is next listed
+(listing reads every name anyway, so this costs nothing until one is found; walking
+the whole tree at start would cost a big storage minutes). A temporary this process
+is writing is never swept; one that another process sharing the folder may still be
+writing is told apart by its age: untouched for ``STALE_AFTER`` seconds.
 """
 
 from __future__ import annotations
@@ -23,14 +32,16 @@ import os
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import IO, TypeVar
 from urllib.parse import quote
 
-from manifold.drivers.base import Driver, LinkArgs, validate_name
+from manifold.drivers.base import RESERVED_PREFIX, Driver, LinkArgs, validate_name
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
+from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.thumbs import (
     Thumbnailer,
     VideoPosition,
@@ -54,7 +65,11 @@ T = TypeVar("T")
 
 # Uploads and copies are written under this prefix and renamed into place when
 # complete; listings leave such names out so a half-written file is never seen.
-TEMP_PREFIX = ".manifold-upload-"
+TEMP_PREFIX = RESERVED_PREFIX
+STALE_AFTER = 30 * 60
+# Temporaries being written by this process, whichever storage (or an earlier
+# instance of it, before an edit restarted it) writes them: never swept.
+_IN_FLIGHT: set[str] = set()
 _WRITE_BATCH = 1 << 20
 _SYNC_EVERY = 32 << 20
 
@@ -207,20 +222,24 @@ class LocalDriver(Driver[Addition]):
         stream: AsyncIterator[bytes],
         size: int | None,
         modified: datetime | None,
+        *,
+        overwrite: bool = True,
     ) -> Obj:
         validate_name(name)
         folder = await self._run(self._folder, dst_dir.path)
         temp = os.path.join(folder, _temp_name())
-        file = await self._run(_create, temp)
-        try:
-            written = await _write_stream(file, stream)
-            if size is not None and written != size:
-                raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
-            await self._run(self._commit, file, temp, os.path.join(folder, name), modified)
-        except BaseException:
-            # Synchronous on purpose: this also runs when the task is being cancelled.
-            _discard(file, temp)
-            raise
+        target = os.path.join(folder, name)
+        with _in_flight(temp):
+            file = await self._run(_create, temp)
+            try:
+                written = await _write_stream(file, stream)
+                if size is not None and written != size:
+                    raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+                await self._run(_commit, file, temp, target, modified, overwrite)
+            except BaseException:
+                # Synchronous on purpose: this also runs when the task is being cancelled.
+                _discard(file, temp)
+                raise
         return await self._run(self._stat, os.path.join(dst_dir.path, name))
 
     # --- blocking helpers, run in a worker thread -------------------------------
@@ -237,6 +256,8 @@ class LocalDriver(Driver[Addition]):
         self._root = os.path.realpath(root)
         recycle = self.options.recycle_bin_path.strip()
         self._recycle_bin = "" if recycle in ("", DELETE_PERMANENTLY) else os.path.abspath(recycle)
+        with os.scandir(self._root) as entries:
+            _sweep(self._root, [e.name for e in entries if e.name.startswith(TEMP_PREFIX)])
 
     def _inside(self, path: str) -> str:
         """``path`` resolved; ``PermissionDenied`` unless that lies inside the root."""
@@ -316,14 +337,19 @@ class LocalDriver(Driver[Addition]):
         show_hidden = self.options.show_hidden
         thumbs = self._thumbs if thumb_base else None
         objs: builtins.list[Obj] = []
+        temps: builtins.list[str] = []
         append = objs.append
         fd = os.open(real, _DIR_FLAGS)
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
                     name = entry.name
-                    if name[0] == "." and (not show_hidden or name.startswith(TEMP_PREFIX)):
-                        continue
+                    if name[0] == ".":
+                        if name.startswith(TEMP_PREFIX):
+                            temps.append(name)
+                            continue
+                        if not show_hidden:
+                            continue
                     try:
                         if entry.is_symlink() and not self._stays_inside(real, name):
                             continue
@@ -347,6 +373,8 @@ class LocalDriver(Driver[Addition]):
                     append(obj)
         finally:
             os.close(fd)
+        if temps:
+            _sweep(real, temps)
         return objs
 
     def _stays_inside(self, folder: str, name: str) -> bool:
@@ -391,12 +419,13 @@ class LocalDriver(Driver[Addition]):
         _refuse_taken(os.path.join(target_dir, name))
         self._refuse_into_itself(source, target_dir)
         temp = os.path.join(target_dir, _temp_name())
-        try:
-            _copy_entry(source, temp)
-            os.rename(temp, os.path.join(target_dir, name))
-        except BaseException:
-            _discard_tree(temp)
-            raise
+        with _in_flight(temp):
+            try:
+                _copy_entry(source, temp)
+                rename_new(temp, os.path.join(target_dir, name))
+            except BaseException:
+                _discard_tree(temp)
+                raise
         return self._stat(os.path.join(dst_dir, name))
 
     def _refuse_into_itself(self, source: str, target_dir: str) -> None:
@@ -423,16 +452,43 @@ class LocalDriver(Driver[Addition]):
             target = f"{target}_{datetime.now():%Y%m%d%H%M%S}"
         return target
 
-    def _commit(self, file: IO[bytes], temp: str, target: str, modified: datetime | None) -> None:
-        file.flush()
-        os.fsync(file.fileno())
-        file.close()
-        if modified is not None:
-            seconds = modified.timestamp()
-            os.utime(temp, (seconds, seconds))
-        if os.path.isdir(target) and not os.path.islink(target):
-            raise ObjectExists()
-        os.replace(temp, target)
+
+def _commit(
+    file: IO[bytes], temp: str, target: str, modified: datetime | None, overwrite: bool
+) -> None:
+    file.flush()
+    os.fsync(file.fileno())
+    file.close()
+    if modified is not None:
+        seconds = modified.timestamp()
+        os.utime(temp, (seconds, seconds))
+    if not overwrite:
+        rename_new(temp, target)
+        return
+    if os.path.isdir(target) and not os.path.islink(target):
+        raise ObjectExists()
+    os.replace(temp, target)
+
+
+@contextmanager
+def _in_flight(temp: str) -> Iterator[None]:
+    _IN_FLIGHT.add(temp)
+    try:
+        yield
+    finally:
+        _IN_FLIGHT.discard(temp)
+
+
+def _sweep(folder: str, names: builtins.list[str]) -> None:
+    """Remove the temporaries ``names`` in ``folder`` that nobody can still be writing."""
+    now = time.time()
+    for name in names:
+        path = os.path.join(folder, name)
+        if path in _IN_FLIGHT:
+            continue
+        with suppress(OSError):
+            if now - os.lstat(path).st_mtime >= STALE_AFTER:
+                _discard_tree(path)
 
 
 async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
