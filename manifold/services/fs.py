@@ -133,6 +133,18 @@ class FsService:
             if real is None or real_base is None or not is_sub_path(real_base, real)
         }
 
+    async def real_place(self, path: str) -> tuple[int, str]:
+        """Where ``path`` really is: its storage, and its place there with links followed.
+
+        Two paths with the same place are one folder reached twice (a link loop).
+        """
+        resolved = self._storages.resolve(path)
+        if resolved is None:
+            return 0, path  # a virtual folder: no link leads to it
+        driver = resolved.target.require_ops().driver
+        (real,) = await driver.real_paths([resolved.sub_path])
+        return id(resolved.target), real if real is not None else resolved.sub_path
+
     def links_confine(self, caller: Caller) -> bool:
         """Whether links can take a path out of the caller's base path (see ``escaping``)."""
         return self._base_inside_storage(caller) is not None

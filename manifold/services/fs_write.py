@@ -82,7 +82,7 @@ class FsWriter:
         self._storages = storages
         self._metas = metas
         self.events = events
-        self.walker = TreeWalker(fs, metas, storages)
+        self.walker = TreeWalker(fs, metas)
         self.tasks: TaskService | None = None
 
     # --- checks -------------------------------------------------------------------

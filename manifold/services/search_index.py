@@ -38,6 +38,7 @@ from manifold.models import Obj
 from manifold.services.fs import FsService
 from manifold.services.settings import SettingsService
 from manifold.services.storages import StorageService
+from manifold.services.walk import LoopGuard
 from manifold.vfs.paths import split_path
 
 log = logging.getLogger("manifold.search")
@@ -137,9 +138,11 @@ class Walker:
             if not obj.is_dir:
                 return await self.flush()
         folders = [(start, depth)]
+        loops = LoopGuard(self._fs)
         while folders and not self.stopped:
             folder, depth = folders.pop()
-            if depth != 0:
+            # A folder reached again through a link is indexed, not entered again.
+            if depth != 0 and await loops.first_time(folder):
                 folders += await self._list(folder, depth - 1)
             if len(self._queue) >= BATCH_SIZE or self._flush_due():
                 await self.flush()

@@ -26,7 +26,6 @@ from manifold.services import access
 from manifold.services.auth import Caller
 from manifold.services.fs import FsService
 from manifold.services.metas import MetaService
-from manifold.services.storages import StorageService
 from manifold.vfs.paths import clean_path, is_sub_path
 
 
@@ -48,11 +47,25 @@ class HiddenContents(PermissionDenied):
     default_message = "permission denied: the folder holds entries you cannot access"
 
 
+class LoopGuard:
+    """Tells a folder met for the first time from one reached again through links."""
+
+    def __init__(self, fs: FsService) -> None:
+        self._fs = fs
+        self._seen: set[tuple[int, str]] = set()
+
+    async def first_time(self, folder: str) -> bool:
+        place = await self._fs.real_place(folder)
+        if place in self._seen:
+            return False
+        self._seen.add(place)
+        return True
+
+
 class TreeWalker:
-    def __init__(self, fs: FsService, metas: MetaService, storages: StorageService) -> None:
+    def __init__(self, fs: FsService, metas: MetaService) -> None:
         self._fs = fs
         self._metas = metas
-        self._storages = storages
 
     async def visit(self, caller: Caller | None, folder: str, password: str) -> Visit:
         """The entries of ``folder`` the caller may reach (``None``: the server itself)."""
@@ -80,8 +93,8 @@ class TreeWalker:
         folder whose real place was entered already (a link loop) comes with ``None``
         and is not entered again.
         """
-        seen: set[tuple[int, str]] = set()
-        await self._first_time(folder, seen)
+        loops = LoopGuard(self._fs)
+        await loops.first_time(folder)
         stack = [start or await self.visit(caller, folder, password)]
         while stack:
             visit = stack.pop()
@@ -90,22 +103,10 @@ class TreeWalker:
                     yield entry, None
                     continue
                 inner = None
-                if await self._first_time(entry.path, seen):
+                if await loops.first_time(entry.path):
                     inner = await self.visit(caller, entry.path, password)
                     stack.append(inner)
                 yield entry, inner
-
-    async def _first_time(self, folder: str, seen: set[tuple[int, str]]) -> bool:
-        resolved = self._storages.resolve(folder)
-        if resolved is None:
-            return True  # a virtual folder: no links can lead back to it
-        driver = resolved.target.require_ops().driver
-        (real,) = await driver.real_paths([resolved.sub_path])
-        key = (id(resolved.target), real if real is not None else resolved.sub_path)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
 
     async def guard_whole(self, caller: Caller, path: str, password: str) -> None:
         """Refuse a whole-folder change of ``path`` that would carry withheld entries along.
