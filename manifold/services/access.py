@@ -6,28 +6,46 @@ itself or its ``*_sub`` flag carries it down.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from manifold.models import Meta, Perm, User
+from manifold.services.patterns import Pattern, PatternError
 from manifold.vfs.paths import is_sub_path, split_path
+
+Hides = tuple[Pattern, ...]
+
+_HIDE_ALL = Pattern("")
 
 
 @lru_cache(maxsize=1024)
-def _hide_patterns(hide: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(line) for line in hide.split("\n"))
+def compile_hide(hide: str) -> tuple[Hides, str]:
+    """A meta's hide lines compiled, and AList's complaint about the first line that does
+    not compile ("" when all do). Saving a meta calls this, so listings find it cached.
+
+    A line that does not compile (saved before hide lines ran on RE2) hides every entry:
+    failing closed keeps hidden what the admin meant to hide.
+    """
+    compiled: list[Pattern] = []
+    complaint = ""
+    for line in hide.split("\n"):
+        try:
+            compiled.append(Pattern(line))
+        except PatternError as exc:
+            compiled.append(_HIDE_ALL)
+            complaint = complaint or f"{line} is illegal: {exc}"
+    return tuple(compiled), complaint
 
 
-def hides(meta: Meta | None, folder: str, user: User) -> tuple[re.Pattern[str], ...]:
+def hides(meta: Meta | None, folder: str, user: User) -> Hides:
     """The hide patterns that apply to entries of ``folder`` for ``user``."""
     if meta is None or not meta.hide or user.can(Perm.SEE_HIDDEN):
         return ()
     if meta.path != folder and not (meta.h_sub and is_sub_path(meta.path, folder)):
         return ()
-    return _hide_patterns(meta.hide)
+    return compile_hide(meta.hide)[0]
 
 
-def is_hidden(name: str, patterns: tuple[re.Pattern[str], ...]) -> bool:
+def is_hidden(name: str, patterns: Hides) -> bool:
     return any(p.search(name) for p in patterns)
 
 

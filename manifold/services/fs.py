@@ -13,7 +13,6 @@ not on its page.
 from __future__ import annotations
 
 import builtins
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,10 +57,10 @@ class Listing:
     path: str
     signed: bool
     meta: Meta | None = None
-    hidden: tuple[re.Pattern[str], ...] = ()
+    hidden: access.Hides = ()
 
     @property
-    def view(self) -> tuple[str, tuple[re.Pattern[str], ...]]:
+    def view(self) -> tuple[str, access.Hides]:
         """What tells this folder's visible entries from another folder's or user's."""
         return self.path, self.hidden
 
@@ -213,7 +212,7 @@ class FsService:
         return objs, resolved.target.storage.driver
 
     def visible(
-        self, objs: builtins.list[Obj], folder: str, hidden: tuple[re.Pattern[str], ...]
+        self, objs: builtins.list[Obj], folder: str, hidden: access.Hides
     ) -> builtins.list[Obj]:
         """``objs`` of ``folder`` without the ``hidden`` names, worked out once per listing."""
         if not hidden:

@@ -12,8 +12,8 @@ cached per storage are patched by ``StorageOps`` itself.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +30,7 @@ from manifold.errors import (
     StorageNotFound,
 )
 from manifold.models import Obj, Perm
-from manifold.services import access
+from manifold.services import access, patterns
 from manifold.services.auth import Caller
 from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
@@ -193,20 +193,14 @@ class FsWriter:
         self.require(caller, Perm.RENAME)
         folder = await self.folder(caller, src_dir, password)
         try:
-            regex = re.compile(pattern)
-            replacement = go_template(template)
-        except re.error as exc:
-            raise ServerError(f"error parsing regexp: {exc}") from exc
+            regex = await asyncio.to_thread(patterns.Pattern, pattern)
+        except patterns.PatternError as exc:
+            raise ServerError(str(exc)) from None
+        replacement = patterns.Template(template, regex)
         objs, _ = await self._fs.list_path(folder)
-        pairs = []
-        for obj in objs:
-            if regex.search(obj.name):
-                try:
-                    new = regex.sub(replacement, obj.name)
-                except (re.error, IndexError) as exc:
-                    raise ServerError(f"invalid replacement: {exc}") from exc
-                if new != obj.name:
-                    pairs.append((obj.name, new))
+        # Every new name is worked out (and a too long one refused) before any rename.
+        names = [obj.name for obj in objs]
+        pairs = await asyncio.to_thread(patterns.renames, regex, replacement, names)
         await self.batch_rename(caller, src_dir, pairs, password)
 
     async def move(
@@ -447,18 +441,3 @@ class FsWriter:
         if place.sub_path == "/":
             raise ServerError(f"can't {action} a storage's root folder; edit the storage instead")
         return place
-
-
-_GO_GROUP = re.compile(r"\$(\$|\{(\w+)\}|(\w+))")
-
-
-def go_template(template: str) -> str:
-    r"""A Go ``Regexp.Expand`` template (``$1``, ``${1}``, ``${name}``, ``$$``) for ``re.sub``."""
-
-    def convert(match: re.Match[str]) -> str:
-        if match.group(1) == "$":
-            return "$"
-        return "\\g<" + (match.group(2) or match.group(3)) + ">"
-
-    escaped = template.replace("\\", "\\\\")
-    return _GO_GROUP.sub(convert, escaped)

@@ -14,7 +14,6 @@ hits shown, and pages are always full; AList's total counts hits it then drops.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -244,7 +243,7 @@ class Visibility:
         self._password = password
         self._nearest = nearest
         self._folders: dict[str, bool] = {}
-        self._entries: dict[str, tuple[bool, tuple[re.Pattern[str], ...]]] = {}
+        self._entries: dict[str, tuple[bool, access.Hides]] = {}
 
     def shows(self, node: Node) -> bool:
         """Whether the listing of the node's folder, reachable by the caller, shows it."""
@@ -254,7 +253,7 @@ class Visibility:
         shown, hides = rule
         return shown and not (hides and access.is_hidden(node.name, hides))
 
-    def _entry_rule(self, node: Node) -> tuple[bool, tuple[re.Pattern[str], ...]]:
+    def _entry_rule(self, node: Node) -> tuple[bool, access.Hides]:
         """``can_access`` for every entry of the node's folder, split into what holds for
         them all (the folder opens; its meta's password, carried down or not) and the hide
         patterns their names are tested against."""

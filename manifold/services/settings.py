@@ -22,6 +22,7 @@ from manifold import VERSION_STRING
 from manifold.db.repos import SettingRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import SettingItem
+from manifold.services.patterns import Pattern, PatternError
 from manifold.services.settings_defaults import (
     DEFAULT_SETTINGS,
     TOKEN_KEY,
@@ -43,7 +44,7 @@ class SettingsService:
         self._repo = repo
         self._items: dict[str, SettingItem] = {}
         self._public_body = b""
-        self._privacy: list[re.Pattern[str]] = []
+        self._privacy: list[Pattern] = []
         self._name_table: dict[int, str] = {}
         self._types: dict[str, int] = {}
         self._guards: dict[str, list[Callable[[str], None]]] = {}
@@ -61,7 +62,7 @@ class SettingsService:
         self._items = {item.key: item for item in sorted(items, key=lambda i: i.index)}
         public = {k: i.value for k, i in sorted(self._items.items()) if _is_public(i)}
         self._public_body = orjson.dumps({"code": 200, "message": "success", "data": public})
-        self._privacy = compile_privacy_regs(self.get("privacy_regs"))
+        self._privacy = _saved_privacy_regs(self.get("privacy_regs"))
         mapping = _char_mapping(self.get("filename_char_mapping"))
         self._name_table = {ord(k): v for k, v in mapping.items() if len(k) == 1}
         self._types = _type_table(self)
@@ -144,7 +145,7 @@ class SettingsService:
     def mask_private(self, message: str) -> str:
         """Replace every privacy-rule match with as many stars as it has UTF-8 bytes."""
         for pattern in self._privacy:
-            message = pattern.sub(lambda m: "*" * len(m.group(0).encode()), message)
+            message = pattern.mask(message)
         return message
 
 
@@ -211,7 +212,7 @@ def _check_char_mapping(value: str) -> None:
 def _check_privacy_regs(value: str) -> None:
     try:
         compile_privacy_regs(value)
-    except re.error as exc:
+    except PatternError as exc:
         raise BadRequest(f"setting [privacy_regs]: {exc}") from None
 
 
@@ -220,57 +221,21 @@ _HOOKS = {
     "privacy_regs": _check_privacy_regs,
 }
 
-# Go's regexp syntax in the shipped defaults that Python's re reads differently.
-_POSIX_CLASSES = {
-    "[:xdigit:]": "0-9A-Fa-f",
-    "[:digit:]": "0-9",
-    "[:alpha:]": "A-Za-z",
-    "[:alnum:]": "0-9A-Za-z",
-    "[:space:]": r"\s",
-    "[:upper:]": "A-Z",
-    "[:lower:]": "a-z",
-}
+
+def compile_privacy_regs(text: str) -> list[Pattern]:
+    """One pattern per line; Go syntax (``(?U)``, ``[[:xdigit:]]``) as the defaults use."""
+    return [Pattern(line) for line in text.splitlines() if line]
 
 
-def translate_go_regex(pattern: str) -> str:
-    """Translate the Go-only parts of a pattern: POSIX classes and the ungreedy flag."""
-    for posix, python in _POSIX_CLASSES.items():
-        pattern = pattern.replace(posix, python)
-    if pattern.startswith("(?U)"):
-        pattern = _swap_greed(pattern[4:])
-    return pattern
-
-
-def _swap_greed(pattern: str) -> str:
-    out: list[str] = []
-    index = 0
-    in_class = False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            out.append(pattern[index : index + 2])
-            index += 2
+def _saved_privacy_regs(text: str) -> list[Pattern]:
+    """Lines a save accepted, less any saved before they ran on RE2 that it refuses."""
+    compiled = []
+    for line in text.splitlines():
+        try:
+            compiled.extend(compile_privacy_regs(line))
+        except PatternError:
             continue
-        if char == "[":
-            in_class = True
-        elif char == "]":
-            in_class = False
-        out.append(char)
-        index += 1
-        if not in_class and char in "*+?}" and not _is_group_marker(pattern, index - 1):
-            if index < len(pattern) and pattern[index] == "?":
-                index += 1  # lazy under (?U) means greedy
-            else:
-                out.append("?")
-    return "".join(out)
-
-
-def _is_group_marker(pattern: str, position: int) -> bool:
-    return pattern[position] == "?" and position > 0 and pattern[position - 1] == "("
-
-
-def compile_privacy_regs(text: str) -> list[re.Pattern[str]]:
-    return [re.compile(translate_go_regex(line)) for line in text.splitlines() if line]
+    return compiled
 
 
 def _char_mapping(value: str) -> dict[str, str]:

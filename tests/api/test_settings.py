@@ -347,7 +347,7 @@ async def test_save_privacy_regs_with_invalid_regex(api: Api) -> None:
     value = "secret=\\w+\n(unclosed"
     body = await api.post(SAVE, [{"key": "privacy_regs", "value": value}])
     assert_error(
-        body, 400, "setting [privacy_regs]: missing ), unterminated subpattern at position 0"
+        body, 400, "setting [privacy_regs]: error parsing regexp: missing closing ): `(unclosed`"
     )
     assert "secret=" not in api.services.settings.get("privacy_regs")
 

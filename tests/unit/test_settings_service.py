@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from manifold import VERSION_STRING
 from manifold.models import SettingItem
+from manifold.services.patterns import PatternError
 from manifold.services.settings import (
     SettingsService,
     compile_privacy_regs,
     merge_defaults,
-    translate_go_regex,
 )
 from manifold.services.settings_defaults import DEFAULT_SETTINGS, Flag, SettingDefault
 
@@ -138,43 +136,24 @@ def test_merge_keeps_a_stored_token() -> None:
     assert merged["token"].value == token
 
 
-# -- translate_go_regex -----------------------------------------------------
+# -- privacy_regs on RE2 -----------------------------------------------------
 
 
-def test_translate_xdigit_class() -> None:
-    translated = translate_go_regex("[[:xdigit:]]{2}")
-    assert translated == "[0-9A-Fa-f]{2}"
-    assert re.fullmatch(translated, "aF")
-    assert re.fullmatch(translated, "x:") is None
-
-
-def test_untranslated_xdigit_class_reads_wrong_in_python() -> None:
-    with pytest.warns(FutureWarning):
-        naive = re.compile("[[:xdigit:]]")
-    assert naive.fullmatch("a") is None
-
-
-def test_translate_ungreedy_flag() -> None:
-    assert translate_go_regex("(?U)access_token=(.*)&") == "access_token=(.*?)&"
-
-
-def test_translate_ungreedy_flips_an_explicitly_lazy_quantifier() -> None:
-    assert translate_go_regex("(?U)a+?b*") == "a+b*?"
-
-
-def test_translate_ungreedy_leaves_classes_and_groups_alone() -> None:
-    assert translate_go_regex(r"(?U)(?:[*+?]\*)x{1,2}") == r"(?:[*+?]\*)x{1,2}?"
-
-
-def test_translate_leaves_a_plain_pattern_unchanged() -> None:
-    assert translate_go_regex(r"\d+\.\d+") == r"\d+\.\d+"
+def test_xdigit_class_reads_as_go_reads_it() -> None:
+    (pattern,) = compile_privacy_regs("^[[:xdigit:]]{2}$")
+    assert pattern.search("aF")
+    assert not pattern.search("x:")
 
 
 def test_ungreedy_access_token_rule_stops_at_the_first_ampersand() -> None:
-    pattern = re.compile(translate_go_regex("(?U)access_token=(.*)&"))
-    match = pattern.search("access_token=abc&x=1&")
-    assert match is not None
-    assert match.group(0) == "access_token=abc&"
+    (pattern,) = compile_privacy_regs("(?U)access_token=(.*)&")
+    assert pattern.mask("access_token=abc&x=1&") == "*" * len("access_token=abc&") + "x=1&"
+
+
+@pytest.mark.parametrize("line", ["(?=a)", r"(a)\1", "(?<!x)y", "("])
+def test_privacy_regs_go_refuses_are_refused(line: str) -> None:
+    with pytest.raises(PatternError, match=r"^error parsing regexp: "):
+        compile_privacy_regs(f"ok\n{line}")
 
 
 def test_default_privacy_regs_compile_without_warnings() -> None:
@@ -185,9 +164,7 @@ def test_default_privacy_regs_compile_without_warnings() -> None:
 def test_default_ipv6_rule_matches_a_full_address() -> None:
     ipv6 = compile_privacy_regs(DEFAULT_REGS)[1]
     address = "2001:0db8:85a3:0000:0000:8a2e:0370:7334"
-    match = ipv6.search(f"from {address} now")
-    assert match is not None
-    assert match.group(0) == address
+    assert ipv6.mask(f"from {address} now") == f"from {'*' * len(address)} now"
 
 
 # -- mask_private -----------------------------------------------------------
