@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
+from manifold.api.guards import BodyLimit, NoSniff, Utf8Url
 from manifold.api.routes import (
     auth,
     download,
@@ -144,6 +145,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/task/{kind}/retry_failed", tasks.retry_failed),
 )
 
+# Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them.
+STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form"})
+
 
 def create_app(config: Config, services: Services | None = None) -> FastAPI:
     services = services or Services.build(config)
@@ -170,6 +174,8 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     for route in ROUTES:
         app.add_api_route(route.path, route.endpoint, methods=list(route.methods))
     _install_error_handlers(app, services)
+    app.add_middleware(BodyLimit, config=config, streamed=STREAMED_BODIES)
+    app.add_middleware(Utf8Url)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=config.cors_origins,
@@ -180,6 +186,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     app.add_middleware(CatchAll)
     fast = {"/api/public/settings": services.settings.public_envelope}
     app.add_middleware(FastPaths, bodies=fast)
+    app.add_middleware(NoSniff)
     return app
 
 

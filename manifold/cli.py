@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import socket
 import sys
@@ -88,6 +89,7 @@ def _server(args: argparse.Namespace) -> int:
     import uvicorn
 
     from manifold.app import create_app
+    from manifold.server import uvicorn_config
 
     config = _config(args)
     if args.host:
@@ -100,17 +102,11 @@ def _server(args: argparse.Namespace) -> int:
     sys.stdout.write(f"database: {_shown_database(config)}\n")
     sys.stdout.write(f"listening on http://{config.address}:{config.port}\n")
     sys.stdout.flush()
-    uvicorn.run(
-        create_app(config),
-        host=config.address,
-        port=config.port,
-        loop="uvloop",
-        http="httptools",
-        log_level=config.log_level,
-        access_log=False,
-        server_header=False,
-    )
-    return 0
+    server = uvicorn.Server(uvicorn_config(create_app(config), config))
+    # uvicorn shuts down cleanly on Ctrl-C, then raises it again; that is a normal stop.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    return 0 if server.started else EXIT_FAILURE
 
 
 def _shown_database(config: Config) -> str:

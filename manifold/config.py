@@ -68,6 +68,7 @@ class Config:
     log_level: str = "info"
     max_login_failures: int = 5
     login_lockout_seconds: int = 300
+    max_request_body: int = 4 << 20
 
     @property
     def effective_database_url(self) -> str:
@@ -92,8 +93,15 @@ _FILE_KEYS = (
     "log_level",
     "max_login_failures",
     "login_lockout_seconds",
+    "max_request_body",
 )
-_INT_KEYS = {"port", "token_expires_in", "max_login_failures", "login_lockout_seconds"}
+_INT_KEYS = {
+    "port",
+    "token_expires_in",
+    "max_login_failures",
+    "login_lockout_seconds",
+    "max_request_body",
+}
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 
 

@@ -20,7 +20,7 @@ def get_services(request: Request) -> Services:
 def client_address(request: Request, trusted: list[str]) -> str:
     """The real client address: X-Forwarded-For is believed only from trusted proxies."""
     peer = request.client.host if request.client else ""
-    if not trusted or not _is_trusted(peer, trusted):
+    if not from_trusted_proxy(request, trusted):
         return peer
     forwarded = request.headers.get("x-forwarded-for", "")
     hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
@@ -29,6 +29,12 @@ def client_address(request: Request, trusted: list[str]) -> str:
         if not _is_trusted(hop, trusted):
             return hop
     return hops[0] if hops else peer
+
+
+def from_trusted_proxy(request: Request, trusted: list[str]) -> bool:
+    """Whether the peer is one of ``trusted``, so its ``X-Forwarded-*`` headers count."""
+    peer = request.client.host if request.client else ""
+    return bool(trusted) and _is_trusted(peer, trusted)
 
 
 def _is_trusted(address: str, trusted: list[str]) -> bool:

@@ -2,17 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from annotated_types import Ge, Le
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from manifold.models import Meta, SettingItem, SshKey, User
+
+# Every whole number a client sends is one of these two, so that none reaches the
+# database (a 64-bit column) or an offset computation out of range.
+Int64 = Annotated[int, Ge(-(2**63)), Le(2**63 - 1)]
+# A page or page size; two of them multiplied (an offset) still fit in 64 bits.
+PageNumber = Annotated[int, Ge(-(2**31)), Le(2**31 - 1)]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestBody(BaseModel):
     """Unknown fields are ignored (clients send whole objects back); wrong types are refused."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        # JSON may escape half of a UTF-16 pair (\ud800); such text cannot be stored
+        # or encoded anywhere below, so it is refused here, naming the field.
+        if has_lone_surrogate(value):
+            raise ValueError("text is not valid Unicode (lone surrogate)")
+        return value
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether ``value`` (text, or lists and objects of it) holds half a UTF-16 pair."""
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATE.search(value) is not None
+    if isinstance(value, list):
+        return any(has_lone_surrogate(item) for item in value)
+    if isinstance(value, dict):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
+    return False
 
 
 def user_json(user: User, with_otp: bool = False) -> dict[str, Any]:

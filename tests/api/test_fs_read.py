@@ -241,7 +241,8 @@ async def test_get_folder_has_no_raw_url(api: Api, root: Path) -> None:
     assert (await fs_get(api, "/local"))["data"]["name"] == "local"
 
 
-async def test_raw_url_uses_site_url_and_forwarded_headers(api: Api, root: Path) -> None:
+async def test_raw_url_uses_forwarded_headers_from_a_trusted_proxy(api: Api, root: Path) -> None:
+    api.services.config.trusted_proxies = ["203.0.113.7"]
     await api.as_admin()
     await mount_local(api, "/local", root)
     body = await api.post(

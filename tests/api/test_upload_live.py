@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from manifold.app import create_app
 from manifold.services.hub import Services
 from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.live_server import serving
 from tests.api.test_fs_write import leftovers
 from tests.conftest import Api
 
@@ -26,18 +24,8 @@ async def live(services: Services, api: Api, tmp_path: Path) -> AsyncIterator[tu
     root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
     await api.as_admin()
     await mount_local(api, "/local", root)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        create_app(services.config, services), log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event
-        await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", root
-    server.should_exit = True
-    await task
+    async with serving(services) as url:
+        yield url, root
 
 
 async def settled(root: Path) -> list[str]:

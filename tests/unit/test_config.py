@@ -146,3 +146,20 @@ def test_describe_masks_secret_and_database_password(tmp_path: Path) -> None:
     assert shown["jwt_secret"] == "**********"
     assert shown["database_url"] == "postgresql+asyncpg://app:***@db.example.org/manifold"
     assert "jwt-value" not in json.dumps(shown) and "db-pass" not in json.dumps(shown)
+
+
+def test_every_key_is_in_the_readme_table(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    for key in read_file_keys(tmp_path):
+        assert f"| `{key}` |" in readme, key
+
+
+def test_max_request_body_comes_from_the_environment(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "data", env={"MANIFOLD_MAX_REQUEST_BODY": "1024"})
+    assert config.max_request_body == 1024
+    assert load_config(tmp_path / "other", env={}).max_request_body == 4 << 20
+
+
+def read_file_keys(tmp_path: Path) -> list[str]:
+    load_config(tmp_path / "keys", env={})
+    return list(read_file(tmp_path / "keys"))

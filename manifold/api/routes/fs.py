@@ -17,10 +17,10 @@ from starlette.responses import Response
 
 from manifold.api import envelope
 from manifold.api.binding import bind
-from manifold.api.deps import get_caller, get_services
+from manifold.api.deps import from_trusted_proxy, get_caller, get_services
 from manifold.api.fs_render import FolderStyle, ListingRenderer, file_type, related_entries
 from manifold.api.fs_time import ORJSON_TIME, json_time
-from manifold.api.schemas import RequestBody
+from manifold.api.schemas import PageNumber, RequestBody
 from manifold.services.fs import Found
 from manifold.services.hub import Services
 from manifold.vfs.paths import split_path
@@ -29,8 +29,8 @@ from manifold.vfs.paths import split_path
 class ListBody(RequestBody):
     path: str = "/"
     password: str = ""
-    page: int = 1
-    per_page: int = 0
+    page: PageNumber = 1
+    per_page: PageNumber = 0
     refresh: bool = False
 
 
@@ -76,11 +76,18 @@ def _renderer(request: Request, services: Services) -> ListingRenderer:
 
 
 def api_url(request: Request, services: Services) -> str:
+    """The site's own URL for links: ``site_url`` when it is one, else this request's.
+
+    ``X-Forwarded-Host`` and ``-Proto`` count only from a trusted proxy; from anyone
+    else they would let a client put any host into the links it is given.
+    """
     site = services.config.site_url.rstrip("/")
     if site.startswith("http"):
         return site
-    scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
-    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    scheme, host = request.url.scheme, request.headers.get("host", "")
+    if from_trusted_proxy(request, services.config.trusted_proxies):
+        scheme = request.headers.get("x-forwarded-proto") or scheme
+        host = request.headers.get("x-forwarded-host") or host
     return f"{scheme}://{host}{site}"
 
 

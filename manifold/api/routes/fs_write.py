@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote_to_bytes
 
 from fastapi import Request
 from pydantic import Field
@@ -218,13 +218,17 @@ _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})(.{0,2})")
 
 
 def file_path(request: Request) -> str:
-    """The ``File-Path`` header, URL-unescaped as Go's PathUnescape (``+`` stays ``+``)."""
+    """The ``File-Path`` header, URL-unescaped as Go's PathUnescape (``+`` stays ``+``).
+
+    Clients may send the path escaped or as raw UTF-8; header bytes arrive decoded as
+    Latin-1, so they are taken back to bytes and the whole decoded as UTF-8.
+    """
     raw = request.headers.get("file-path", "")
     bad = _BAD_ESCAPE.search(raw)
     if bad is not None:
         raise BadRequest(f'invalid URL escape "%{bad.group(1)}"')
     try:
-        return unquote(raw, errors="strict")
+        return unquote_to_bytes(raw.encode("latin-1")).decode()
     except UnicodeDecodeError as exc:
         raise BadRequest("File-Path is not valid UTF-8 once unescaped") from exc
 

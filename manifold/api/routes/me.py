@@ -6,7 +6,7 @@ from starlette.responses import Response
 
 from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok, paged
-from manifold.api.schemas import RequestBody, sshkey_json, user_json
+from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import Forbidden
 
 
@@ -33,7 +33,7 @@ async def update_me(body: ProfileBody, caller: CallerDep, services: ServicesDep)
 
 
 async def list_keys(
-    caller: CallerDep, services: ServicesDep, page: int = 1, per_page: int = 0
+    caller: CallerDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     keys, total = await services.sshkeys.page(caller.user, page, per_page)
     return paged([sshkey_json(k) for k in keys], total)
@@ -44,6 +44,6 @@ async def add_key(body: KeyBody, caller: CallerDep, services: ServicesDep) -> Re
     return ok()
 
 
-async def delete_key(id: int, caller: CallerDep, services: ServicesDep) -> Response:
+async def delete_key(id: Int64, caller: CallerDep, services: ServicesDep) -> Response:
     await services.sshkeys.delete_own(caller.user, id)
     return ok()

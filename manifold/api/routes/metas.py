@@ -6,12 +6,12 @@ from starlette.responses import Response
 
 from manifold.api.deps import AdminDep, ServicesDep
 from manifold.api.envelope import ok, paged
-from manifold.api.schemas import RequestBody, meta_json
+from manifold.api.schemas import Int64, PageNumber, RequestBody, meta_json
 from manifold.models import Meta
 
 
 class MetaBody(RequestBody):
-    id: int = 0
+    id: Int64 = 0
     path: str
     password: str = ""
     p_sub: bool = False
@@ -29,13 +29,13 @@ class MetaBody(RequestBody):
 
 
 async def list_metas(
-    _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     metas, total = await services.metas.page(page, per_page)
     return paged([meta_json(m) for m in metas], total)
 
 
-async def get_meta(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def get_meta(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     return ok(meta_json(await services.metas.get(id)))
 
 
@@ -49,6 +49,6 @@ async def update_meta(body: MetaBody, _: AdminDep, services: ServicesDep) -> Res
     return ok()
 
 
-async def delete_meta(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_meta(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.metas.delete(id)
     return ok()

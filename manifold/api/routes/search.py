@@ -14,7 +14,7 @@ from manifold.api.binding import bind
 from manifold.api.deps import AdminDep, CallerDep, ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import file_type
-from manifold.api.schemas import RequestBody
+from manifold.api.schemas import Int64, PageNumber, RequestBody
 from manifold.services.search import SearchRequest
 from manifold.vfs.paths import clean_path
 
@@ -23,15 +23,15 @@ class SearchBody(RequestBody):
     # No defaults that pass validation: AList answers a missing page with "page can't < 1".
     parent: str = "/"
     keywords: str = ""
-    scope: int = 0
-    page: int = 0
-    per_page: int = 0
+    scope: Int64 = 0
+    page: PageNumber = 0
+    per_page: PageNumber = 0
     password: str = ""
 
 
 class UpdateIndexBody(RequestBody):
     paths: list[str] = []
-    max_depth: int = 0
+    max_depth: Int64 = 0
 
 
 async def search_fs(request: Request, caller: CallerDep, services: ServicesDep) -> Response:

@@ -10,18 +10,18 @@ from starlette.responses import Response
 from manifold.api.deps import AdminDep, ServicesDep
 from manifold.api.envelope import error, ok, paged
 from manifold.api.fs_time import iso_time
-from manifold.api.schemas import RequestBody
+from manifold.api.schemas import Int64, PageNumber, RequestBody
 from manifold.drivers.registry import all_drivers, driver_info_json
 from manifold.models import Storage
 from manifold.services.storages import WORK
 
 
 class StorageBody(RequestBody):
-    id: int = 0
+    id: Int64 = 0
     mount_path: str
-    order: int = 0
+    order: Int64 = 0
     driver: str
-    cache_expiration: int = 30
+    cache_expiration: Int64 = 30
     addition: str = "{}"
     remark: str = ""
     disabled: bool = False
@@ -46,13 +46,13 @@ def storage_json(storage: Storage) -> dict[str, Any]:
 
 
 async def list_storages(
-    _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     storages, total = await services.storages.page(page, per_page)
     return paged([storage_json(s) for s in storages], total)
 
 
-async def get_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def get_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     return ok(storage_json(await services.storages.get(id)))
 
 
@@ -71,17 +71,17 @@ async def update_storage(body: StorageBody, _: AdminDep, services: ServicesDep) 
     return ok()
 
 
-async def delete_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.storages.delete(id)
     return ok()
 
 
-async def enable_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def enable_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.storages.set_disabled(id, False)
     return ok()
 
 
-async def disable_storage(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def disable_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.storages.set_disabled(id, True)
     return ok()
 

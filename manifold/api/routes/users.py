@@ -6,20 +6,20 @@ from starlette.responses import Response
 
 from manifold.api.deps import AdminDep, ServicesDep
 from manifold.api.envelope import ok, paged
-from manifold.api.schemas import RequestBody, sshkey_json, user_json
+from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import BadRequest, NotFound, ServerError
 from manifold.models import Role
 from manifold.services.users import UserInput
 
 
 class UserBody(RequestBody):
-    id: int = 0
+    id: Int64 = 0
     username: str
     password: str = ""
     base_path: str = "/"
-    role: int = Role.GENERAL
+    role: Int64 = Role.GENERAL
     disabled: bool = False
-    permission: int = 0
+    permission: Int64 = 0
     sso_id: str = ""
 
     def as_input(self) -> UserInput:
@@ -35,13 +35,13 @@ class UserBody(RequestBody):
 
 
 async def list_users(
-    _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     users, total = await services.users.page(page, per_page)
     return paged([user_json(u) for u in users], total)
 
 
-async def get_user(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def get_user(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     return ok(user_json(await services.users.get(id)))
 
 
@@ -55,12 +55,12 @@ async def update_user(body: UserBody, _: AdminDep, services: ServicesDep) -> Res
     return ok()
 
 
-async def delete_user(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_user(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.users.delete(id)
     return ok()
 
 
-async def cancel_2fa(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def cancel_2fa(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     user = await services.users.get(id)
     await services.users.set_otp_secret(user, "")
     return ok()
@@ -76,7 +76,7 @@ async def del_cache(_: AdminDep, services: ServicesDep, username: str = "") -> R
 
 
 async def list_user_keys(
-    uid: int, _: AdminDep, services: ServicesDep, page: int = 1, per_page: int = 0
+    uid: Int64, _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     try:
         await services.users.get(uid)
@@ -86,6 +86,6 @@ async def list_user_keys(
     return paged([sshkey_json(k) for k in keys], total)
 
 
-async def delete_user_key(id: int, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_user_key(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
     await services.sshkeys.delete_any(id)
     return ok()

@@ -1,0 +1,112 @@
+"""How the HTTP server runs: uvicorn's options, and a request head of bounded size.
+
+``uvicorn_config`` is the one place the options live, so ``manifold server`` and the
+tests that run a real server start the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from manifold.config import Config
+
+MAX_HEADERS = 100
+MAX_HEADER_LINE = 16 << 10  # a File-Path of 4 KiB of UTF-8, percent-escaped, fits
+MAX_HEAD = 64 << 10  # request line and every header together
+
+
+def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config:
+    """The server's options; ``overrides`` are for tests (a socket, no lifespan).
+
+    uvicorn's own proxy-header handling is off: it would rewrite the client address
+    from ``X-Forwarded-For`` for any loopback peer, before ``trusted_proxies`` is asked.
+    """
+    options: dict[str, Any] = {
+        "host": config.address,
+        "port": config.port,
+        "loop": "uvloop",
+        "http": BoundedHttpTools,
+        "log_level": config.log_level,
+        "access_log": False,
+        "server_header": False,
+        "proxy_headers": False,
+    }
+    return uvicorn.Config(app, **(options | overrides))
+
+
+class HeadTooLarge(Exception):
+    """The request head passed a limit; raised inside the parser to stop it."""
+
+
+class BoundedHttpTools(HttpToolsProtocol):
+    """httptools keeps a request head of any size; this one answers 431 past the limits.
+
+    The bytes of a head are counted as they arrive, before the parser has seen a whole
+    line, so a header that never ends is stopped as surely as a flood of short ones.
+    """
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._refused = False
+        self._start_head()
+
+    def _start_head(self) -> None:
+        self._reading_head = True
+        self._head_bytes = 0  # as received, counted before the parser sees a whole line
+        self._head_size = 0  # as parsed: the URL and every header line
+        self._head_lines = 0
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._reading_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._reading_head and self._head_bytes > MAX_HEAD and not self._refused:
+            self._refuse()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_lines += 1
+        if self._head_lines > MAX_HEADERS or len(name) + len(value) > MAX_HEADER_LINE:
+            self._stop()
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def _count(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > MAX_HEAD:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._refused = True
+        raise HeadTooLarge()
+
+    def on_headers_complete(self) -> None:
+        self._reading_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        # What follows on a kept-alive connection is the next request's head.
+        self._start_head()
+
+    def send_400_response(self, msg: str) -> None:
+        # The parser reports a callback's exception as a malformed request.
+        if self._refused:
+            self._refuse()
+        else:
+            super().send_400_response(msg)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        body = b"Request Header Fields Too Large"
+        head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+        self.transport.write(STATUS_LINE[431] + head % len(body) + body)
+        self.transport.close()
