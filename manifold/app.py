@@ -46,6 +46,8 @@ class Route:
     path: str
     endpoint: Callable[..., Any]
     admin: bool = False
+    # The input of a handler that reads it by hand (``api.openapi``), for ``app.openapi()``.
+    openapi: dict[str, Any] | None = None
 
 
 GET, POST, PUT = ("GET",), ("POST",), ("PUT",)
@@ -84,11 +86,11 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/meta/create", metas.create_meta, admin=True),
     Route(POST, "/api/admin/meta/update", metas.update_meta, admin=True),
     Route(POST, "/api/admin/meta/delete", metas.delete_meta, admin=True),
-    Route(ANY, "/api/fs/list", fs.list_fs),
-    Route(ANY, "/api/fs/get", fs.get_fs),
-    Route(ANY, "/api/fs/dirs", fs.dirs_fs),
-    Route(ANY, "/api/fs/other", fs.other_fs),
-    Route(ANY, "/api/fs/search", search.search_fs),
+    Route(ANY, "/api/fs/list", fs.list_fs, openapi=fs.LIST_INPUT),
+    Route(ANY, "/api/fs/get", fs.get_fs, openapi=fs.GET_INPUT),
+    Route(ANY, "/api/fs/dirs", fs.dirs_fs, openapi=fs.DIRS_INPUT),
+    Route(ANY, "/api/fs/other", fs.other_fs, openapi=fs.OTHER_INPUT),
+    Route(ANY, "/api/fs/search", search.search_fs, openapi=search.SEARCH_INPUT),
     Route(POST, "/api/fs/mkdir", fs_write.mkdir),
     Route(POST, "/api/fs/rename", fs_write.rename),
     Route(POST, "/api/fs/batch_rename", fs_write.batch_rename),
@@ -98,8 +100,8 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/fs/copy", fs_write.copy),
     Route(POST, "/api/fs/remove", fs_write.remove),
     Route(POST, "/api/fs/remove_empty_directory", fs_write.remove_empty_directory),
-    Route(PUT, "/api/fs/put", fs_write.put),
-    Route(PUT, "/api/fs/form", fs_write.form),
+    Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
+    Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
     Route(GET, "/api/admin/storage/list", storages.list_storages, admin=True),
     Route(GET, "/api/admin/storage/get", storages.get_storage, admin=True),
@@ -113,7 +115,13 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/admin/driver/names", storages.driver_names, admin=True),
     Route(GET, "/api/admin/driver/info", storages.driver_info, admin=True),
     Route(POST, "/api/admin/index/build", search.build_index, admin=True),
-    Route(POST, "/api/admin/index/update", search.update_index, admin=True),
+    Route(
+        POST,
+        "/api/admin/index/update",
+        search.update_index,
+        admin=True,
+        openapi=search.UPDATE_INDEX_INPUT,
+    ),
     Route(POST, "/api/admin/index/stop", search.stop_index, admin=True),
     Route(POST, "/api/admin/index/clear", search.clear_index, admin=True),
     Route(GET, "/api/admin/index/progress", search.index_progress, admin=True),
@@ -125,9 +133,27 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/task/{kind}/cancel", tasks.cancel, admin=True),
     Route(POST, "/api/admin/task/{kind}/delete", tasks.delete, admin=True),
     Route(POST, "/api/admin/task/{kind}/retry", tasks.retry, admin=True),
-    Route(POST, "/api/admin/task/{kind}/cancel_some", tasks.cancel_some, admin=True),
-    Route(POST, "/api/admin/task/{kind}/delete_some", tasks.delete_some, admin=True),
-    Route(POST, "/api/admin/task/{kind}/retry_some", tasks.retry_some, admin=True),
+    Route(
+        POST,
+        "/api/admin/task/{kind}/cancel_some",
+        tasks.cancel_some,
+        admin=True,
+        openapi=tasks.IDS_INPUT,
+    ),
+    Route(
+        POST,
+        "/api/admin/task/{kind}/delete_some",
+        tasks.delete_some,
+        admin=True,
+        openapi=tasks.IDS_INPUT,
+    ),
+    Route(
+        POST,
+        "/api/admin/task/{kind}/retry_some",
+        tasks.retry_some,
+        admin=True,
+        openapi=tasks.IDS_INPUT,
+    ),
     Route(POST, "/api/admin/task/{kind}/clear_done", tasks.clear_done, admin=True),
     Route(POST, "/api/admin/task/{kind}/clear_succeeded", tasks.clear_succeeded, admin=True),
     Route(POST, "/api/admin/task/{kind}/retry_failed", tasks.retry_failed, admin=True),
@@ -137,9 +163,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/task/{kind}/cancel", tasks.cancel),
     Route(POST, "/api/task/{kind}/delete", tasks.delete),
     Route(POST, "/api/task/{kind}/retry", tasks.retry),
-    Route(POST, "/api/task/{kind}/cancel_some", tasks.cancel_some),
-    Route(POST, "/api/task/{kind}/delete_some", tasks.delete_some),
-    Route(POST, "/api/task/{kind}/retry_some", tasks.retry_some),
+    Route(POST, "/api/task/{kind}/cancel_some", tasks.cancel_some, openapi=tasks.IDS_INPUT),
+    Route(POST, "/api/task/{kind}/delete_some", tasks.delete_some, openapi=tasks.IDS_INPUT),
+    Route(POST, "/api/task/{kind}/retry_some", tasks.retry_some, openapi=tasks.IDS_INPUT),
     Route(POST, "/api/task/{kind}/clear_done", tasks.clear_done),
     Route(POST, "/api/task/{kind}/clear_succeeded", tasks.clear_succeeded),
     Route(POST, "/api/task/{kind}/retry_failed", tasks.retry_failed),
@@ -172,7 +198,9 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     )
     app.state.services = services
     for route in ROUTES:
-        app.add_api_route(route.path, route.endpoint, methods=list(route.methods))
+        app.add_api_route(
+            route.path, route.endpoint, methods=list(route.methods), openapi_extra=route.openapi
+        )
     _install_error_handlers(app, services)
     app.add_middleware(BodyLimit, config=config, streamed=STREAMED_BODIES)
     app.add_middleware(Utf8Url)

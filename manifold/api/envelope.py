@@ -39,7 +39,13 @@ def ok_encoded(*data: bytes) -> Response:
 
 
 def error_body(code: int, message: str, data: Any = None) -> bytes:
-    return orjson.dumps({"code": code, "message": message, "data": data})
+    try:
+        return orjson.dumps({"code": code, "message": message, "data": data})
+    except orjson.JSONEncodeError:
+        # A message quoting the request may hold a lone surrogate (JSON's "\ud800"),
+        # which UTF-8 cannot carry: it is shown as U+FFFD instead.
+        shown = message.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return orjson.dumps({"code": code, "message": shown, "data": data})
 
 
 def error(code: int, message: str, data: Any = None, status: int = 200) -> Response:

@@ -170,7 +170,16 @@ def renames(pattern: Pattern, template: Template, names: Iterable[str]) -> list[
 
 
 def encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
+    """UTF-8 of ``text``; names read from disk keep their undecodable bytes.
+
+    Any other lone surrogate (quoted from a request into a message) has no UTF-8 form
+    and becomes U+FFFD, as the envelope shows it.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        utf16 = text.encode("utf-16-le", "surrogatepass")
+        return utf16.decode("utf-16-le", "replace").encode("utf-8")
 
 
 def decode(data: bytes) -> str:

@@ -10,6 +10,7 @@ import pytest
 from starlette.responses import Response
 
 from manifold.app import create_app
+from manifold.errors import BadRequest
 from manifold.services.hub import Services
 from tests.conftest import Api
 
@@ -18,13 +19,18 @@ LOGIN = "/api/auth/login"
 
 @pytest.fixture
 async def crashing(services: Services) -> AsyncIterator[httpx.AsyncClient]:
-    """An app with one extra route that fails with an unexpected error."""
+    """An app with extra routes: one fails with an unexpected error, one quotes its input."""
     app = create_app(services.config, services)
 
     async def boom() -> Response:
         raise RuntimeError("secret-value")
 
+    async def quoting() -> Response:
+        # json.loads turns a body's "\ud800" into a lone surrogate, which messages quote.
+        raise BadRequest("failed get storage; rawPath: /\ud800")
+
     app.add_api_route("/api/boom", boom, methods=["GET"])
+    app.add_api_route("/api/quoting", quoting, methods=["GET"])
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
         yield client
@@ -157,6 +163,17 @@ async def test_server_keeps_answering_after_an_unexpected_error(
     await crashing.get("/api/boom")
     response = await crashing.get("/ping")
     assert response.text == "pong"
+
+
+async def test_error_quoting_a_lone_surrogate_is_still_the_envelope(
+    crashing: httpx.AsyncClient,
+) -> None:
+    response = await crashing.get("/api/quoting")
+    assert response.json() == {
+        "code": 400,
+        "message": "failed get storage; rawPath: /\ufffd",
+        "data": None,
+    }
 
 
 # -- CORS and ping ----------------------------------------------------------

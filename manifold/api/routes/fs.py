@@ -20,6 +20,7 @@ from manifold.api.binding import bind
 from manifold.api.deps import from_trusted_proxy, get_caller, get_services
 from manifold.api.fs_render import FolderStyle, ListingRenderer, file_type, related_entries
 from manifold.api.fs_time import ORJSON_TIME, json_time
+from manifold.api.openapi import bound
 from manifold.api.schemas import PageNumber, RequestBody
 from manifold.services.fs import Found
 from manifold.services.hub import Services
@@ -36,11 +37,15 @@ class ListBody(RequestBody):
 
 # AList's list request has no form name for ``refresh``; Go binds it as ``Refresh``.
 LIST_FORM_ALIASES = {"Refresh": "refresh"}
+LIST_INPUT = bound(ListBody, LIST_FORM_ALIASES)
 
 
 class GetBody(RequestBody):
     path: str = "/"
     password: str = ""
+
+
+GET_INPUT = bound(GetBody)
 
 
 class DirsBody(RequestBody):
@@ -49,11 +54,17 @@ class DirsBody(RequestBody):
     force_root: bool = False
 
 
+DIRS_INPUT = bound(DirsBody)
+
+
 class OtherBody(RequestBody):
     path: str = "/"
     password: str = ""
     method: str = ""
     data: JsonValue = None
+
+
+OTHER_INPUT = bound(OtherBody)
 
 
 async def list_fs(request: Request) -> Response:

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from manifold.api.deps import AdminDep, CallerDep, ServicesDep
 from manifold.api.envelope import ok, ok_message
 from manifold.api.multipart import file_part
+from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
@@ -249,6 +250,22 @@ def last_modified(request: Request) -> datetime | None:
 
 
 _HASH_HEADERS = {"x-file-md5": "md5", "x-file-sha1": "sha1", "x-file-sha256": "sha256"}
+_UPLOAD_HEADERS = {
+    "File-Path": True,
+    "Password": False,
+    "Overwrite": False,
+    "As-Task": False,
+    "Last-Modified": False,
+    **{name.title(): False for name in _HASH_HEADERS},
+}
+PUT_INPUT = raw_body(
+    "application/octet-stream", BINARY, {**_UPLOAD_HEADERS, "Content-Length": True}
+)
+FORM_INPUT = raw_body(
+    "multipart/form-data",
+    {"type": "object", "properties": {"file": BINARY}, "required": ["file"]},
+    _UPLOAD_HEADERS,
+)
 
 
 def verified(request: Request, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -14,6 +14,7 @@ from manifold.api.binding import bind
 from manifold.api.deps import AdminDep, CallerDep, ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import file_type
+from manifold.api.openapi import bound
 from manifold.api.schemas import Int64, PageNumber, RequestBody
 from manifold.services.search import SearchRequest
 from manifold.vfs.paths import clean_path
@@ -29,9 +30,15 @@ class SearchBody(RequestBody):
     password: str = ""
 
 
+SEARCH_INPUT = bound(SearchBody)
+
+
 class UpdateIndexBody(RequestBody):
     paths: list[str] = []
     max_depth: Int64 = 0
+
+
+UPDATE_INDEX_INPUT = bound(UpdateIndexBody)
 
 
 async def search_fs(request: Request, caller: CallerDep, services: ServicesDep) -> Response:

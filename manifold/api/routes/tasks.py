@@ -16,12 +16,15 @@ from starlette.responses import Response
 from manifold.api.deps import CallerDep, ServicesDep, get_admin
 from manifold.api.envelope import ok
 from manifold.api.fs_time import iso_time
+from manifold.api.openapi import json_body
 from manifold.errors import BadRequest, Forbidden
 from manifold.models import Task
 from manifold.services.auth import Caller
 
 ADMIN_PREFIX = "/api/admin/"
 INVALID_FORMAT = "invalid request format"
+# The ``*_some`` routes read a bare JSON list of task ids.
+IDS_INPUT = json_body(list[str])
 
 
 def task_json(task: Task) -> dict[str, Any]:
