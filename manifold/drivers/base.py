@@ -198,6 +198,13 @@ class VirtualTree(Protocol):
 
     async def link_path(self, path: str, args: LinkArgs) -> Link: ...
 
+    async def real_path_of(self, path: str) -> str:
+        """The virtual path where ``path`` really is once links are followed.
+
+        ``PermissionDenied`` when links lead out of the storage holding it.
+        """
+        ...
+
 
 @runtime_checkable
 class WritableTree(VirtualTree, Protocol):

@@ -21,6 +21,7 @@ from manifold.errors import (
     ManifoldError,
     ObjectExists,
     ObjectNotFound,
+    PermissionDenied,
     ServerError,
 )
 from manifold.models import Link, Obj
@@ -53,6 +54,14 @@ class ServiceTree:
     async def link_path(self, path: str, args: LinkArgs) -> Link:
         _, link, _ = await self._fs.link(clean_path(path), args)
         return link
+
+    async def real_path_of(self, path: str) -> str:
+        path = clean_path(path)
+        ops, sub, mounted = self._place(path)
+        (real,) = await ops.driver.real_paths([sub])
+        if real is None:
+            raise PermissionDenied()
+        return clean_path(f"{mounted.storage.mount_path}/{real}")
 
     # --- write ----------------------------------------------------------------------
 

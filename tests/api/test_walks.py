@@ -16,6 +16,7 @@ tree as it was.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,3 +217,44 @@ async def test_search_leaves_out_names_reached_through_links(world: World, keywo
     # The index enters bob's folder once, not again through the link loop in it.
     hits = [(h["parent"], h["name"]) for h in own["data"]["content"]]
     assert hits == [("/local/users/bob", "own.txt")]
+
+
+# --- the same tree through an Alias ---------------------------------------------------
+
+
+@pytest.fixture
+async def through_alias(world: World) -> str:
+    """An Alias at /team naming bob's and carol's folders; ``abob`` lives in /team/bob."""
+    paths = "bob:/local/users/bob\ncarol:/local/users/carol"
+    body = {
+        "mount_path": "/team",
+        "driver": "Alias",
+        "addition": json.dumps({"paths": paths, "writable": True}),
+    }
+    created = await world.api.post("/api/admin/storage/create", body)
+    assert created["code"] == 200, created
+    await world.api.make_user("abob", BOB_PW, base_path="/team/bob", permission=BOB_PERMS)
+    return await world.api.login("abob", BOB_PW)
+
+
+@pytest.mark.parametrize("path", ["/link_carol", "/stuff/link_carol", "/stuff/link_file"])
+async def test_links_out_of_an_alias_target_are_refused(
+    world: World, through_alias: str, path: str
+) -> None:
+    for route in ("/api/fs/list", "/api/fs/get"):
+        body = await world.api.post(route, {"path": path}, token=through_alias)
+        assert body["code"] == 403, (route, path, body)
+    own = await world.api.post("/api/fs/get", {"path": "/own.txt"}, token=through_alias)
+    assert own["code"] == 200, own
+
+
+async def test_walks_through_an_alias_skip_links_out(world: World, through_alias: str) -> None:
+    assert (await world.call("/api/fs/mkdir", {"path": "/loot"}))["code"] == 200
+    body = await world.api.post(
+        "/api/fs/recursive_move",
+        {"src_dir": "/stuff", "dst_dir": "/loot", "conflict_policy": "skip"},
+        token=through_alias,
+    )
+    assert body["code"] == 200, body
+    world.carol_intact()
+    assert sorted(p.name for p in (world.home / "loot").iterdir()) == ["a.txt"]

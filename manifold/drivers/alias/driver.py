@@ -91,6 +91,30 @@ class AliasDriver(Driver[Addition]):
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         return await self._first(file.path, lambda real: self._tree().link_path(real, args))
 
+    async def real_path(self, path: str) -> str:
+        """``path`` with links followed, while they stay inside the target it came through.
+
+        A link in a target that leads elsewhere in the tree leaves this alias, as a link
+        out of a Local root leaves that storage: ``PermissionDenied``.
+        """
+        if self._is_alias_root(path):
+            return posixpath.normpath(path or "/")
+        prefix, targets = self._targets_of(path)
+        last: ManifoldError = ObjectNotFound()
+        tree = self._tree()
+        for target, rest in targets:
+            inner = posixpath.normpath(posixpath.join(target, rest))
+            try:
+                await tree.get_path(inner)  # the first target holding it, as for reads
+            except ObjectNotFound as exc:
+                last = exc
+                continue
+            real, real_target = await tree.real_path_of(inner), await tree.real_path_of(target)
+            if real != real_target and not real.startswith(real_target.rstrip("/") + "/"):
+                raise PermissionDenied()
+            return posixpath.normpath(prefix + "/" + posixpath.relpath(real, real_target))
+        raise last
+
     async def get(self, path: str) -> Obj:
         if path == "/":
             return await self.root_obj()
@@ -195,15 +219,20 @@ class AliasDriver(Driver[Addition]):
         return self.tree
 
     def _real_paths(self, path: str) -> builtins.list[str]:
+        _, targets = self._targets_of(path)
+        return [posixpath.normpath(posixpath.join(t, rest)) for t, rest in targets]
+
+    def _targets_of(self, path: str) -> tuple[str, builtins.list[tuple[str, str]]]:
+        """The alias folder ``path`` lies in, and each (target, path inside it)."""
         path = path or "/"
         if len(self._targets) == 1:
             (targets,) = self._targets.values()
-            rest = path
+            prefix, rest = "", path
         else:
             name, _, tail = path.lstrip("/").partition("/")
             targets = self._targets.get(name, [])
-            rest = "/" + tail
-        return [posixpath.normpath(posixpath.join(t, rest.lstrip("/"))) for t in targets]
+            prefix, rest = "/" + name, tail
+        return prefix, [(t, rest.lstrip("/")) for t in targets]
 
 
 def _aliased(obj: Obj, path: str, keep_hash: bool = False) -> Obj:
