@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
-from manifold.api.guards import BodyLimit, NoSniff, Utf8Url
+from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
 from manifold.api.routes import (
     auth,
     download,
@@ -214,7 +214,6 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     app.add_middleware(CatchAll)
     fast = {"/api/public/settings": services.settings.public_envelope}
     app.add_middleware(FastPaths, bodies=fast)
-    app.add_middleware(NoSniff)
     return app
 
 
@@ -281,6 +280,7 @@ class FastPaths:
         headers = [
             (b"content-type", envelope.JSON.encode()),
             (b"content-length", str(len(body)).encode()),
+            NOSNIFF,
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -288,7 +288,9 @@ class FastPaths:
 
 class CatchAll:
     """Last line of defence: an unexpected error answers the envelope, and the log
-    gets one line naming the error class; no traceback, which may hold secrets."""
+    gets one line naming the error class; no traceback, which may hold secrets.
+
+    Every answer passes here, so this is also where each gets ``NOSNIFF``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -303,6 +305,7 @@ class CatchAll:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                message = {**message, "headers": [*message.get("headers", ()), NOSNIFF]}
             await send(message)
 
         try:
@@ -313,4 +316,4 @@ class CatchAll:
         except Exception as exc:
             log.error("unhandled %s in %s %s", type(exc).__name__, scope["method"], scope["path"])
             if not started:
-                await envelope.error(500, "internal error")(scope, receive, send)
+                await envelope.error(500, "internal error")(scope, receive, tracking_send)

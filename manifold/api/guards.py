@@ -4,8 +4,8 @@
   whole (uploads stream to disk and are exempt).
 - ``Utf8Url``: a URL whose unescaped path or query is not UTF-8 is refused, rather than
   having its bytes silently replaced and naming some other file.
-- ``NoSniff``: every answer tells browsers not to guess a content type, so a downloaded
-  file is never run as a page of this site.
+- ``NOSNIFF``: the header every answer carries (``CatchAll`` and the fast paths add it)
+  so browsers never guess a content type and run a downloaded file as a page of this site.
 
 A refusal answers the envelope: HTTP 200 under ``/api``, as every API error does, and
 the real status elsewhere (downloads), as ``/d`` and ``/p`` answer their errors.
@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from manifold.api.envelope import error
 from manifold.config import Config
 
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 TOO_LARGE = "request body too large"
 NOT_UTF8 = "URL is not valid UTF-8 once unescaped"
 
@@ -108,24 +109,3 @@ def _utf8_url(scope: Scope) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-class NoSniff:
-    """Adds ``X-Content-Type-Options: nosniff`` to every answer, errors included."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def marked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((b"x-content-type-options", b"nosniff"))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, marked)

@@ -339,6 +339,20 @@ async def test_downloads_are_never_sniffed(
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
+@pytest.mark.parametrize(
+    ("url", "headers"),
+    [
+        ("/api/public/settings", {}),  # answered before routing
+        ("/api/public/settings", {"Origin": "https://x.example"}),
+        ("/api/no/such/route", {}),
+        ("/ping", {}),
+    ],
+)
+async def test_every_answer_is_never_sniffed(admin: Api, url: str, headers: dict[str, str]) -> None:
+    response = await admin.client.get(url, headers=headers)
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
 async def raw_url(api: Api, headers: dict[str, str]) -> str:
     sent = {"Authorization": api.token, **headers}
     response = await api.client.post("/api/fs/get", json={"path": "/local/a.txt"}, headers=sent)
