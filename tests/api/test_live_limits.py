@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from manifold.services.hub import Services
-from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.live_server import STUCK, exchange, serving
 from tests.conftest import ADMIN_PASSWORD, Api
 
@@ -183,15 +182,6 @@ async def test_huge_login_body_is_refused_without_being_held(live: str, chunked:
 NAME = "naïve 文件 ✓.txt"
 
 
-@pytest.fixture
-async def uploads(services: Services, api: Api, tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
-    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    async with serving(services) as url:
-        yield url, root
-
-
 async def put_raw(url: str, token: str, file_path: bytes, data: bytes) -> dict[str, Any]:
     head = b"\r\n".join(
         [
@@ -217,9 +207,9 @@ SPELLINGS = {
 
 @pytest.mark.parametrize("spelling", SPELLINGS.values(), ids=SPELLINGS.keys())
 async def test_file_path_is_read_as_utf8(
-    uploads: tuple[str, Path], api: Api, spelling: bytes
+    live_root: tuple[str, Path], api: Api, spelling: bytes
 ) -> None:
-    url, root = uploads
+    url, root = live_root
     answer = await put_raw(url, api.token, b"/local/" + spelling, b"hello")
     assert answer["code"] == 200, answer
     assert (root / NAME).read_bytes() == b"hello"
@@ -236,9 +226,9 @@ NOT_UTF8 = {
 
 @pytest.mark.parametrize("spelling", NOT_UTF8.values(), ids=NOT_UTF8.keys())
 async def test_file_path_not_utf8_is_refused(
-    uploads: tuple[str, Path], api: Api, spelling: bytes
+    live_root: tuple[str, Path], api: Api, spelling: bytes
 ) -> None:
-    url, root = uploads
+    url, root = live_root
     answer = await put_raw(url, api.token, b"/local/" + spelling, b"hello")
     assert answer["code"] == 400, answer
     assert [p.name for p in root.iterdir()] == ["keep.txt"]

@@ -5,27 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from manifold.services.hub import Services
-from tests.api.fs_helpers import make_tree, mount_local
-from tests.api.live_server import serving
 from tests.api.test_fs_write import leftovers
 from tests.conftest import Api
-
-
-@pytest.fixture
-async def live(services: Services, api: Api, tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
-    """A uvicorn server on a free port serving ``services``; yields its URL and the root."""
-    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    async with serving(services) as url:
-        yield url, root
 
 
 async def settled(root: Path) -> list[str]:
@@ -39,9 +25,9 @@ async def settled(root: Path) -> list[str]:
 
 
 async def test_upload_cut_off_mid_body_leaves_nothing(
-    live: tuple[str, Path], api: Api, caplog: pytest.LogCaptureFixture
+    live_root: tuple[str, Path], api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    url, root = live
+    url, root = live_root
     host, port = url.removeprefix("http://").split(":")
     _reader, writer = await asyncio.open_connection(host, int(port))
     head = (
@@ -67,8 +53,10 @@ async def test_upload_cut_off_mid_body_leaves_nothing(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
-async def test_concurrent_uploads_to_one_name_never_mix(live: tuple[str, Path], api: Api) -> None:
-    url, root = live
+async def test_concurrent_uploads_to_one_name_never_mix(
+    live_root: tuple[str, Path], api: Api
+) -> None:
+    url, root = live_root
     size = 4 << 20
     bodies = [bytes([65 + i]) * size for i in range(4)]
 
@@ -89,8 +77,10 @@ async def test_concurrent_uploads_to_one_name_never_mix(live: tuple[str, Path], 
     assert await settled(root) == []
 
 
-async def test_upload_reader_never_sees_a_partial_file(live: tuple[str, Path], api: Api) -> None:
-    url, root = live
+async def test_upload_reader_never_sees_a_partial_file(
+    live_root: tuple[str, Path], api: Api
+) -> None:
+    url, root = live_root
     (root / "big.bin").write_bytes(b"o" * (8 << 20))
     seen: set[int] = set()
     done = asyncio.Event()

@@ -1,0 +1,26 @@
+"""Fixtures shared by the API tests that need a real HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from manifold.services.hub import Services
+from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.live_server import serving
+from tests.conftest import Api
+
+
+@pytest.fixture
+async def live_root(
+    services: Services, api: Api, tmp_path: Path
+) -> AsyncIterator[tuple[str, Path]]:
+    """A uvicorn server on a free port serving ``services``, with a Local storage at
+    ``/local``; yields the server's URL and the storage's root folder."""
+    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    async with serving(services) as url:
+        yield url, root
