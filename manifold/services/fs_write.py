@@ -197,9 +197,10 @@ class FsWriter:
         except patterns.PatternError as exc:
             raise ServerError(str(exc)) from None
         replacement = patterns.Template(template, regex)
-        objs, _ = await self._fs.list_path(folder)
-        # Every new name is worked out (and a too long one refused) before any rename.
-        names = [obj.name for obj in objs]
+        # Only names the caller can reach are matched; every new name is worked out (and
+        # a too long one refused) before any rename.
+        visit = await self.walker.visit(caller, folder, password, refresh=False)
+        names = [entry.obj.name for entry in visit.entries]
         pairs = await asyncio.to_thread(patterns.renames, regex, replacement, names)
         await self.batch_rename(caller, src_dir, pairs, password)
 

@@ -67,9 +67,11 @@ class TreeWalker:
         self._fs = fs
         self._metas = metas
 
-    async def visit(self, caller: Caller | None, folder: str, password: str) -> Visit:
+    async def visit(
+        self, caller: Caller | None, folder: str, password: str, refresh: bool = True
+    ) -> Visit:
         """The entries of ``folder`` the caller may reach (``None``: the server itself)."""
-        objs, _ = await self._fs.list_path(folder, refresh=True)
+        objs, _ = await self._fs.list_path(folder, refresh)
         entries = [Entry(clean_path(f"{folder}/{obj.name}"), obj) for obj in objs]
         if caller is None:
             return Visit(entries, False)

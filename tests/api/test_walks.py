@@ -160,6 +160,22 @@ async def test_copy_between_storages_does_not_follow_links_out(world: World) -> 
     world.carol_intact()
 
 
+async def test_regex_rename_matches_only_names_bob_can_reach(world: World) -> None:
+    body = await world.call(
+        "/api/fs/regex_rename",
+        {
+            "src_dir": "/",
+            "src_name_regex": "^(own\\.txt|link_carol|hid|pw)$",
+            "new_name_regex": "r-$1",
+        },
+    )
+    assert body["code"] == 200, body
+    names = sorted(p.name for p in world.home.iterdir())
+    assert "r-own.txt" in names, names
+    assert {"link_carol", "hid", "pw"} <= set(names), names
+    world.carol_intact()
+
+
 WHOLE = [
     ("rename", "/api/fs/rename", lambda box: {"path": f"/{box}", "name": f"{box}-2"}),
     ("move", "/api/fs/move", lambda box: {"src_dir": "/", "dst_dir": "/keep", "names": [box]}),
