@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import IO
 
 import httpx
 
@@ -37,11 +38,37 @@ async def link_stream(link: Link, chunk: int = CHUNK) -> AsyncIterator[bytes]:
 
 
 async def file_stream(path: str, chunk: int = CHUNK) -> AsyncIterator[bytes]:
-    file = await asyncio.to_thread(open, path, "rb", buffering=0)
+    file = await _open(path)
     try:
         while data := await asyncio.to_thread(file.read, chunk):
             yield data
     finally:
-        # Closed in a worker: a cancelled read may still hold the file in its thread,
-        # and closing it here would block the event loop until that read returns.
+        _close_soon(file)
+
+
+async def _open(path: str) -> IO[bytes]:
+    """Open ``path`` in a worker. An open that ends after its caller was cancelled (a
+    FIFO waits for its writer, a network file system for its server) closes the file it
+    made, rather than leaving it to the garbage collector."""
+    opening: asyncio.Future[IO[bytes]]
+    opening = asyncio.ensure_future(asyncio.to_thread(open, path, "rb", buffering=0))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_opened)
+        raise
+
+
+def _close_opened(opening: asyncio.Future[IO[bytes]]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
+
+
+def _close_soon(file: IO[bytes]) -> None:
+    # Closed in a worker: a cancelled read may still hold the file in its thread, and
+    # closing it here would block the event loop until that read returns. Without a
+    # loop (a generator finalised late) it is closed at once.
+    try:
         asyncio.get_running_loop().run_in_executor(None, file.close)
+    except RuntimeError:
+        file.close()
