@@ -6,6 +6,7 @@ itself or its ``*_sub`` flag carries it down.
 
 from __future__ import annotations
 
+import hmac
 from functools import lru_cache
 
 from manifold.models import Meta, Perm, User
@@ -54,11 +55,16 @@ def can_access(user: User, meta: Meta | None, path: str, password: str) -> bool:
     parent, name = split_path(path)
     if name and is_hidden(name, hides(meta, parent, user)):
         return False
-    if user.can(Perm.ACCESS_WITHOUT_PASSWORD) or meta is None or not meta.password:
+    if meta is None or (meta.path != path and not meta.p_sub):
         return True
-    if meta.path != path and not meta.p_sub:
+    return unlocks(user, meta, password)
+
+
+def unlocks(user: User, meta: Meta, password: str) -> bool:
+    """Whether ``password`` (or the user's right to go without) opens ``meta``'s password."""
+    if not meta.password or user.can(Perm.ACCESS_WITHOUT_PASSWORD):
         return True
-    return password == meta.password
+    return hmac.compare_digest(password.encode(), meta.password.encode())
 
 
 def meta_allows_write(meta: Meta | None, path: str) -> bool:

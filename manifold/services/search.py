@@ -258,10 +258,8 @@ class Visibility:
         them all (the folder opens; its meta's password, carried down or not) and the hide
         patterns their names are tested against."""
         meta = self._nearest(node.parent)
-        unlocked = (
-            self._user.can(Perm.ACCESS_WITHOUT_PASSWORD)
-            or not access.password_applies(meta, node.path)
-            or (meta is not None and meta.password == self._password)
+        unlocked = not access.password_applies(meta, node.path) or (
+            meta is not None and access.unlocks(self._user, meta, self._password)
         )
         return self.folder(node.parent) and unlocked, access.hides(meta, node.parent, self._user)
 
@@ -296,8 +294,4 @@ class Visibility:
         return excluded, check_names
 
     def _locked(self, meta: Meta) -> bool:
-        return (
-            bool(meta.password)
-            and meta.password != self._password
-            and not self._user.can(Perm.ACCESS_WITHOUT_PASSWORD)
-        )
+        return not access.unlocks(self._user, meta, self._password)

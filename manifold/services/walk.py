@@ -16,7 +16,6 @@ the folder holds anything the caller could not reach.
 from __future__ import annotations
 
 import builtins
-import hmac
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -136,11 +135,9 @@ class TreeWalker:
 def _locked_below(meta: Meta, path: str, caller: Caller, password: str) -> bool:
     """Whether ``meta`` guards a folder strictly below ``path`` with a password not given."""
     return (
-        bool(meta.password)
-        and meta.path != path
+        meta.path != path
         and is_sub_path(path, meta.path)
-        and not hmac.compare_digest(meta.password.encode(), password.encode())
-        and not caller.user.can(Perm.ACCESS_WITHOUT_PASSWORD)
+        and not access.unlocks(caller.user, meta, password)
     )
 
 
