@@ -1,6 +1,6 @@
 """The table of drivers by name, and what the admin API shows about each.
 
-Built-in drivers are loaded by ``load_builtin_drivers`` from their packages; a
+Drivers are discovered: every package under ``manifold.drivers`` is one; a
 driver whose third-party library cannot be imported is still listed, marked
 unavailable with the import error as the reason, so start-up never breaks and the
 admin sees why. Names are AList's exactly: stored storages refer to them.
@@ -9,24 +9,16 @@ admin sees why. Names are AList's exactly: stored storages refer to them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import pkgutil
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from manifold.drivers.base import Driver, DriverConfig, describe_options
 from manifold.errors import InvalidRequest, NotFound, NotSupported
 from manifold.models import Storage
-
-D = TypeVar("D", bound=type[Driver[Any]])
-
-# AList name -> package. The package's meta.py holds CONFIG and Addition,
-# its driver.py holds DRIVER.
-BUILTIN_DRIVERS: dict[str, str] = {
-    "Local": "manifold.drivers.local",
-    "Alias": "manifold.drivers.alias",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +39,7 @@ class _NoOptions(BaseModel):
 
 
 class DriverRegistry:
-    """Drivers by name. The module keeps one; tests build their own."""
+    """Drivers by name. Each server builds its own (``builtin_registry``)."""
 
     def __init__(self) -> None:
         self._drivers: dict[str, DriverInfo] = {}
@@ -110,19 +102,38 @@ class DriverRegistry:
             raise InvalidRequest(f"invalid addition: {exc}") from exc
         return info.driver_cls(storage, options)
 
-    def load_package(self, name: str, package: str) -> DriverInfo:
-        """Register the driver in ``package``, or list it unavailable if an import fails."""
+    def discover(self, package: ModuleType | None = None) -> list[DriverInfo]:
+        """Register every driver package inside ``package`` (``manifold.drivers``).
+
+        A driver is a sub-package holding ``meta.py``; adding one is adding its
+        folder. Packages named with a leading underscore (templates) are skipped.
+        """
+        package = package or importlib.import_module("manifold.drivers")
+        found = pkgutil.iter_modules(package.__path__, f"{package.__name__}.")
+        return [
+            self.load_package(module.name)
+            for module in sorted(found, key=lambda m: m.name)
+            if module.ispkg and not module.name.rpartition(".")[2].startswith("_")
+        ]
+
+    def load_package(self, package: str) -> DriverInfo:
+        """Register the driver in ``package``, or list it unavailable if an import fails.
+
+        Its name is its config's; a package whose ``meta`` cannot be imported is
+        listed under the package's own name.
+        """
         try:
             meta = importlib.import_module(f"{package}.meta")
         except ImportError as exc:
+            name = package.rpartition(".")[2]
             return self.register_unavailable(name, _NoOptions, DriverConfig(name), str(exc))
         config: DriverConfig = meta.CONFIG
         options: type[BaseModel] = meta.Addition
         try:
             driver_cls: type[Driver[Any]] = importlib.import_module(f"{package}.driver").DRIVER
         except ImportError as exc:
-            return self.register_unavailable(name, options, config, str(exc))
-        return self.register(name, driver_cls, options, config)
+            return self.register_unavailable(config.name, options, config, str(exc))
+        return self.register(config.name, driver_cls, options, config)
 
 
 def _check_name(name: str, config: DriverConfig) -> None:
@@ -194,42 +205,8 @@ def _proxy_items(config: DriverConfig) -> list[dict[str, Any]]:
     return items
 
 
-REGISTRY = DriverRegistry()
-
-
-def register(
-    name: str, driver_cls: type[Driver[Any]], options_cls: type[BaseModel], config: DriverConfig
-) -> DriverInfo:
-    """Add a usable driver to the server's registry."""
-    return REGISTRY.register(name, driver_cls, options_cls, config)
-
-
-def registers(options_cls: type[BaseModel], config: DriverConfig) -> Callable[[D], D]:
-    """Class decorator form of ``register``, for drivers living outside this package."""
-
-    def decorate(driver_cls: D) -> D:
-        REGISTRY.register(config.name, driver_cls, options_cls, config)
-        return driver_cls
-
-    return decorate
-
-
-def all_drivers() -> list[DriverInfo]:
-    return REGISTRY.all()
-
-
-def get_driver(name: str) -> DriverInfo:
-    return REGISTRY.get(name)
-
-
-def driver_info_json(name: str) -> dict[str, Any]:
-    return REGISTRY.info_json(name)
-
-
-def build_driver(storage: Storage) -> Driver[Any]:
-    return REGISTRY.build(storage)
-
-
-def load_builtin_drivers() -> list[DriverInfo]:
-    """Register every built-in driver; those that cannot load are listed unavailable."""
-    return [REGISTRY.load_package(name, package) for name, package in BUILTIN_DRIVERS.items()]
+def builtin_registry() -> DriverRegistry:
+    """A registry of every driver package under ``manifold.drivers`` (one per server)."""
+    registry = DriverRegistry()
+    registry.discover()
+    return registry

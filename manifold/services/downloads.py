@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode
 
 from manifold.drivers.base import DriverConfig, LinkArgs
-from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ObjectNotFound, ServerError, StorageNotFound
 from manifold.models import Link, Obj, Storage
 from manifold.services import access
@@ -70,14 +69,12 @@ class DownloadService:
         metas: MetaService,
         settings: SettingsService,
         signer: Signer,
-        registry: DriverRegistry,
     ) -> None:
         self._fs = fs
         self._storages = storages
         self._metas = metas
         self._settings = settings
         self._signer = signer
-        self._registry = registry
 
     def check_sign(self, path: str, sign: str) -> None:
         """Raise ``Unauthorized`` (AList's texts) unless ``path`` may be fetched with ``sign``."""
@@ -97,10 +94,10 @@ class DownloadService:
             if not self._storages.has_storages():
                 raise StorageNotFound("storage not found; please add a storage first")
             raise ObjectNotFound("failed get storage: storage not found")
-        storage = resolved.target.storage
-        if resolved.target.ops is None:
-            raise ServerError(f"storage not init: {storage.status}")
-        return Target(storage, self._registry.get(storage.driver).config)
+        mounted = resolved.target
+        if mounted.ops is None or mounted.config is None:
+            raise ServerError(f"storage not init: {mounted.storage.status}")
+        return Target(mounted.storage, mounted.config)
 
     def should_proxy(self, target: Target, path: str) -> bool:
         """Whether ``/d`` streams the file itself instead of redirecting."""

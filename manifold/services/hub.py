@@ -12,7 +12,7 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.db.search_repo import SearchRepo
 from manifold.db.task_repo import TaskRepo
-from manifold.drivers.registry import REGISTRY, load_builtin_drivers
+from manifold.drivers.registry import DriverRegistry, builtin_registry
 from manifold.services.auth import AuthService
 from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
@@ -38,6 +38,7 @@ ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name
 class Services:
     config: Config
     engine: AsyncEngine
+    registry: DriverRegistry
     settings: SettingsService
     users: UserService
     auth: AuthService
@@ -63,8 +64,8 @@ class Services:
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
         setup_limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
-        load_builtin_drivers()
-        storages = StorageService(repos.StorageRepo(engine), REGISTRY, MemoryListCache())
+        registry = builtin_registry()
+        storages = StorageService(repos.StorageRepo(engine), registry, MemoryListCache())
         metas = MetaService(repos.MetaRepo(engine))
         fs = FsService(storages, metas)
         events = TreeEvents()
@@ -80,6 +81,7 @@ class Services:
         return cls(
             config=config,
             engine=engine,
+            registry=registry,
             settings=settings,
             users=users,
             auth=AuthService(users, tokens, settings, limiter, setup_limiter),

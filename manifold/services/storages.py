@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from manifold.db.repos import StorageRepo
-from manifold.drivers.base import Driver, VirtualTree
+from manifold.drivers.base import Driver, DriverConfig, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
@@ -34,6 +34,8 @@ LOADING = "loading"
 class Mounted:
     storage: Storage
     ops: StorageOps | None
+    # The driver's static config, looked up once at mount time (None: unknown driver).
+    config: DriverConfig | None = None
 
     def require_ops(self) -> StorageOps:
         if self.ops is None:
@@ -54,6 +56,11 @@ class StorageService:
         # virtual paths: the search index's auto-update listens here.
         self.on_listed: Callable[[str, list[Obj]], Awaitable[None]] | None = None
         self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def registry(self) -> DriverRegistry:
+        """The drivers this server knows (one table per server, never a global)."""
+        return self._registry
 
     async def start(self) -> None:
         """Mount every enabled storage concurrently; each serves as soon as it is up.
@@ -160,20 +167,25 @@ class StorageService:
             driver.tree = self.tree
             await driver.init()
             storage = replace(storage, status=WORK, addition=driver.addition())
-            no_cache = self._registry.get(storage.driver).config.no_cache
+            config = self._registry.get(storage.driver).config
             ops = StorageOps(
-                storage, driver, self._cache, no_cache=no_cache, on_listed=self._notifier(storage)
+                storage,
+                driver,
+                self._cache,
+                no_cache=config.no_cache,
+                on_listed=self._notifier(storage),
             )
-            self._mounted[storage.id] = Mounted(storage, ops)
-        except ManifoldError as exc:
-            log.warning("storage %s failed to start: %s", storage.mount_path, exc.message)
-            self._mounted[storage.id] = Mounted(replace(storage, status=exc.message), None)
+            self._mounted[storage.id] = Mounted(storage, ops, config)
+        except Exception as exc:
+            # Whatever went wrong, the driver is dropped: a network driver's session
+            # must not stay open behind a storage that never started.
+            status = exc.message if isinstance(exc, ManifoldError) else type(exc).__name__
+            log.warning("storage %s failed to start: %s", storage.mount_path, status)
+            if not isinstance(exc, ManifoldError):
+                status = f"failed init storage: {status}"
+            self._mounted[storage.id] = Mounted(replace(storage, status=status), None)
             if driver is not None:
                 await driver.drop()
-        except Exception as exc:
-            log.warning("storage %s failed to start: %s", storage.mount_path, type(exc).__name__)
-            status = f"failed init storage: {type(exc).__name__}"
-            self._mounted[storage.id] = Mounted(replace(storage, status=status), None)
 
     def _notifier(self, storage: Storage) -> Callable[[str, list[Obj]], None]:
         mount_path = actual_mount_path(storage.mount_path)

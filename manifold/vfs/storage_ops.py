@@ -12,14 +12,15 @@ through Manifold drop or patch it as they do a cached listing.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
+import itertools
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol
 
+from manifold.concurrency import SingleFlight
 from manifold.drivers.base import Driver, LinkArgs, OtherArgs
 from manifold.errors import (
     ManifoldError,
@@ -33,9 +34,8 @@ from manifold.errors import (
 from manifold.models import Link, Obj, Storage
 from manifold.vfs.paths import clean_path, split_path
 
-T = TypeVar("T")
-
 SNAPSHOT_SECONDS = 5.0
+_INSTANCES = itertools.count(1)
 _SWEEP_SECONDS = 10.0
 
 
@@ -82,33 +82,9 @@ class MemoryListCache:
         self._entries.pop(key, None)
 
     def drop_prefix(self, prefix: str) -> None:
-        for key in [k for k in self._entries if k == prefix or k.startswith(prefix + "/")]:
+        below = prefix if prefix.endswith("/") else prefix + "/"
+        for key in [k for k in self._entries if k == prefix or k.startswith(below)]:
             del self._entries[key]
-
-
-class SingleFlight:
-    """Runs one call per key at a time; callers arriving meanwhile share its result."""
-
-    def __init__(self) -> None:
-        self._running: dict[str, asyncio.Future[object]] = {}
-
-    async def run(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
-        running = self._running.get(key)
-        if running is not None:
-            return cast(T, await asyncio.shield(running))
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._running[key] = future
-        try:
-            result = await call()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: no waiter is not an error
-            raise
-        else:
-            future.set_result(result)
-            return result
-        finally:
-            del self._running[key]
 
 
 class StorageOps:
@@ -126,8 +102,10 @@ class StorageOps:
         self._on_listed = on_listed
         self.driver = driver
         self._cache = cache
-        self._flight = SingleFlight()
-        self._prefix = f"{storage.id}:"
+        self._flight: SingleFlight[builtins.list[Obj]] = SingleFlight()
+        # Each mounted instance keys its listings apart: a storage edited, disabled or
+        # deleted and mounted again (its id reused) never sees the old instance's.
+        self._prefix = f"{storage.id}.{next(_INSTANCES)}:"
 
     @property
     def _ttl(self) -> float:

@@ -17,12 +17,11 @@ from PIL import Image
 from pydantic import BaseModel
 
 from manifold.api.file_response import LocalFileResponse
-from manifold.api.routes.download import thumb_url
 from manifold.app import create_app
 from manifold.drivers.base import Driver, DriverConfig, LinkArgs, option
-from manifold.drivers.registry import REGISTRY
 from manifold.errors import ManifoldError, NotAFile, ObjectNotFound, Unauthorized
 from manifold.models import Link, Obj
+from manifold.services.hub import Services
 from manifold.services.sign import sign_path, verify_sign
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
@@ -403,18 +402,6 @@ async def test_thumbnail_through_d(api: Api, tmp_path: Path) -> None:
     assert plain.content == (root / "pic.jpg").read_bytes()
 
 
-def test_thumb_url_is_made_absolute_and_signed() -> None:
-    def sign(path: str) -> str:
-        return f"<{path}>"
-
-    relative = "/d/my%20pics/a%23b.jpg?type=thumb"
-    assert thumb_url("https://x.test/base", relative, sign) == (
-        "https://x.test/base/d/my%20pics/a%23b.jpg?type=thumb&sign=</my pics/a#b.jpg>"
-    )
-    assert thumb_url("https://x.test", "https://cdn.test/t.jpg", sign) == "https://cdn.test/t.jpg"
-    assert thumb_url("https://x.test", "", sign) == ""
-
-
 # --- drivers that link to URLs: /d redirects, /p relays ----------------------------
 
 UPSTREAM_FILES = {"movie.bin": bytes(range(256)) * 512, "notes.txt": b"remote text",
@@ -523,10 +510,9 @@ async def upstream() -> AsyncIterator[HttpFileServer]:
 
 
 @pytest.fixture
-def url_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Registered for this test only: the registry is restored afterwards.
-    monkeypatch.setattr(REGISTRY, "_drivers", dict(REGISTRY._drivers))
-    REGISTRY.register("UrlTest", UrlDriver, UrlOptions, DriverConfig(name="UrlTest"))
+def url_driver(services: Services) -> None:
+    # Each server has its own registry: this driver exists for this test's only.
+    services.registry.register("UrlTest", UrlDriver, UrlOptions, DriverConfig(name="UrlTest"))
 
 
 async def mount_url(api: Api, upstream: HttpFileServer, **fields: object) -> None:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from pydantic import BaseModel
 
+from manifold.drivers.base import Driver, DriverConfig, LinkArgs
+from manifold.models import Link, Obj
 from tests.api.fs_helpers import (
     CREATE,
     create_local,
@@ -237,3 +241,86 @@ async def test_driver_catalogue(api: Api) -> None:
     assert "root_folder_path" in additional
     missing = await api.get("/api/admin/driver/info", params={"driver": "Nope"})
     assert missing["code"] != 200
+
+
+# --- no listing outlives the storage instance that made it ---------------------------
+
+
+@pytest.fixture
+def two_roots(tmp_path: Path) -> tuple[Path, Path]:
+    a = make_tree(tmp_path / "a", {"sub/from-a.txt": "a"})
+    b = make_tree(tmp_path / "b", {"sub/from-b.txt": "b"})
+    return a, b
+
+
+async def test_an_edited_root_shows_its_own_sub_folders_at_once(
+    api: Api, two_roots: tuple[Path, Path]
+) -> None:
+    a, b = two_roots
+    await api.as_admin()
+    await mount_local(api, "/m", a)
+    assert names(await fs_list(api, "/m/sub")) == ["from-a.txt"]
+    shown = await storage_by_mount(api, "/m")
+    shown["addition"] = json.dumps({"root_folder_path": str(b)})
+    assert (await api.post("/api/admin/storage/update", shown))["code"] == 200
+    assert names(await fs_list(api, "/m/sub")) == ["from-b.txt"]
+
+
+async def test_a_new_storage_reusing_a_deleted_id_never_serves_its_listings(
+    api: Api, two_roots: tuple[Path, Path]
+) -> None:
+    a, b = two_roots
+    await api.as_admin()
+    old = await mount_local(api, "/m", a)
+    assert names(await fs_list(api, "/m/sub")) == ["from-a.txt"]
+    assert (await api.post(f"/api/admin/storage/delete?id={old}"))["code"] == 200
+    new = await mount_local(api, "/m", b)
+    assert new == old  # the database hands the freed id out again
+    assert names(await fs_list(api, "/m/sub")) == ["from-b.txt"]
+
+
+async def test_disabling_and_enabling_drops_the_kept_listings(
+    api: Api, two_roots: tuple[Path, Path]
+) -> None:
+    a, _ = two_roots
+    await api.as_admin()
+    sid = await mount_local(api, "/m", a)
+    assert names(await fs_list(api, "/m/sub")) == ["from-a.txt"]
+    (a / "sub" / "from-a.txt").rename(a / "sub" / "renamed.txt")
+    assert (await api.post(f"/api/admin/storage/disable?id={sid}"))["code"] == 200
+    assert (await api.post(f"/api/admin/storage/enable?id={sid}"))["code"] == 200
+    assert names(await fs_list(api, "/m/sub")) == ["renamed.txt"]
+
+
+# --- a failed mount releases its driver ------------------------------------------------
+
+
+class FailingOptions(BaseModel):
+    pass
+
+
+class FailingDriver(Driver[FailingOptions]):
+    dropped: ClassVar[int] = 0
+
+    async def init(self) -> None:
+        raise RuntimeError("a library bug, not a Manifold error")
+
+    async def drop(self) -> None:
+        type(self).dropped += 1
+
+    async def list(self, dir: Obj) -> list[Obj]:
+        return []
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        return Link()
+
+
+async def test_a_mount_failing_unexpectedly_drops_its_driver(api: Api) -> None:
+    api.services.registry.register(
+        "Failing", FailingDriver, FailingOptions, DriverConfig(name="Failing")
+    )
+    await api.as_admin()
+    body = await api.post(CREATE, {"mount_path": "/f", "driver": "Failing", "addition": "{}"})
+    assert body["code"] == 500, body
+    assert (await storage_by_mount(api, "/f"))["status"] == "failed init storage: RuntimeError"
+    assert FailingDriver.dropped == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import textwrap
 from pathlib import Path
@@ -66,16 +67,27 @@ class Options(BaseModel):
 
 @pytest.fixture
 def local_info() -> dict[str, Any]:
-    registry.load_builtin_drivers()
-    return registry.driver_info_json("Local")
+    return registry.builtin_registry().info_json("Local")
 
 
 def test_local_is_registered_under_its_alist_name() -> None:
-    registry.load_builtin_drivers()
-    info = registry.get_driver("Local")
+    drivers = registry.builtin_registry()
+    info = drivers.get("Local")
     assert (info.name, info.available, info.driver_cls) == ("Local", True, LocalDriver)
     assert info.capabilities == set(Driver.OPTIONAL_METHODS) - {"other"}
-    assert "Local" in [d.name for d in registry.all_drivers()]
+    assert "Local" in [d.name for d in drivers.all()]
+
+
+def test_every_driver_package_is_discovered() -> None:
+    packages = sorted(
+        p.name
+        for p in Path(registry.__file__).parent.iterdir()
+        if (p / "meta.py").exists() and not p.name.startswith("_")
+    )
+    found = registry.builtin_registry().all()
+    assert len(found) == len(packages)
+    assert {d.name for d in found} == {"Local", "Alias"}
+    assert all(d.available for d in found)
 
 
 def test_local_info_config_and_common_items(local_info: dict[str, Any]) -> None:
@@ -114,7 +126,7 @@ def test_local_additional_items_come_from_the_options_model(local_info: dict[str
 
 def test_unknown_driver_is_not_found() -> None:
     with pytest.raises(NotFound, match=r"^driver \[Nope\] not found$") as caught:
-        registry.driver_info_json("Nope")
+        registry.builtin_registry().info_json("Nope")
     assert caught.value.code == 404
 
 
@@ -161,22 +173,14 @@ def test_registered_name_must_match_config() -> None:
         DriverRegistry().register("Bare", Bare, BaseModel, DriverConfig(name="Other"))
 
 
-def test_decorator_registers(monkeypatch: pytest.MonkeyPatch) -> None:
-    table = DriverRegistry()
-    monkeypatch.setattr(registry, "REGISTRY", table)
-    decorated = registry.registers(Options, DriverConfig(name="Deco"))(Bare)
-    assert decorated is Bare
-    assert registry.get_driver("Deco").options is Options
-
-
 def test_build_validates_the_addition() -> None:
-    registry.load_builtin_drivers()
+    drivers = registry.builtin_registry()
     storage = Storage(id=1, mount_path="/l", driver="Local", addition='{"root_folder_path": "/"}')
-    built = registry.build_driver(storage)
+    built = drivers.build(storage)
     assert isinstance(built, LocalDriver) and built.options.show_hidden
     storage.addition = "{}"  # the root is mandatory: never default to the whole disk
     with pytest.raises(InvalidRequest):
-        registry.build_driver(storage)
+        drivers.build(storage)
 
 
 def write_package(root: Path, name: str, driver_source: str, meta_source: str) -> str:
@@ -206,7 +210,7 @@ def test_driver_with_a_missing_library_is_listed_unavailable(
     driver_source = "import no_such_library_for_manifold_tests\nDRIVER = None\n"
     package = write_package(tmp_path, "fake_missing_lib", driver_source, FAKE_META)
     table = DriverRegistry()
-    info = table.load_package("Fake", package)
+    info = table.load_package(package)
     assert (info.available, info.driver_cls, info.capabilities) == (False, None, frozenset())
     assert "no_such_library_for_manifold_tests" in info.reason
     assert [d.name for d in table.all()] == ["Fake"]
@@ -221,6 +225,20 @@ def test_driver_whose_meta_fails_is_still_listed(
     monkeypatch.syspath_prepend(str(tmp_path))
     meta_source = "import no_such_library_for_manifold_meta\n"
     package = write_package(tmp_path, "fake_broken_meta", "DRIVER = None\n", meta_source)
-    info = DriverRegistry().load_package("Broken", package)
+    info = DriverRegistry().load_package(package)
     assert not info.available and "no_such_library_for_manifold_meta" in info.reason
-    assert info.config.name == "Broken"
+    assert info.config.name == "fake_broken_meta"
+
+
+def test_discovery_registers_a_driver_folder_and_skips_templates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "__init__.py").write_text("")
+    driver_source = "import no_such_library_for_manifold_tests\nDRIVER = None\n"
+    write_package(tmp_path / "plugins", "fake", driver_source, FAKE_META)
+    write_package(tmp_path / "plugins", "_template", driver_source, FAKE_META)
+    table = DriverRegistry()
+    table.discover(importlib.import_module("plugins"))
+    assert [d.name for d in table.all()] == ["Fake"]

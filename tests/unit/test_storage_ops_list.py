@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from manifold.drivers.base import Driver
-from manifold.drivers.registry import REGISTRY, load_builtin_drivers
+from manifold.drivers.registry import builtin_registry
 from manifold.errors import ManifoldError, NotSupported
 from manifold.models import Obj, Storage
 from manifold.vfs import storage_ops
@@ -51,12 +51,11 @@ def root(tmp_path: Path) -> Path:
 
 
 async def local_ops(root: Path, cache_expiration: int, no_cache: bool) -> StorageOps:
-    load_builtin_drivers()
     addition = json.dumps({"root_folder_path": str(root)})
     storage = Storage(
         id=7, mount_path="/m", driver="Local", addition=addition, cache_expiration=cache_expiration
     )
-    driver = REGISTRY.build(storage)
+    driver = builtin_registry().build(storage)
     await driver.init()
     return StorageOps(storage, driver, MemoryListCache(), no_cache=no_cache)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from manifold.drivers.base import Driver
-from manifold.drivers.registry import REGISTRY, load_builtin_drivers
+from manifold.drivers.registry import builtin_registry
 from manifold.errors import NotAFolder, ObjectExists, ServerError
 from manifold.models import Obj, Storage
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
@@ -31,7 +31,6 @@ class CountingDriver:
 
 @pytest.fixture
 async def ops(tmp_path: Path) -> AsyncIterator[tuple[StorageOps, CountingDriver, Path]]:
-    load_builtin_drivers()
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
     (root / "a.txt").write_text("a")
@@ -43,7 +42,7 @@ async def ops(tmp_path: Path) -> AsyncIterator[tuple[StorageOps, CountingDriver,
         addition=json.dumps({"root_folder_path": str(root)}),
         cache_expiration=30,
     )
-    driver = REGISTRY.build(storage)
+    driver = builtin_registry().build(storage)
     await driver.init()
     counter = CountingDriver(driver)
     yield StorageOps(storage, driver, MemoryListCache(), no_cache=False), counter, root

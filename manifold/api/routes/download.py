@@ -13,7 +13,7 @@ message).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from fastapi import Request
 from starlette.responses import RedirectResponse, Response
@@ -23,7 +23,6 @@ from manifold.api.envelope import error
 from manifold.api.file_response import LocalFileResponse
 from manifold.api.upstream import UpstreamStatus, open_upstream
 from manifold.drivers.base import LinkArgs
-from manifold.drivers.registry import REGISTRY
 from manifold.errors import (
     Forbidden,
     ManifoldError,
@@ -64,19 +63,6 @@ def content_disposition(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-def thumb_url(api_url: str, thumb: str, sign: Callable[[str], str]) -> str:
-    """An object's ``thumb`` as clients get it.
-
-    A driver that serves thumbnails itself (Local) gives ``/d<escaped path>?type=thumb``;
-    that becomes absolute and signed for its path whatever ``sign_all`` says, as
-    AList makes it. Any other value (a cloud drive's URL) is passed on unchanged.
-    """
-    if not thumb.startswith("/d/"):
-        return thumb
-    escaped, _, _ = thumb.partition("?")
-    return f"{api_url}{thumb}&sign={sign(unquote(escaped[2:]))}"
-
-
 def _downloads(services: Services) -> DownloadService:
     return DownloadService(
         services.fs,
@@ -84,7 +70,6 @@ def _downloads(services: Services) -> DownloadService:
         services.metas,
         services.settings,
         services.signer,
-        REGISTRY,
     )
 
 

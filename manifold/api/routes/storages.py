@@ -11,7 +11,6 @@ from manifold.api.deps import AdminDep, ServicesDep
 from manifold.api.envelope import error, ok, paged
 from manifold.api.fs_time import iso_time
 from manifold.api.schemas import Int64, PageNumber, RequestBody
-from manifold.drivers.registry import all_drivers, driver_info_json
 from manifold.models import Storage
 from manifold.services.storages import WORK
 
@@ -91,13 +90,14 @@ async def load_all(_: AdminDep, services: ServicesDep) -> Response:
     return ok()
 
 
-async def driver_list(_: AdminDep) -> Response:
-    return ok({info.name: driver_info_json(info.name) for info in all_drivers()})
+async def driver_list(_: AdminDep, services: ServicesDep) -> Response:
+    registry = services.storages.registry
+    return ok({info.name: registry.info_json(info.name) for info in registry.all()})
 
 
-async def driver_names(_: AdminDep) -> Response:
-    return ok([info.name for info in all_drivers() if info.available])
+async def driver_names(_: AdminDep, services: ServicesDep) -> Response:
+    return ok([info.name for info in services.storages.registry.all() if info.available])
 
 
-async def driver_info(driver: str, _: AdminDep) -> Response:
-    return ok(driver_info_json(driver))
+async def driver_info(driver: str, _: AdminDep, services: ServicesDep) -> Response:
+    return ok(services.storages.registry.info_json(driver))

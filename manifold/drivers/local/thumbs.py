@@ -23,12 +23,12 @@ import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from manifold.concurrency import SingleFlight
 from manifold.errors import InvalidRequest, NotSupported, ServerError
 
 WIDTH = 144
@@ -104,7 +104,8 @@ class Thumbnailer:
         self._position = position
         self._folder_mode = folder_mode
         self._limit = asyncio.Semaphore(concurrency) if concurrency > 0 else None
-        self._running: dict[str, asyncio.Future[str]] = {}
+        # Concurrent requests for one thumbnail share a single generation.
+        self._flight: SingleFlight[str] = SingleFlight()
         self.videos = ffmpeg_available()
 
     def start(self) -> None:
@@ -145,26 +146,7 @@ class Thumbnailer:
         target = os.path.join(folder, f"{THUMB_PREFIX}{digest}.png")
         if await asyncio.to_thread(_fresh, target, source):
             return target
-        return await self._once(target, lambda: self._make(source, name, target))
-
-    async def _once(self, target: str, make: Callable[[], Awaitable[str]]) -> str:
-        """Concurrent requests for one thumbnail share a single generation."""
-        running = self._running.get(target)
-        if running is not None:
-            return await asyncio.shield(running)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._running[target] = future
-        try:
-            result = await make()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: nobody else may be waiting
-            raise
-        else:
-            future.set_result(result)
-            return result
-        finally:
-            del self._running[target]
+        return await self._flight.run(target, lambda: self._make(source, name, target))
 
     async def _make(self, source: str, name: str, target: str) -> str:
         async with self._limit if self._limit is not None else contextlib.nullcontext():
