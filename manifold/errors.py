@@ -27,13 +27,16 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── StorageNotFound
         ├── NotSupported                the driver lacks the capability
         ├── SearchNotAvailable          the search_index setting is none (or unknown)
-        └── TemporaryFailure            a back end is unreachable; worth retrying
+        ├── TemporaryFailure            a back end is unreachable; worth retrying
+        └── UpstreamStatus              a relayed URL answered an HTTP error
 
 Protocol front ends (WebDAV, SFTP, FTP, S3) map these classes onto their own
 status codes from this same tree.
 """
 
 from __future__ import annotations
+
+from typing import Self
 
 
 class ManifoldError(Exception):
@@ -125,6 +128,25 @@ class ServerError(ManifoldError):
     code = 500
     default_message = "internal error"
 
+    @classmethod
+    def root_removal(cls) -> Self:
+        return cls(
+            "delete root folder is not allowed, please goto the manage page to "
+            "delete the storage instead"
+        )
+
+    @classmethod
+    def root_change(cls, action: str) -> Self:
+        return cls(f"can't {action} a storage's root folder; edit the storage instead")
+
+    @classmethod
+    def across_storages(cls) -> Self:
+        return cls("can't move files between two storages, try to copy")
+
+    @classmethod
+    def not_init(cls, status: str) -> Self:
+        return cls(f"storage not init: {status}")
+
 
 class ObjectNotFound(ServerError):
     default_message = "object not found"
@@ -145,6 +167,15 @@ class ObjectExists(ServerError):
 class StorageNotFound(ServerError):
     default_message = "storage not found"
 
+    @classmethod
+    def at(cls, path: str) -> Self:
+        """No storage holds ``path`` (AList's text names the path)."""
+        return cls(f"failed get storage: {cls.default_message}; rawPath: {path}")
+
+    @classmethod
+    def none_added(cls) -> Self:
+        return cls(f"{cls.default_message}; please add a storage first")
+
 
 class NotSupported(ServerError):
     default_message = "not support"
@@ -156,3 +187,11 @@ class SearchNotAvailable(ServerError):
 
 class TemporaryFailure(ServerError):
     default_message = "temporary failure, try again later"
+
+
+class UpstreamStatus(ServerError):
+    """A URL a download relays answered an HTTP error; ``status`` is what it answered."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"http request failure, status: {status}")
+        self.status = status

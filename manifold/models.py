@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, IntFlag
 from typing import Any
+
+# Opens ``(offset, length)`` of one file as a byte stream (see ``Link``).
+RangeReader = Callable[[int, int | None], AsyncIterator[bytes]]
 
 
 class Role(IntEnum):
@@ -119,12 +123,20 @@ class Obj:
 
 @dataclass(slots=True)
 class Link:
-    """How to fetch a file's bytes: a local file, a URL, or a stream opener."""
+    """How to fetch a file's bytes: a local file, a URL, or a range reader.
+
+    ``reader`` is for back ends with neither a local path nor a public URL (SFTP,
+    FTP, SMB, WebDAV behind a login): ``reader(offset, length)`` opens bytes
+    ``[offset, offset + length)`` (``length`` None: to the end) as a stream that
+    releases its connection when closed early. Whoever reads a link goes through
+    ``services.streams.open_range``, which serves all three kinds alike.
+    """
 
     file_path: str = ""
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     expires_in: float | None = None
+    reader: RangeReader | None = None
 
 
 @dataclass(slots=True)

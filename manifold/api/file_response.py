@@ -54,7 +54,7 @@ class FileShrank(Exception):
     """The file got shorter while it was being sent: the response cannot be completed."""
 
 
-class _NotSatisfiable(Exception):
+class NotSatisfiable(Exception):
     def __init__(self, message: str, no_overlap: bool) -> None:
         super().__init__(message)
         self.no_overlap = no_overlap
@@ -152,7 +152,7 @@ class _Exchange:
             return
         try:
             ranges = self._ranges()
-        except _NotSatisfiable as exc:
+        except NotSatisfiable as exc:
             await self._unsatisfiable(exc)
             return
         if len(ranges) > 1:
@@ -232,7 +232,7 @@ class _Exchange:
             return []  # more bytes than the file holds: ignore the header, as Go does
         return ranges
 
-    async def _unsatisfiable(self, exc: _NotSatisfiable) -> None:
+    async def _unsatisfiable(self, exc: NotSatisfiable) -> None:
         body = f"{exc}\n".encode()
         headers = {"content-type": "text/plain; charset=utf-8", "content-length": str(len(body))}
         if exc.no_overlap:
@@ -319,7 +319,7 @@ class _Exchange:
 def parse_ranges(header: str, size: int) -> list[ByteRange]:
     """A ``Range`` header as Go's ``parseRange`` reads it."""
     if not header.startswith("bytes="):
-        raise _NotSatisfiable("invalid range", no_overlap=False)
+        raise NotSatisfiable("invalid range", no_overlap=False)
     ranges: list[ByteRange] = []
     no_overlap = False
     for spec in header[len("bytes=") :].split(","):
@@ -329,7 +329,7 @@ def parse_ranges(header: str, size: int) -> list[ByteRange]:
         first, dash, last = spec.partition("-")
         first, last = first.strip(" \t"), last.strip(" \t")
         if not dash:
-            raise _NotSatisfiable("invalid range", no_overlap=False)
+            raise NotSatisfiable("invalid range", no_overlap=False)
         if not first:
             suffix = _non_negative(last)
             start = size - min(suffix, size)
@@ -341,16 +341,16 @@ def parse_ranges(header: str, size: int) -> list[ByteRange]:
             continue
         stop = size - 1 if not last else min(_non_negative(last), size - 1)
         if last and _non_negative(last) < start:
-            raise _NotSatisfiable("invalid range", no_overlap=False)
+            raise NotSatisfiable("invalid range", no_overlap=False)
         ranges.append(ByteRange(start, stop - start + 1))
     if no_overlap and not ranges:
-        raise _NotSatisfiable("invalid range: failed to overlap", no_overlap=True)
+        raise NotSatisfiable("invalid range: failed to overlap", no_overlap=True)
     return ranges
 
 
 def _non_negative(text: str) -> int:
     if not text.isdigit():
-        raise _NotSatisfiable("invalid range", no_overlap=False)
+        raise NotSatisfiable("invalid range", no_overlap=False)
     return int(text)
 
 

@@ -18,7 +18,7 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from manifold.errors import ServerError, TemporaryFailure
+from manifold.errors import TemporaryFailure, UpstreamStatus
 
 TIMEOUT = httpx.Timeout(60.0, connect=30.0)
 _DROPPED = frozenset(
@@ -36,39 +36,27 @@ _DROPPED = frozenset(
 )
 
 
-class UpstreamStatus(ServerError):
-    """The upstream answered an HTTP error; ``status`` is what it answered."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"http request failure, status: {status}")
-        self.status = status
-
-
-async def open_upstream(method: str, url: str, headers: Sequence[tuple[str, str]]) -> Upstream:
-    """Send the request and wait for the upstream's status line and headers."""
-    client = httpx.AsyncClient(follow_redirects=True, timeout=TIMEOUT)
+async def open_upstream(
+    client: httpx.AsyncClient, method: str, url: str, headers: Sequence[tuple[str, str]]
+) -> Upstream:
+    """Send the request through the server's pooled ``client`` and wait for the
+    upstream's status line and headers."""
     try:
-        request = client.build_request(method, url, headers=list(headers))
-        response = await client.send(request, stream=True)
+        request = client.build_request(method, url, headers=list(headers), timeout=TIMEOUT)
+        response = await client.send(request, stream=True, follow_redirects=True)
     except httpx.HTTPError as exc:
-        await client.aclose()
         raise TemporaryFailure(f"failed to proxy: {type(exc).__name__}: {exc}") from exc
-    except BaseException:
-        await client.aclose()
-        raise
     if response.status_code >= 400:
         await response.aclose()
-        await client.aclose()
         raise UpstreamStatus(response.status_code)
-    return Upstream(client, response)
+    return Upstream(response)
 
 
 class Upstream(Response):
-    """The response relaying one opened upstream response; it closes both ends."""
+    """The response relaying one opened upstream response; it closes it when done."""
 
-    def __init__(self, client: httpx.AsyncClient, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response) -> None:
         super().__init__()
-        self._client = client
         self._response = response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -82,7 +70,6 @@ class Upstream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await response.aclose()
-            await self._client.aclose()
 
     async def _relay(self, receive: Receive, send: Send) -> bool:
         """Pass the body on; False when the client left first (nothing more is sent).

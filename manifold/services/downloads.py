@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode
 
 from manifold.drivers.base import DriverConfig, LinkArgs
-from manifold.errors import ObjectNotFound, ServerError, StorageNotFound
+from manifold.errors import ServerError
 from manifold.models import Link, Obj, Storage
 from manifold.services import access
 from manifold.services.fs import FsService
 from manifold.services.metas import MetaService
 from manifold.services.settings import SettingsService
 from manifold.services.sign import Signer
-from manifold.services.storages import StorageService
 from manifold.vfs.paths import split_path
 
 # Never sent upstream from the client's request: they describe this connection.
@@ -65,13 +64,11 @@ class DownloadService:
     def __init__(
         self,
         fs: FsService,
-        storages: StorageService,
         metas: MetaService,
         settings: SettingsService,
         signer: Signer,
     ) -> None:
         self._fs = fs
-        self._storages = storages
         self._metas = metas
         self._settings = settings
         self._signer = signer
@@ -88,15 +85,9 @@ class DownloadService:
             self._signer.verify(path, sign.removesuffix("/"))
 
     def target(self, path: str) -> Target:
-        resolved = self._storages.resolve(path)
-        if resolved is None:
-            # AList names the path here; it is left out so no error echoes a client's path.
-            if not self._storages.has_storages():
-                raise StorageNotFound("storage not found; please add a storage first")
-            raise ObjectNotFound("failed get storage: storage not found")
-        mounted = resolved.target
+        mounted = self._fs.tree.place(path).mounted
         if mounted.ops is None or mounted.config is None:
-            raise ServerError(f"storage not init: {mounted.storage.status}")
+            raise ServerError.not_init(mounted.storage.status)
         return Target(mounted.storage, mounted.config)
 
     def should_proxy(self, target: Target, path: str) -> bool:

@@ -15,32 +15,25 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from manifold.drivers.base import LinkArgs
 from manifold.errors import (
     Forbidden,
     ManifoldError,
-    ObjectNotFound,
     PasswordRequired,
     PermissionDenied,
-    ServerError,
-    StorageNotFound,
 )
 from manifold.models import Link, Meta, Obj
 from manifold.services import access
 from manifold.services.auth import Caller
+from manifold.services.fs_tree import FileTree, Place
 from manifold.services.metas import MetaService
-from manifold.services.storages import Mounted, StorageService
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.mounts import Resolved
 from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Derived lists kept at once, in objects: a few folders of 100,000 entries.
 _VIEW_BUDGET = 400_000
-LOADING = "Loading storage, please wait"
 
 
 @dataclass(slots=True)
@@ -95,8 +88,8 @@ class Found:
 
 
 class FsService:
-    def __init__(self, storages: StorageService, metas: MetaService) -> None:
-        self._storages = storages
+    def __init__(self, tree: FileTree, metas: MetaService) -> None:
+        self.tree = tree
         self._metas = metas
         self._views: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_VIEW_BUDGET)
 
@@ -119,12 +112,12 @@ class FsService:
             return set()
         inside: dict[str, str] = {}
         for path in paths:
-            at_path = self._storages.resolve(path)
-            if at_path is not None and at_path.target is at_base.target:
+            at_path = self.tree.find(path)
+            if at_path is not None and at_path.same_storage(at_base):
                 inside[path] = at_path.sub_path
         if not inside:
             return set()
-        driver = at_base.target.require_ops().driver
+        driver = at_base.ops.driver
         real_base, *reals = await driver.real_paths([at_base.sub_path, *inside.values()])
         return {
             path
@@ -137,21 +130,20 @@ class FsService:
 
         Two paths with the same place are one folder reached twice (a link loop).
         """
-        resolved = self._storages.resolve(path)
-        if resolved is None:
+        place = self.tree.find(path)
+        if place is None:
             return 0, path  # a virtual folder: no link leads to it
-        driver = resolved.target.require_ops().driver
-        (real,) = await driver.real_paths([resolved.sub_path])
-        return id(resolved.target), real if real is not None else resolved.sub_path
+        (real,) = await place.ops.driver.real_paths([place.sub_path])
+        return id(place.mounted), real if real is not None else place.sub_path
 
     def links_confine(self, caller: Caller) -> bool:
         """Whether links can take a path out of the caller's base path (see ``escaping``)."""
         return self._base_inside_storage(caller) is not None
 
-    def _base_inside_storage(self, caller: Caller) -> Resolved[Mounted] | None:
+    def _base_inside_storage(self, caller: Caller) -> Place | None:
         base = clean_path(caller.user.base_path)
-        at_base = self._storages.resolve(base) if base != "/" else None
-        return at_base if at_base is not None and at_base.sub_path != "/" else None
+        at_base = self.tree.find(base) if base != "/" else None
+        return at_base if at_base is not None and not at_base.is_root else None
 
     def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         meta = self._metas.nearest(path)
@@ -193,23 +185,8 @@ class FsService:
         )
 
     async def list_path(self, path: str, refresh: bool = False) -> tuple[builtins.list[Obj], str]:
-        """Entries of a virtual folder: the storage's, then virtual mount folders.
-
-        The list is shared with the cache and other callers: never change it.
-        """
-        self._require_loaded()
-        resolved = self._storages.resolve(path)
-        names = tuple(self._storages.virtual_children(path))
-        if resolved is None:
-            if not names:
-                raise self._missing(path)
-            return [_virtual(name) for name in names], "unknown"
-        objs = await resolved.target.require_ops().list(resolved.sub_path, refresh)
-        if names:
-            objs = self._views.derive(
-                ("merged", path, names), objs, lambda: _merged(objs, names), len
-            )
-        return objs, resolved.target.storage.driver
+        """Entries of a virtual folder, unchecked (see ``FileTree.listing``)."""
+        return await self.tree.listing(path, refresh)
 
     def visible(
         self, objs: builtins.list[Obj], folder: str, hidden: access.Hides
@@ -259,22 +236,8 @@ class FsService:
         return Related(related, folder, self.needs_sign(folder, meta))
 
     async def get_path(self, path: str) -> tuple[Obj, str]:
-        self._require_loaded()
-        resolved = self._storages.resolve(path)
-        if resolved is not None:
-            mounted = resolved.target
-            try:
-                obj = await mounted.require_ops().get(resolved.sub_path)
-            except ObjectNotFound:
-                if not self._storages.virtual_children(path):
-                    raise
-            else:
-                if resolved.sub_path == "/":
-                    obj.name = split_path(path)[1]
-                return obj, mounted.storage.driver
-        if path == "/" or self._storages.virtual_children(path):
-            return _virtual(split_path(path)[1]), "unknown"
-        raise self._missing(path)
+        """The object at a virtual path, unchecked (see ``FileTree.lookup``)."""
+        return await self.tree.lookup(path)
 
     async def dirs(
         self, caller: Caller, path: str, password: str, force_root: bool
@@ -296,51 +259,19 @@ class FsService:
         full = self.resolve(caller, path)
         self.check_access(caller, full, password)
         await self.confine(caller, full)
-        self._require_loaded()
-        resolved = self._storages.resolve(full)
-        if resolved is None:
-            raise self._missing(full)
-        return await resolved.target.require_ops().other(resolved.sub_path, method, data)
+        return await self.tree.other(full, method, data)
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
         """The bytes of a file at an already-authorised virtual path."""
-        self._require_loaded()
-        resolved = self._storages.resolve(path)
-        if resolved is None:
-            raise self._missing(path)
-        obj, link = await resolved.target.require_ops().link(resolved.sub_path, args)
-        return obj, link, resolved.target.storage.driver
+        return await self.tree.link(path, args)
 
     def needs_sign(self, path: str, meta: Meta | None) -> bool:
         """Whether objects under ``path`` carry a sign: storage signing or a password."""
-        resolved = self._storages.resolve(path)
-        storage_signs = resolved is not None and resolved.target.storage.enable_sign
-        return storage_signs or access.password_applies(meta, path)
+        return self.storage_signs(path) or access.password_applies(meta, path)
 
     def storage_signs(self, path: str) -> bool:
-        resolved = self._storages.resolve(path)
-        return resolved is not None and resolved.target.storage.enable_sign
-
-    def _require_loaded(self) -> None:
-        # While storages start, a path under one of them must not fall through to a
-        # parent mount or to "storage not found".
-        if not self._storages.loaded:
-            raise ServerError(LOADING)
-
-    def _missing(self, path: str) -> ManifoldError:
-        if not self._storages.has_storages():
-            return StorageNotFound("storage not found; please add a storage first")
-        return ObjectNotFound(f"failed get objs: failed get dir: {ObjectNotFound.default_message}")
-
-
-def _virtual(name: str) -> Obj:
-    return Obj(name=name, size=0, is_dir=True, modified=_EPOCH)
-
-
-def _merged(objs: builtins.list[Obj], virtual: tuple[str, ...]) -> builtins.list[Obj]:
-    """Real entries, then virtual folders; a real entry hides a virtual namesake."""
-    taken = {o.name for o in objs}
-    return objs + [_virtual(name) for name in virtual if name not in taken]
+        place = self.tree.find(path)
+        return place is not None and place.mounted.storage.enable_sign
 
 
 def _page_bounds(total: int, page: int, per_page: int) -> tuple[int, int]:

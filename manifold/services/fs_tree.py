@@ -1,20 +1,31 @@
-"""The whole tree for drivers that serve other mounts (Alias): read and write.
+"""The one unchecked file tree: virtual paths in, driver calls out.
 
-``ServiceTree`` is the ``WritableTree`` the server hands such drivers. Paths are
-virtual and already allowed by whoever called the driver, so no user permission
-is checked here, as in AList where Alias calls the fs layer directly. Each change
-goes through the target storage's ``StorageOps`` (which keeps its cached listings
-right) and is told to ``TreeEvents``. A copy between two storages streams the
-bytes from the source's link into the destination's ``put``; a move between two
-storages is refused, as AList refuses it.
+Every operation on the tree, from any front end, ends here after its permission
+check, and so do the drivers that serve other mounts (Alias, as in AList where
+Alias calls the fs layer directly). The tree owns what must be written once:
+
+* resolving a virtual path to the storage holding it (``place``), with one
+  vocabulary of errors in AList's texts and the "storages are loading" check;
+* refusing to rename, move, copy or remove a storage's root (``refuse_root``);
+* telling ``TreeEvents`` after each change (the search index listens);
+* copying: within a storage by the driver when it can, across storages by
+  streaming one file (``copy_file``) and making one folder level at a time, which
+  both the synchronous copy and the copy task drive.
+
+No user permission is checked here: callers pass paths they already allowed.
+Listings cached per storage are patched by ``StorageOps`` itself.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
 
 from manifold.drivers.base import LinkArgs, validate_name
 from manifold.errors import (
@@ -23,139 +34,320 @@ from manifold.errors import (
     ObjectNotFound,
     PermissionDenied,
     ServerError,
+    StorageNotFound,
 )
 from manifold.models import Link, Obj
 from manifold.services.events import TreeEvents
-from manifold.services.fs import FsService
 from manifold.services.storages import Mounted, StorageService
 from manifold.services.streams import link_stream
+from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.paths import clean_path, split_path
 from manifold.vfs.storage_ops import StorageOps
 
+LOADING = "Loading storage, please wait"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Merged lists (real entries plus virtual mount folders) kept at once, in objects.
+_MERGED_BUDGET = 200_000
 
-class ServiceTree:
+Stream = AsyncIterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A virtual path resolved onto the storage that holds it."""
+
+    path: str
+    mounted: Mounted
+    sub_path: str
+
+    @property
+    def ops(self) -> StorageOps:
+        return self.mounted.require_ops()
+
+    @property
+    def mount_path(self) -> str:
+        return self.mounted.storage.mount_path
+
+    @property
+    def is_root(self) -> bool:
+        return self.sub_path == "/"
+
+    def same_storage(self, other: Place) -> bool:
+        return self.mounted is other.mounted
+
+
+def copy_task_name(src: Place, dst_folder: Place) -> str:
+    return (
+        f"copy [{src.mount_path}]({src.sub_path}) to [{dst_folder.mount_path}]"
+        f"({dst_folder.sub_path})"
+    )
+
+
+class FileTree:
     def __init__(
-        self, fs: FsService, storages: StorageService, events: TreeEvents | None = None
-    ) -> None:
-        self._fs = fs
-        self._storages = storages
-        self._events = events or TreeEvents()
-
-    # --- read -----------------------------------------------------------------------
-
-    async def get_path(self, path: str) -> Obj:
-        obj, _ = await self._fs.get_path(clean_path(path))
-        return obj
-
-    async def list_path(self, path: str) -> builtins.list[Obj]:
-        objs, _ = await self._fs.list_path(clean_path(path))
-        return objs
-
-    async def link_path(self, path: str, args: LinkArgs) -> Link:
-        _, link, _ = await self._fs.link(clean_path(path), args)
-        return link
-
-    async def real_path_of(self, path: str) -> str:
-        path = clean_path(path)
-        ops, sub, mounted = self._place(path)
-        (real,) = await ops.driver.real_paths([sub])
-        if real is None:
-            raise PermissionDenied()
-        return clean_path(f"{mounted.storage.mount_path}/{real}")
-
-    # --- write ----------------------------------------------------------------------
-
-    async def make_dir_path(self, path: str) -> Obj:
-        path = clean_path(path)
-        ops, sub, _ = self._place(path)
-        obj = await ops.make_dir(sub)
-        await self._events.created(path, obj)
-        return obj
-
-    async def rename_path(self, path: str, new_name: str) -> Obj:
-        path = clean_path(path)
-        ops, sub, _ = self._place(path, whole_storage="rename")
-        obj = await ops.rename(sub, validate_name(new_name))
-        await self._events.moved(path, clean_path(f"{split_path(path)[0]}/{new_name}"))
-        return obj
-
-    async def move_path(self, path: str, dst_dir: str) -> Obj:
-        path, dst_dir = clean_path(path), clean_path(dst_dir)
-        ops, sub, source = self._place(path, whole_storage="move")
-        _, dst_sub, target = self._place(dst_dir)
-        if source is not target:
-            raise ServerError("can't move files between two storages, try to copy")
-        obj = await ops.move(sub, dst_sub)
-        await self._events.moved(path, clean_path(f"{dst_dir}/{split_path(path)[1]}"))
-        return obj
-
-    async def copy_path(self, path: str, dst_dir: str) -> Obj:
-        path, dst_dir = clean_path(path), clean_path(dst_dir)
-        ops, sub, source = self._place(path, whole_storage="copy")
-        dst_ops, dst_sub, target = self._place(dst_dir)
-        if source is target and "copy" in ops.driver.capabilities():
-            obj = await ops.copy(sub, dst_sub)
-        else:
-            obj = await self._copy_across(ops, sub, dst_ops, dst_sub)
-        await self._events.created(clean_path(f"{dst_dir}/{split_path(path)[1]}"), obj)
-        return obj
-
-    async def remove_path(self, path: str) -> None:
-        path = clean_path(path)
-        ops, sub, _ = self._place(path, whole_storage="remove")
-        await ops.remove(sub)
-        await self._events.removed(path)
-
-    async def put_path(
         self,
-        dst_dir: str,
-        name: str,
-        stream: AsyncIterator[bytes],
+        storages: StorageService,
+        events: TreeEvents | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._storages = storages
+        self.events = events or TreeEvents()
+        self._http = http
+        self._merged: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_MERGED_BUDGET)
+
+    # --- resolution ---------------------------------------------------------------
+
+    def find(self, path: str) -> Place | None:
+        """The storage holding ``path``, or None where no storage does (virtual folders)."""
+        if not self._storages.loaded:
+            # While storages start, a path under one of them must not fall through to a
+            # parent mount or to "storage not found".
+            raise ServerError(LOADING)
+        resolved = self._storages.resolve(path)
+        if resolved is None:
+            return None
+        return Place(path, resolved.target, resolved.sub_path)
+
+    def place(self, path: str) -> Place:
+        """The storage holding ``path``; AList's "storage not found" errors otherwise."""
+        found = self.find(path)
+        if found is None:
+            raise self.missing(path)
+        return found
+
+    def missing(self, path: str) -> StorageNotFound:
+        if not self._storages.has_storages():
+            return StorageNotFound.none_added()
+        return StorageNotFound.at(path)
+
+    @staticmethod
+    def refuse_root(place: Place, action: str) -> Place:
+        """Renaming, moving, copying or removing a whole storage is the storage page's job."""
+        if place.is_root:
+            if action == "remove":
+                raise ServerError.root_removal()
+            raise ServerError.root_change(action)
+        return place
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def listing(self, path: str, refresh: bool = False) -> tuple[builtins.list[Obj], str]:
+        """Entries of a virtual folder (the storage's, then virtual mount folders) and
+        the name of the driver serving it. The list is shared: never change it."""
+        found = self.find(path)
+        names = tuple(self._storages.virtual_children(path))
+        if found is None:
+            if not names:
+                raise self.missing(path)
+            return [self._virtual(path, name) for name in names], "unknown"
+        objs = await found.ops.list(found.sub_path, refresh)
+        if names:
+            objs = self._merged.derive(
+                ("merged", path, names), objs, lambda: self._merge(path, objs, names), len
+            )
+        return objs, found.mounted.storage.driver
+
+    async def lookup(self, path: str) -> tuple[Obj, str]:
+        """The object at ``path`` and the name of the driver serving it."""
+        found = self.find(path)
+        if found is not None:
+            try:
+                obj = await found.ops.get(found.sub_path)
+            except ObjectNotFound:
+                if not self._storages.virtual_children(path):
+                    raise
+            else:
+                if found.is_root:
+                    obj = replace(obj, name=split_path(path)[1])
+                return obj, found.mounted.storage.driver
+        if path == "/" or self._storages.virtual_children(path):
+            parent, name = split_path(path)
+            return self._virtual(parent, name), "unknown"
+        raise self.missing(path)
+
+    async def exists(self, place: Place) -> Obj | None:
+        try:
+            return await place.ops.get(place.sub_path)
+        except ObjectNotFound:
+            return None
+
+    async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
+        """How to fetch the bytes of the file at ``path``."""
+        place = self.place(path)
+        obj, link = await place.ops.link(place.sub_path, args)
+        return obj, link, place.mounted.storage.driver
+
+    async def other(self, path: str, method: str, data: Any) -> Any:
+        place = self.place(path)
+        return await place.ops.other(place.sub_path, method, data)
+
+    def _virtual(self, folder: str, name: str) -> Obj:
+        """A folder that exists because storages are mounted below it."""
+        modified = self._storages.modified_below(clean_path(f"{folder}/{name}"))
+        return Obj(name=name, size=0, is_dir=True, modified=modified or _EPOCH)
+
+    def _merge(
+        self, path: str, objs: builtins.list[Obj], virtual: tuple[str, ...]
+    ) -> builtins.list[Obj]:
+        """Real entries, then virtual folders; a real entry hides a virtual namesake."""
+        taken = {o.name for o in objs}
+        return objs + [self._virtual(path, name) for name in virtual if name not in taken]
+
+    # --- writes ---------------------------------------------------------------------
+
+    async def make_dir(self, path: str) -> Obj:
+        """Create folder ``path`` and any missing parents; an existing folder is fine."""
+        place = self.place(path)
+        for name in place.sub_path.split("/"):
+            if name:
+                validate_name(name)
+        obj = await place.ops.make_dir(place.sub_path)
+        await self.events.created(path, obj)
+        return obj
+
+    async def rename(self, path: str, new_name: str) -> Obj:
+        place = self.refuse_root(self.place(path), "rename")
+        obj = await place.ops.rename(place.sub_path, validate_name(new_name))
+        renamed = clean_path(f"{split_path(path)[0]}/{new_name}")
+        if renamed != path:
+            await self.events.moved(path, renamed)
+        return obj
+
+    async def move(self, path: str, dst_dir: str) -> Obj:
+        place = self.refuse_root(self.place(path), "move")
+        target = self.place(dst_dir)
+        if not place.same_storage(target):
+            raise ServerError.across_storages()
+        obj = await place.ops.move(place.sub_path, target.sub_path)
+        await self.events.moved(path, clean_path(f"{dst_dir}/{split_path(path)[1]}"))
+        return obj
+
+    async def remove(self, path: str) -> None:
+        place = self.refuse_root(self.place(path), "remove")
+        await place.ops.remove(place.sub_path)
+        await self.events.removed(path)
+
+    async def put(
+        self,
+        path: str,
+        stream: Stream,
         size: int | None,
         modified: datetime | None,
         *,
         overwrite: bool = True,
     ) -> Obj:
-        dst_dir = clean_path(dst_dir)
-        ops, sub, _ = self._place(dst_dir)
-        obj = await ops.put(sub, validate_name(name), stream, size, modified, overwrite=overwrite)
-        await self._events.created(clean_path(f"{dst_dir}/{name}"), obj)
+        """Store a file at ``path``; nothing appears there until every byte has arrived."""
+        place = self.place(path)
+        if place.is_root:
+            raise PermissionDenied()
+        parent, name = split_path(place.sub_path)
+        obj = await place.ops.put(
+            parent, validate_name(name), stream, size, modified, overwrite=overwrite
+        )
+        await self.events.created(path, obj)
         return obj
 
-    # --- helpers --------------------------------------------------------------------
+    # --- copies ---------------------------------------------------------------------
 
-    def _place(self, path: str, whole_storage: str = "") -> tuple[StorageOps, str, Mounted]:
-        """The storage holding ``path`` and the path inside it.
+    def copies_natively(self, src: Place, dst_folder: Place) -> bool:
+        """Whether the driver copies this itself (same storage, driver with ``copy``)."""
+        return src.same_storage(dst_folder) and "copy" in src.ops.driver.capabilities()
 
-        With ``whole_storage`` naming an action, a storage's root is refused: that
-        action on a whole storage is the storage page's business.
+    async def copy(self, path: str, dst_dir: str) -> Obj:
+        """Copy ``path`` into ``dst_dir`` and return the copy once it is complete.
+
+        Within a storage the driver copies; across storages the bytes are streamed,
+        folder by folder, and a failure removes what was made.
         """
-        resolved = self._storages.resolve(path)
-        if resolved is None:
-            raise ObjectNotFound(f"failed get storage: {ObjectNotFound.default_message}")
-        if whole_storage and resolved.sub_path == "/":
-            raise ServerError(f"can't {whole_storage} a storage's root folder")
-        return resolved.target.require_ops(), resolved.sub_path, resolved.target
-
-    async def _copy_across(
-        self, ops: StorageOps, sub: str, dst_ops: StorageOps, dst_sub: str
-    ) -> Obj:
-        """Copy by streaming bytes between two storages; nothing is left on failure."""
-        source = await ops.get(sub)
-        name = split_path(sub)[1]
-        target = clean_path(f"{dst_sub}/{name}")
-        with suppress(ObjectNotFound):
-            await dst_ops.get(target)
+        src = self.refuse_root(self.place(path), "copy")
+        dst_folder = self.place(dst_dir)
+        target = clean_path(f"{dst_dir}/{split_path(path)[1]}")
+        if self.copies_natively(src, dst_folder):
+            obj = await src.ops.copy(src.sub_path, dst_folder.sub_path)
+            await self.events.created(target, obj)
+            return obj
+        if await self.exists(self.place(target)) is not None:
             raise ObjectExists()
+        return await self._copy_across(path, dst_dir)
+
+    async def _copy_across(self, path: str, dst_dir: str) -> Obj:
+        source, _ = await self.lookup(path)
         if not source.is_dir:
-            _, link = await ops.link(sub, LinkArgs())
-            return await dst_ops.put(dst_sub, name, link_stream(link), source.size, None)
-        folder = await dst_ops.make_dir(target)
+            return await self.copy_file(path, dst_dir)
+        folder, target = await self.copy_folder_level(path, dst_dir)
         try:
-            for child in await ops.list(sub):
-                await self._copy_across(ops, clean_path(f"{sub}/{child.name}"), dst_ops, target)
+            for child in (await self.listing(path))[0]:
+                await self._copy_across(clean_path(f"{path}/{child.name}"), target)
         except BaseException:
             with suppress(ManifoldError):
-                await dst_ops.remove(target)
+                await self.remove(target)
             raise
         return folder
+
+    async def copy_file(
+        self, path: str, dst_dir: str, counted: Callable[[Stream], Stream] | None = None
+    ) -> Obj:
+        """Stream one file into ``dst_dir`` under its own name (any two storages).
+
+        ``counted`` wraps the byte stream (a task counts its progress with it).
+        """
+        obj, link, _ = await self.link(path, LinkArgs())
+        stream = link_stream(link, client=self._http)
+        if counted is not None:
+            stream = counted(stream)
+        name = split_path(path)[1]
+        return await self.put(clean_path(f"{dst_dir}/{name}"), stream, obj.size, obj.modified)
+
+    async def copy_folder_level(self, path: str, dst_dir: str) -> tuple[Obj, str]:
+        """Make the folder a copy of folder ``path`` goes into; it and its path.
+
+        Unlike AList, the folder is made first, so empty folders are copied too.
+        """
+        target = clean_path(f"{dst_dir}/{split_path(path)[1]}")
+        return await self.make_dir(target), target
+
+    # --- the tree as drivers that serve other mounts see it (``WritableTree``) -------
+
+    async def get_path(self, path: str) -> Obj:
+        return (await self.lookup(clean_path(path)))[0]
+
+    async def list_path(self, path: str) -> builtins.list[Obj]:
+        return (await self.listing(clean_path(path)))[0]
+
+    async def link_path(self, path: str, args: LinkArgs) -> Link:
+        return (await self.link(clean_path(path), args))[1]
+
+    async def real_path_of(self, path: str) -> str:
+        place = self.place(clean_path(path))
+        (real,) = await place.ops.driver.real_paths([place.sub_path])
+        if real is None:
+            raise PermissionDenied()
+        return clean_path(f"{place.mount_path}/{real}")
+
+    async def make_dir_path(self, path: str) -> Obj:
+        return await self.make_dir(clean_path(path))
+
+    async def rename_path(self, path: str, new_name: str) -> Obj:
+        return await self.rename(clean_path(path), new_name)
+
+    async def move_path(self, path: str, dst_dir: str) -> Obj:
+        return await self.move(clean_path(path), clean_path(dst_dir))
+
+    async def copy_path(self, path: str, dst_dir: str) -> Obj:
+        return await self.copy(clean_path(path), clean_path(dst_dir))
+
+    async def remove_path(self, path: str) -> None:
+        await self.remove(clean_path(path))
+
+    async def put_path(
+        self,
+        dst_dir: str,
+        name: str,
+        stream: Stream,
+        size: int | None,
+        modified: datetime | None,
+        *,
+        overwrite: bool = True,
+    ) -> Obj:
+        path = clean_path(f"{clean_path(dst_dir)}/{validate_name(name)}")
+        return await self.put(path, stream, size, modified, overwrite=overwrite)

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from manifold.drivers.base import validate_name
 from manifold.errors import (
@@ -27,63 +25,27 @@ from manifold.errors import (
     ObjectNotFound,
     PermissionDenied,
     ServerError,
-    StorageNotFound,
 )
-from manifold.models import Obj, Perm
+from manifold.models import Obj, Perm, Task
 from manifold.services import access, patterns
 from manifold.services.auth import Caller
-from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
+from manifold.services.fs_tree import FileTree, Place, copy_task_name
 from manifold.services.metas import MetaService
-from manifold.services.storages import Mounted, StorageService
+from manifold.services.tasks import TaskService
 from manifold.services.walk import TreeWalker
 from manifold.vfs.paths import clean_path, is_sub_path, split_path
-from manifold.vfs.storage_ops import StorageOps
-
-if TYPE_CHECKING:
-    from manifold.services.tasks import Task, TaskService
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 
 
-@dataclass(slots=True)
-class Place:
-    """A virtual path resolved onto the storage that holds it."""
-
-    path: str
-    mounted: Mounted
-    sub_path: str
-
-    @property
-    def ops(self) -> StorageOps:
-        return self.mounted.require_ops()
-
-    @property
-    def mount_path(self) -> str:
-        return self.mounted.storage.mount_path
-
-
-def copy_task_name(src: Place, dst_folder: Place) -> str:
-    return (
-        f"copy [{src.mount_path}]({src.sub_path}) to [{dst_folder.mount_path}]"
-        f"({dst_folder.sub_path})"
-    )
-
-
 class FsWriter:
-    def __init__(
-        self,
-        fs: FsService,
-        storages: StorageService,
-        metas: MetaService,
-        events: TreeEvents,
-    ) -> None:
+    def __init__(self, fs: FsService, metas: MetaService, tasks: TaskService) -> None:
         self._fs = fs
-        self._storages = storages
+        self.tree: FileTree = fs.tree
         self._metas = metas
-        self.events = events
         self.walker = TreeWalker(fs, metas)
-        self.tasks: TaskService | None = None
+        self.tasks = tasks
 
     # --- checks -------------------------------------------------------------------
 
@@ -114,18 +76,10 @@ class FsWriter:
         return access.can_write(caller.user, self._metas.nearest(folder), folder)
 
     def place(self, path: str) -> Place:
-        resolved = self._storages.resolve(path)
-        if resolved is None:
-            if not self._storages.has_storages():
-                raise StorageNotFound("storage not found; please add a storage first")
-            raise StorageNotFound(f"failed get storage: storage not found; rawPath: {path}")
-        return Place(path, resolved.target, resolved.sub_path)
+        return self.tree.place(path)
 
     async def exists(self, place: Place) -> Obj | None:
-        try:
-            return await place.ops.get(place.sub_path)
-        except ObjectNotFound:
-            return None
+        return await self.tree.exists(place)
 
     # --- operations ---------------------------------------------------------------
 
@@ -136,13 +90,7 @@ class FsWriter:
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
-        place = self.place(full)
-        for name in place.sub_path.split("/"):
-            if name:
-                validate_name(name)  # missing parents are made too, existing ones checked alike
-        obj = await place.ops.make_dir(place.sub_path)
-        await self.events.created(full, obj)
-        return obj
+        return await self.tree.make_dir(full)
 
     async def rename(
         self, caller: Caller, path: str, name: str, overwrite: bool, password: str = ""
@@ -153,14 +101,11 @@ class FsWriter:
         await self._fs.confine(caller, full)
         parent, _ = split_path(full)
         dst = await self.child(caller, parent, name, password)
-        place = self._not_root(self.place(full), "rename")
+        self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
         if dst != full:
             await self._clear_way(self.place(dst), name, overwrite)
-        obj = await place.ops.rename(place.sub_path, name)
-        if dst != full:
-            await self.events.moved(full, dst)
-        return obj
+        return await self.tree.rename(full, name)
 
     async def batch_rename(
         self,
@@ -182,10 +127,8 @@ class FsWriter:
         ]
         for src, _, _ in checked:
             await self.walker.guard_whole(caller, src, password)
-        for src, dst, new in checked:
-            place = self._not_root(self.place(src), "rename")
-            await place.ops.rename(place.sub_path, new)
-            await self.events.moved(src, dst)
+        for src, _, new in checked:
+            await self.tree.rename(src, new)
 
     async def regex_rename(
         self, caller: Caller, src_dir: str, pattern: str, template: str, password: str = ""
@@ -216,15 +159,13 @@ class FsWriter:
         self.require(caller, Perm.MOVE)
         pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
         for src, dst_folder in pairs:
-            place, dst_place = self.place(src), self.place(dst_folder)
-            self._not_root(place, "move")
-            if place.mounted is not dst_place.mounted:
-                raise ServerError("can't move files between two storages, try to copy")
+            place = self.tree.refuse_root(self.place(src), "move")
+            if not place.same_storage(self.place(dst_folder)):
+                raise ServerError.across_storages()
             name = split_path(src)[1]
             if overwrite:
                 await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
-            await place.ops.move(place.sub_path, dst_place.sub_path)
-            await self.events.moved(src, clean_path(f"{dst_folder}/{name}"))
+            await self.tree.move(src, dst_folder)
 
     async def copy(
         self,
@@ -246,10 +187,8 @@ class FsWriter:
                 raise ObjectNotFound(f"failed get src [{src}] file: object not found")
             if overwrite:
                 await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
-            same = place.mounted is dst_place.mounted
-            if same and "copy" in place.ops.driver.capabilities():
-                obj = await place.ops.copy(place.sub_path, dst_place.sub_path)
-                await self.events.created(clean_path(f"{dst_folder}/{name}"), obj)
+            if self.tree.copies_natively(place, dst_place):
+                await self.tree.copy(src, dst_folder)
             else:
                 tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
@@ -258,8 +197,6 @@ class FsWriter:
         self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
     ) -> Task:
         """A copy task; it walks ``src`` as its creator with ``password``, as the request did."""
-        if self.tasks is None:
-            raise ServerError("tasks are not available")
         creator = caller.user if caller is not None else None
         name = copy_task_name(self.place(src), self.place(dst_folder))
         payload = {"src": src, "dst_dir": dst_folder}
@@ -278,12 +215,10 @@ class FsWriter:
         for full in targets:
             await self.walker.guard_whole(caller, full, password)
         for full in targets:
-            place = self.place(full)
             try:
-                await place.ops.remove(place.sub_path)  # refuses a storage's root itself
+                await self.tree.remove(full)
             except ObjectNotFound:
                 continue  # already gone: the caller's wish holds
-            await self.events.removed(full)
 
     async def remove_empty_directory(
         self, caller: Caller, src_dir: str, password: str = ""
@@ -305,11 +240,9 @@ class FsWriter:
         for path, visit in reversed(folders):
             if visit.withheld or any(e.path not in removed for e in visit.entries):
                 continue
-            place = self.place(path)
-            if place.sub_path == "/":
+            if self.place(path).is_root:
                 continue  # a storage's root is the storage page's business
-            await place.ops.remove(place.sub_path)
-            await self.events.removed(path)
+            await self.tree.remove(path)
             removed.add(path)
 
     async def recursive_move(
@@ -319,15 +252,15 @@ class FsWriter:
         self.require(caller, Perm.MOVE)
         src_folder = await self.folder(caller, src_dir, password)
         dst_folder = await self.folder(caller, dst_dir, password)
-        src_place, dst_place = self.place(src_folder), self.place(dst_folder)
-        if src_place.mounted is not dst_place.mounted:
-            raise ServerError("can't move files between two storages, try to copy")
+        src_place = self.place(src_folder)
+        if not src_place.same_storage(self.place(dst_folder)):
+            raise ServerError.across_storages()
         files = [
             entry.path
             async for entry, _ in self.walker.walk(caller, src_folder, password)
             if not entry.obj.is_dir
             and split_path(entry.path)[0] != dst_folder
-            and self.place(entry.path).mounted is src_place.mounted
+            and self.place(entry.path).same_storage(src_place)
         ]
         taken = {o.name for o in (await self._fs.list_path(dst_folder, refresh=True))[0]}
         moves: builtins.list[str] = []
@@ -343,9 +276,7 @@ class FsWriter:
             taken.add(name)
             moves.append(path)
         for path in moves:
-            place = self.place(path)
-            await place.ops.move(place.sub_path, dst_place.sub_path)
-            await self.events.moved(path, clean_path(f"{dst_folder}/{split_path(path)[1]}"))
+            await self.tree.move(path, dst_folder)
         return len(moves)
 
     async def put(
@@ -372,13 +303,10 @@ class FsWriter:
     ) -> Obj:
         """Put an upload at a checked place; without ``overwrite`` a name taken
         meanwhile (by a racing upload) is refused as ``upload_target`` refuses it."""
-        parent, name = split_path(place.sub_path)
         try:
-            obj = await place.ops.put(parent, name, stream, size, modified, overwrite=overwrite)
+            return await self.tree.put(place.path, stream, size, modified, overwrite=overwrite)
         except ObjectExists as exc:
             raise FileExists() from exc
-        await self.events.created(place.path, obj)
-        return obj
 
     async def upload_target(
         self, caller: Caller, path: str, password: str, overwrite: bool
@@ -434,11 +362,4 @@ class FsWriter:
             return
         if not overwrite:
             raise FileExists(name)
-        await place.ops.remove(place.sub_path)
-        await self.events.removed(place.path)
-
-    @staticmethod
-    def _not_root(place: Place, action: str) -> Place:
-        if place.sub_path == "/":
-            raise ServerError(f"can't {action} a storage's root folder; edit the storage instead")
-        return place
+        await self.tree.remove(place.path)

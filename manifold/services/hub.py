@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.config import Config
@@ -16,7 +17,7 @@ from manifold.drivers.registry import DriverRegistry, builtin_registry
 from manifold.services.auth import AuthService
 from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
-from manifold.services.fs_tree import ServiceTree
+from manifold.services.fs_tree import FileTree
 from manifold.services.fs_write import FsWriter
 from manifold.services.limiter import MemoryLoginLimiter
 from manifold.services.metas import MetaService
@@ -25,6 +26,7 @@ from manifold.services.settings import SettingsService
 from manifold.services.sign import Signer
 from manifold.services.sshkeys import SshKeyService
 from manifold.services.storages import StorageService
+from manifold.services.streams import http_client
 from manifold.services.tasks import TaskService
 from manifold.services.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.transfers import Transfers
@@ -49,6 +51,9 @@ class Services:
     fs: FsService
     signer: Signer
     events: TreeEvents
+    tree: FileTree
+    # One pooled HTTP client for every link fetched and download relayed.
+    http: httpx.AsyncClient
     writer: FsWriter
     transfers: Transfers
     tasks: TaskService
@@ -67,16 +72,19 @@ class Services:
         registry = builtin_registry()
         storages = StorageService(repos.StorageRepo(engine), registry, MemoryListCache())
         metas = MetaService(repos.MetaRepo(engine))
-        fs = FsService(storages, metas)
         events = TreeEvents()
-        storages.tree = ServiceTree(fs, storages, events)
+        http = http_client()
+        tree = FileTree(storages, events, http)
+        # Drivers that serve other mounts (Alias) get the tree at mount time; the tree
+        # resolves through the storages, so this one link is made after both exist.
+        storages.tree = tree
+        fs = FsService(tree, metas)
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
         events.subscribe(search)
         storages.on_listed = search.listed
-        writer = FsWriter(fs, storages, metas, events)
         tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
-        writer.tasks = tasks
-        transfers = Transfers(fs, writer, config.data_dir / "temp")
+        writer = FsWriter(fs, metas, tasks)
+        transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
         return cls(
             config=config,
@@ -94,6 +102,8 @@ class Services:
             tasks=tasks,
             search=search,
             events=events,
+            tree=tree,
+            http=http,
             writer=writer,
             transfers=transfers,
         )
@@ -123,4 +133,5 @@ class Services:
         await self.search.stop()
         await self.tasks.stop()
         await self.storages.stop()
+        await self.http.aclose()
         await self.engine.dispose()

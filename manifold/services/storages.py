@@ -21,7 +21,7 @@ from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
 from manifold.models import Obj, Storage
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
-from manifold.vfs.paths import clean_path
+from manifold.vfs.paths import clean_path, is_sub_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
 
 log = logging.getLogger("manifold.storages")
@@ -39,7 +39,7 @@ class Mounted:
 
     def require_ops(self) -> StorageOps:
         if self.ops is None:
-            raise ServerError(f"storage not init: {self.storage.status}")
+            raise ServerError.not_init(self.storage.status)
         return self.ops
 
 
@@ -94,6 +94,18 @@ class StorageService:
 
     def has_storages(self) -> bool:
         return len(self._table) > 0
+
+    def modified_below(self, path: str) -> datetime | None:
+        """The modified time of the first storage mounted at or below ``path`` (in
+        AList's storage order): what a virtual folder made by mounts shows."""
+        below = [
+            m.storage
+            for m in self._mounted.values()
+            if is_sub_path(path, actual_mount_path(m.storage.mount_path))
+        ]
+        if not below:
+            return None
+        return min(below, key=lambda s: (s.order, s.mount_path)).modified
 
     async def page(self, page: int, per_page: int) -> tuple[list[Storage], int]:
         storages, total = await self._repo.page(page, per_page)

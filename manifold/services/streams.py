@@ -1,4 +1,9 @@
-"""The bytes behind a link, streamed in bounded chunks: a local file or a URL."""
+"""The bytes behind a link, streamed in bounded chunks, whole or a range of them.
+
+A link is a local file, a URL, or a driver's range reader; ``open_range`` reads
+any of them the same way, so copies, ``/p`` and the conformance suite never branch
+on the kind. URLs are fetched through the server's one pooled HTTP client.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +13,117 @@ from typing import IO
 
 import httpx
 
-from manifold.errors import ObjectNotFound, TemporaryFailure
+from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
 
 CHUNK = 1 << 20
+FETCH_TIMEOUT = httpx.Timeout(30.0, read=300.0)
 
 
-async def link_stream(link: Link, chunk: int = CHUNK) -> AsyncIterator[bytes]:
-    """The bytes behind a link, in chunks of at most ``chunk`` bytes."""
-    if link.file_path:
-        async for data in file_stream(link.file_path, chunk):
-            yield data
+def http_client() -> httpx.AsyncClient:
+    """The pooled client a server owns for fetching links and relaying downloads."""
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=40)
+    return httpx.AsyncClient(follow_redirects=True, timeout=FETCH_TIMEOUT, limits=limits)
+
+
+async def link_stream(
+    link: Link, chunk: int = CHUNK, client: httpx.AsyncClient | None = None
+) -> AsyncIterator[bytes]:
+    """All the bytes behind a link, in chunks of at most ``chunk`` bytes."""
+    async for data in open_range(link, 0, None, client=client, chunk=chunk):
+        yield data
+
+
+async def open_range(
+    link: Link,
+    offset: int = 0,
+    length: int | None = None,
+    *,
+    client: httpx.AsyncClient | None = None,
+    chunk: int = CHUNK,
+) -> AsyncIterator[bytes]:
+    """Bytes ``[offset, offset + length)`` behind ``link`` (``length`` None: to the end).
+
+    An offset past the end gives no bytes. ``client`` is the server's pooled client;
+    without one (tools, tests) a client is made for this read alone.
+    """
+    if offset < 0 or (length is not None and length < 0):
+        raise InvalidRequest("a range starts and lasts at least 0 bytes")
+    if length == 0:
         return
-    if not link.url:
-        raise ObjectNotFound("link has neither a file nor a URL")
+    if link.reader is not None:
+        source = link.reader(offset, length)
+    elif link.file_path:
+        source = file_stream(link.file_path, chunk, offset, length)
+    elif link.url:
+        source = _url_range(link, offset, length, client, chunk)
+    else:
+        raise ObjectNotFound("link has neither a file, a URL nor a reader")
+    async for data in source:
+        yield data
+
+
+async def _url_range(
+    link: Link,
+    offset: int,
+    length: int | None,
+    client: httpx.AsyncClient | None,
+    chunk: int,
+) -> AsyncIterator[bytes]:
+    headers = dict(link.headers)
+    if offset or length is not None:
+        end = "" if length is None else str(offset + length - 1)
+        headers["Range"] = f"bytes={offset}-{end}"
+    own = client is None
+    client = client or http_client()
     try:
-        async with (
-            httpx.AsyncClient(
-                follow_redirects=True, timeout=httpx.Timeout(30.0, read=300.0)
-            ) as client,
-            client.stream("GET", link.url, headers=link.headers) as response,
-        ):
+        async with client.stream("GET", link.url, headers=headers) as response:
+            if response.status_code == 416:
+                return  # the range starts past the end: nothing to read
             if response.status_code >= 400:
                 raise TemporaryFailure(f"fetching the source failed: HTTP {response.status_code}")
-            async for data in response.aiter_bytes(chunk):
+            # A server that ignores Range answers 200 with everything: cut it here.
+            skip = offset if response.status_code == 200 else 0
+            async for data in _trimmed(response.aiter_bytes(chunk), skip, length):
                 yield data
     except httpx.HTTPError as exc:
         raise TemporaryFailure(f"fetching the source failed: {exc}") from exc
+    finally:
+        if own:
+            await client.aclose()
 
 
-async def file_stream(path: str, chunk: int = CHUNK) -> AsyncIterator[bytes]:
+async def _trimmed(
+    source: AsyncIterator[bytes], skip: int, length: int | None
+) -> AsyncIterator[bytes]:
+    left = length
+    async for data in source:
+        if skip:
+            cut = min(skip, len(data))
+            data, skip = data[cut:], skip - cut
+        if left is not None:
+            data, left = data[:left], left - min(left, len(data))
+        if data:
+            yield data
+        if left == 0:
+            return
+
+
+async def file_stream(
+    path: str, chunk: int = CHUNK, offset: int = 0, length: int | None = None
+) -> AsyncIterator[bytes]:
     file = await _open(path)
     try:
-        while data := await asyncio.to_thread(file.read, chunk):
+        if offset:
+            await asyncio.to_thread(file.seek, offset)
+        left = length
+        while left is None or left > 0:
+            want = chunk if left is None else min(chunk, left)
+            data = await asyncio.to_thread(file.read, want)
+            if not data:
+                break
+            if left is not None:
+                left -= len(data)
             yield data
     finally:
         _close_soon(file)

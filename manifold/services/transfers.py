@@ -15,19 +15,15 @@ import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from manifold.config import make_private
-from manifold.drivers.base import LinkArgs
 from manifold.errors import InvalidRequest, ObjectNotFound
 from manifold.services.auth import Caller
-from manifold.services.fs import FsService
-from manifold.services.fs_write import FsWriter, copy_task_name
-from manifold.services.streams import CHUNK, file_stream, link_stream
-from manifold.vfs.paths import clean_path, split_path
-
-if TYPE_CHECKING:
-    from manifold.services.tasks import TaskContext, TaskService
+from manifold.services.fs_tree import FileTree, copy_task_name
+from manifold.services.fs_write import FsWriter
+from manifold.services.streams import CHUNK, file_stream
+from manifold.services.tasks import TaskContext, TaskService
 
 SPOOL_PREFIX = "upload-"
 
@@ -35,8 +31,8 @@ SPOOL_PREFIX = "upload-"
 class Transfers:
     """Runs the ``copy`` and ``upload`` task kinds over the file services."""
 
-    def __init__(self, fs: FsService, writer: FsWriter, temp_dir: Path) -> None:
-        self._fs = fs
+    def __init__(self, writer: FsWriter, temp_dir: Path) -> None:
+        self._tree: FileTree = writer.tree
         self._writer = writer
         self._temp_dir = temp_dir
 
@@ -57,32 +53,27 @@ class Transfers:
         )
 
     async def run_copy(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
+        """One level of a copy between storages: a file is streamed, a folder is made
+        and a child task spawned for each entry the creator may reach in it."""
         src, dst_dir = str(payload["src"]), str(payload["dst_dir"])
         password = str(payload.get("password", ""))
-        name = split_path(src)[1]
         ctx.set_status("getting src object")
-        obj, _ = await self._fs.get_path(src)
+        obj, _ = await self._tree.lookup(src)
         if obj.is_dir:
-            await self._copy_folder(ctx, src, clean_path(f"{dst_dir}/{name}"), password)
+            await self._copy_folder(ctx, src, dst_dir, password)
             return
         ctx.set_status("")
         ctx.set_total(obj.size)
-        _, link, _ = await self._fs.link(src, LinkArgs())
-        place = self._writer.place(dst_dir)
-        stream = _counted(link_stream(link), ctx)
-        copied = await place.ops.put(place.sub_path, name, stream, obj.size, obj.modified)
-        await self._writer.events.created(clean_path(f"{dst_dir}/{name}"), copied)
+        await self._tree.copy_file(src, dst_dir, lambda stream: _counted(stream, ctx))
 
-    async def _copy_folder(self, ctx: TaskContext, src: str, target: str, password: str) -> None:
-        # Unlike AList, the folder is created first, so empty folders are copied too.
-        place = self._writer.place(target)
-        folder = await place.ops.make_dir(place.sub_path)
-        await self._writer.events.created(target, folder)
+    async def _copy_folder(self, ctx: TaskContext, src: str, dst_dir: str, password: str) -> None:
+        _, target = await self._tree.copy_folder_level(src, dst_dir)
         ctx.set_status("src object is dir, listing objs")
         caller = Caller(ctx.creator, "") if ctx.creator is not None else None
         visit = await self._writer.walker.visit(caller, src, password)
+        into = self._tree.place(target)
         for entry in visit.entries:
-            title = copy_task_name(self._writer.place(entry.path), place)
+            title = copy_task_name(self._tree.place(entry.path), into)
             payload = {"src": entry.path, "dst_dir": target}
             if password:
                 payload["password"] = password

@@ -5,8 +5,9 @@ A driver's test module subclasses ``DriverConformance`` and provides one fixture
 test works in a fresh, randomly named folder under the driver's root. A test
 needing an optional method the driver lacks is skipped, never failed.
 
-Bytes are read back through ``Driver.link``: a ``file_path`` link is read from
-disk, a ``url`` link is fetched with httpx (with a ``Range`` header for slices).
+Bytes are read back through ``Driver.link`` and ``streams.open_range``, the one
+range reader the server uses for every link (a local file, a URL, or a driver's
+own reader), so the range table checks what ``/d``, ``/p`` and copies will read.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 
 from manifold.drivers.base import Driver, LinkArgs
@@ -31,6 +31,7 @@ from manifold.errors import (
     ObjectNotFound,
 )
 from manifold.models import Link, Obj
+from manifold.services.streams import open_range
 
 DriverFactory = Callable[[], Awaitable[Driver[Any]]]
 
@@ -105,29 +106,9 @@ async def put_bytes(driver: Driver[Any], folder: Obj, name: str, data: bytes) ->
 
 
 async def read_link(link: Link, start: int = 0, length: int | None = None) -> bytes:
-    """The bytes of ``link`` from ``start``, ``length`` of them (None: to the end)."""
-    if link.file_path:
-        return await asyncio.to_thread(_read_file, link.file_path, start, length)
-    if not link.url:
-        raise AssertionError(f"link has neither file_path nor url: {link}")
-    return await _fetch(link, start, length)
-
-
-def _read_file(path: str, start: int, length: int | None) -> bytes:
-    with open(path, "rb") as file:
-        file.seek(start)
-        return file.read() if length is None else file.read(length)
-
-
-async def _fetch(link: Link, start: int, length: int | None) -> bytes:
-    headers = dict(link.headers)
-    if start or length is not None:
-        end = "" if length is None else str(start + length - 1)
-        headers["Range"] = f"bytes={start}-{end}"
-    async with httpx.AsyncClient(follow_redirects=True) as client:
-        response = await client.get(link.url, headers=headers)
-    response.raise_for_status()
-    return response.content
+    """The bytes of ``link`` from ``start``, ``length`` of them (None: to the end),
+    read the way the server reads every link (``streams.open_range``)."""
+    return b"".join([data async for data in open_range(link, start, length)])
 
 
 async def read_obj(

@@ -230,10 +230,7 @@ class StorageOps:
     async def remove(self, path: str) -> None:
         path = clean_path(path)
         if path == "/":
-            raise ServerError(
-                "delete root folder is not allowed, please goto the manage page to "
-                "delete the storage instead"
-            )
+            raise ServerError.root_removal()
         parent, name = split_path(path)
         await self.driver.remove(await self.get(path))
         self.patch_remove(parent, name)

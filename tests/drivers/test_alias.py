@@ -15,7 +15,7 @@ from manifold.drivers.alias.meta import Addition
 from manifold.drivers.base import LinkArgs
 from manifold.errors import NotSupported, ObjectExists, PermissionDenied, ServerError
 from manifold.models import Storage
-from manifold.services.fs_tree import ServiceTree
+from manifold.services.fs_tree import FileTree
 from manifold.services.hub import Services
 from manifold.testing.conformance import DriverConformance, DriverFactory, put_bytes, read_obj
 from tests.conftest import Api
@@ -30,7 +30,7 @@ async def mount(services: Services, mount_path: str, root: Path) -> None:
 async def alias_of(services: Services, paths: str, **options: Any) -> AliasDriver:
     storage = Storage(9999, "/alias", "Alias")
     driver = AliasDriver(storage, Addition(paths=paths, **options))
-    driver.tree = ServiceTree(services.fs, services.storages, services.events)
+    driver.tree = services.tree
     await driver.init()
     return driver
 
@@ -72,7 +72,7 @@ async def test_writes_need_writable(services: Services, two: Path) -> None:
 class ReadOnlyTree:
     """A tree that can only be read, as a front end without write support offers."""
 
-    def __init__(self, tree: ServiceTree) -> None:
+    def __init__(self, tree: FileTree) -> None:
         self.get_path = tree.get_path
         self.list_path = tree.list_path
         self.link_path = tree.link_path
@@ -80,7 +80,7 @@ class ReadOnlyTree:
 
 async def test_writes_need_a_writable_tree(services: Services, two: Path) -> None:
     alias = await alias_of(services, "/one/dir", writable=True)
-    alias.tree = ReadOnlyTree(ServiceTree(services.fs, services.storages, services.events))
+    alias.tree = ReadOnlyTree(services.tree)
     with pytest.raises(NotSupported):
         await alias.make_dir(await alias.root_obj(), "x")
 

@@ -21,7 +21,8 @@ from starlette.responses import RedirectResponse, Response
 from manifold.api.deps import ServicesDep, client_address
 from manifold.api.envelope import error
 from manifold.api.file_response import LocalFileResponse
-from manifold.api.upstream import UpstreamStatus, open_upstream
+from manifold.api.reader_response import ReaderResponse
+from manifold.api.upstream import open_upstream
 from manifold.drivers.base import LinkArgs
 from manifold.errors import (
     Forbidden,
@@ -30,13 +31,21 @@ from manifold.errors import (
     ObjectNotFound,
     StorageNotFound,
     Unauthorized,
+    UpstreamStatus,
 )
-from manifold.models import Link
+from manifold.models import Link, Obj
 from manifold.services.downloads import DownloadService, Target, query_pairs
 from manifold.services.hub import Services
 from manifold.vfs.paths import clean_path
 
-_STATUS = {Unauthorized: 401, Forbidden: 403, ObjectNotFound: 404, NotFound: 404}
+# HTTP statuses of /d and /p errors, looked up along the error's class hierarchy.
+_STATUS: dict[type[ManifoldError], int] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    ObjectNotFound: 404,
+    StorageNotFound: 404,
+}
 _NO_CACHE = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "max-age=0, no-cache, no-store, must-revalidate",
@@ -45,12 +54,10 @@ _NO_CACHE = {
 
 def _status(exc: ManifoldError) -> int:
     if isinstance(exc, UpstreamStatus):
-        return exc.status
-    for cls, status in _STATUS.items():
-        if isinstance(exc, cls):
-            return status
-    if isinstance(exc, StorageNotFound):
-        return 404
+        return exc.status  # the relayed URL's own answer
+    for cls in type(exc).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
     return 500
 
 
@@ -66,7 +73,6 @@ def content_disposition(name: str) -> str:
 def _downloads(services: Services) -> DownloadService:
     return DownloadService(
         services.fs,
-        services.storages,
         services.metas,
         services.settings,
         services.signer,
@@ -80,7 +86,7 @@ async def _serve(request: Request, services: Services, path: str, redirect: bool
     target = downloads.target(raw)
     if redirect and not downloads.should_proxy(target, raw):
         return await _redirect(request, services, downloads, raw)
-    return await _proxy(request, downloads, target, raw)
+    return await _proxy(request, services, downloads, target, raw)
 
 
 async def _redirect(
@@ -96,11 +102,13 @@ async def _redirect(
     if link.url:
         url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
         return RedirectResponse(url, status_code=302, headers=_NO_CACHE)
+    if link.reader is not None:
+        return _read(obj, link)
     return await _local_file(obj.name, link)
 
 
 async def _proxy(
-    request: Request, downloads: DownloadService, target: Target, raw: str
+    request: Request, services: Services, downloads: DownloadService, target: Target, raw: str
 ) -> Response:
     if not downloads.can_proxy(target, raw):
         raise Forbidden("proxy not allowed")
@@ -112,11 +120,18 @@ async def _proxy(
     obj, link = await downloads.link(raw, args)
     if link.file_path:
         return await _local_file(obj.name, link)
+    if link.reader is not None:
+        return _read(obj, link)
     if not link.url:
-        raise ObjectNotFound("link has neither a file nor a URL")
+        raise ObjectNotFound("link has neither a file, a URL nor a reader")
     url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
-    return await open_upstream(request.method, url, headers)
+    return await open_upstream(services.http, request.method, url, headers)
+
+
+def _read(obj: Obj, link: Link) -> ReaderResponse:
+    headers = {"Content-Disposition": content_disposition(obj.name), **link.headers}
+    return ReaderResponse(link, obj, headers)
 
 
 async def _local_file(name: str, link: Link) -> LocalFileResponse:
