@@ -6,6 +6,7 @@ import base64
 import io
 import secrets
 from dataclasses import dataclass
+from typing import Literal
 
 import pyotp
 import qrcode
@@ -24,6 +25,11 @@ DISABLED = "Current user is disabled, replace please"
 _MAX_NAME = 255
 
 
+# The front end a request came through: the WebDAV and FTP/SFTP servers have
+# permission bits of their own (AList's 8-11), checked in the file services.
+Protocol = Literal["api", "webdav", "ftp", "sftp", "s3"]
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who is asking, passed explicitly to every service call."""
@@ -31,6 +37,7 @@ class Caller:
     user: User
     client: str
     token: str = ""
+    protocol: Protocol = "api"
 
 
 class AuthService:

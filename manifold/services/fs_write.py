@@ -193,6 +193,22 @@ class FsWriter:
                 tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
 
+    async def copy_now(
+        self, caller: Caller, src: str, dst_dir: str, overwrite: bool, password: str = ""
+    ) -> Obj:
+        """Copy one path into ``dst_dir`` and return once the copy is whole, across
+        storages too (the protocol servers answer a copy only when it is done)."""
+        self.require(caller, Perm.COPY)
+        src_dir, name = split_path(clean_path(src))
+        [(full, dst_folder)] = await self._pairs(
+            caller, src_dir, dst_dir, [name], overwrite, password
+        )
+        if await self.exists(self.place(full)) is None:
+            raise ObjectNotFound(f"failed get src [{full}] file: object not found")
+        if overwrite:
+            await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
+        return await self.tree.copy(full, dst_folder)
+
     async def submit_copy(
         self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
     ) -> Task:

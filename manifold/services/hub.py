@@ -17,6 +17,7 @@ from manifold.drivers.registry import DriverRegistry, builtin_registry
 from manifold.services.auth import AuthService
 from manifold.services.events import TreeEvents
 from manifold.services.fs import FsService
+from manifold.services.fs_ops import FileOps
 from manifold.services.fs_tree import FileTree
 from manifold.services.fs_write import FsWriter
 from manifold.services.limiter import MemoryLoginLimiter
@@ -55,6 +56,7 @@ class Services:
     # One pooled HTTP client for every link fetched and download relayed.
     http: httpx.AsyncClient
     writer: FsWriter
+    files: FileOps
     transfers: Transfers
     tasks: TaskService
     search: SearchService
@@ -105,6 +107,7 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
+            files=FileOps(fs, writer, http),
             transfers=transfers,
         )
 

@@ -134,10 +134,18 @@ async def world(api: Api, services: Services, tmp_path: Path) -> AsyncIterator[W
 
 
 def assert_no_leak(body: Any, context: object) -> None:
-    text = str(body)
+    text = str(_without_echo(body))
     assert MARKER not in text, context
     assert "evil_file" not in _listed_names(body), context
     assert "evil_dir" not in _listed_names(body), context
+
+
+def _without_echo(body: Any) -> Any:
+    """The body less the requested path that AList's "storage not found" texts repeat
+    (``...; rawPath: <path>``): the client's own input is not a leak."""
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return {**body, "message": body["message"].split("; rawPath: ")[0]}
+    return body
 
 
 def _listed_names(body: Any) -> list[str]:

@@ -1,0 +1,170 @@
+"""The single-path file services the protocol servers stand on, called directly.
+
+No HTTP here: a caller (user, address, protocol) and a path go in, objects, bytes
+or ``manifold.errors`` classes come out. Real services, a real SQLite database
+and Local storages on temporary folders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from manifold.errors import (
+    FileExists,
+    PasswordRequired,
+    PermissionDenied,
+    RelativePath,
+    ServerError,
+    StorageNotFound,
+)
+from manifold.models import Meta, Perm, Role, Storage, User
+from manifold.services.auth import Caller, Protocol
+from manifold.services.hub import Services
+from tests.api.fs_helpers import make_tree
+
+ALL_FILE_BITS = int(Perm(0xFF))
+
+
+def caller(
+    permission: int = ALL_FILE_BITS, base_path: str = "/", protocol: Protocol = "api"
+) -> Caller:
+    user = User(1000, "carol", "", 0, base_path, Role.GENERAL, False, permission, "", "")
+    return Caller(user, "198.51.100.4", protocol=protocol)
+
+
+async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+@pytest.fixture
+async def disks(services: Services, tmp_path: Path) -> tuple[Path, Path]:
+    a = make_tree(tmp_path / "a", {"docs/readme.txt": "hello", "docs/deep/x.bin": b"x" * 3000})
+    b = make_tree(tmp_path / "b", {"kept.txt": "kept"})
+    for mount, root in (("/a", a), ("/b", b)):
+        addition = json.dumps({"root_folder_path": str(root)})
+        await services.storages.create(Storage(0, mount, "Local", addition=addition))
+    return a, b
+
+
+async def test_stat_list_and_a_ranged_read(services: Services, disks: tuple[Path, Path]) -> None:
+    files = services.files
+    assert (await files.stat(caller(), "/a/docs/readme.txt")).size == 5
+    assert {o.name for o in await files.list(caller(), "/a/docs")} == {"readme.txt", "deep"}
+    obj, body = await files.open_read(caller(), "/a/docs/readme.txt", 1, 3)
+    assert obj.name == "readme.txt"
+    assert b"".join([chunk async for chunk in body]) == b"ell"
+
+
+async def test_writes_one_path_at_a_time(services: Services, disks: tuple[Path, Path]) -> None:
+    a, _ = disks
+    files, who = services.files, caller()
+    await files.mkdir(who, "/a/new/inner")
+    await files.put(who, "/a/new/inner/f.txt", chunks(b"ab", b"c"), 3)
+    await files.rename(who, "/a/new/inner/f.txt", "/a/new/g.txt")
+    assert (a / "new" / "g.txt").read_bytes() == b"abc"
+    await files.remove(who, "/a/new")
+    assert not (a / "new").exists()
+
+
+async def test_a_copy_across_storages_is_whole_when_it_returns(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    a, b = disks
+    await services.files.copy(caller(), "/a/docs", "/b/docs")
+    assert (b / "docs" / "deep" / "x.bin").read_bytes() == (
+        a / "docs" / "deep" / "x.bin"
+    ).read_bytes()
+    await services.files.copy(caller(), "/a/docs/readme.txt", "/b/other.txt")
+    assert (b / "other.txt").read_text() == "hello"
+    with pytest.raises(FileExists):
+        await services.files.copy(caller(), "/a/docs/readme.txt", "/b/docs/readme.txt")
+
+
+async def test_a_move_across_storages_is_refused(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    with pytest.raises(ServerError, match="can't move files between two storages, try to copy"):
+        await services.files.rename(caller(), "/a/docs/readme.txt", "/b/readme.txt")
+
+
+@pytest.mark.parametrize("path", ["/a", "/b"])
+async def test_a_storage_root_is_never_renamed_or_removed(
+    services: Services, disks: tuple[Path, Path], path: str
+) -> None:
+    with pytest.raises(ServerError, match="delete root folder is not allowed"):
+        await services.tree.remove(path)
+    with pytest.raises(ServerError, match="can't rename a storage's root folder"):
+        await services.tree.rename(path, "x")
+
+
+async def test_permission_bits_base_path_and_passwords_hold(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    files = services.files
+    read_only = caller(permission=0)
+    with pytest.raises(PermissionDenied):
+        await files.mkdir(read_only, "/a/nope")
+    with pytest.raises(PermissionDenied):
+        await files.remove(read_only, "/a/docs/readme.txt")
+    confined = caller(base_path="/a/docs")
+    assert {o.name for o in await files.list(confined, "/")} == {"readme.txt", "deep"}
+    with pytest.raises(RelativePath):
+        await files.list(confined, "/../..")
+    await services.metas.create(Meta(0, "/a/docs", password="pw", p_sub=True))
+    no_bypass = caller(ALL_FILE_BITS & ~Perm.ACCESS_WITHOUT_PASSWORD)
+    with pytest.raises(PasswordRequired):
+        await files.stat(no_bypass, "/a/docs/readme.txt")
+    assert (await files.stat(no_bypass, "/a/docs/readme.txt", password="pw")).size == 5
+
+
+async def test_hidden_entries_are_not_listed(services: Services, disks: tuple[Path, Path]) -> None:
+    await services.metas.create(Meta(0, "/a/docs", password="", hide="^deep$"))
+    no_see_hidden = caller(ALL_FILE_BITS & ~Perm.SEE_HIDDEN)
+    assert [o.name for o in await services.files.list(no_see_hidden, "/a/docs")] == ["readme.txt"]
+    assert len(await services.files.list(caller(), "/a/docs")) == 2
+
+
+@pytest.mark.parametrize(
+    ("protocol", "read", "write"),
+    [("webdav", Perm.WEBDAV_READ, Perm.WEBDAV_MANAGE), ("ftp", Perm.FTP_READ, Perm.FTP_MANAGE),
+     ("sftp", Perm.FTP_READ, Perm.FTP_MANAGE)],
+)  # fmt: skip
+async def test_protocols_check_their_own_bits(
+    services: Services, disks: tuple[Path, Path], protocol: Protocol, read: Perm, write: Perm
+) -> None:
+    files = services.files
+    without = caller(protocol=protocol)
+    with pytest.raises(PermissionDenied):
+        await files.list(without, "/a")
+    reader = caller(ALL_FILE_BITS | read, protocol=protocol)
+    assert await files.list(reader, "/a")
+    with pytest.raises(PermissionDenied):
+        await files.mkdir(reader, "/a/made")
+    writer = caller(ALL_FILE_BITS | read | write, protocol=protocol)
+    await files.mkdir(writer, "/a/made")
+    assert await files.list(caller(), "/a")  # the API needs none of these bits
+
+
+async def test_the_error_vocabulary(services: Services, disks: tuple[Path, Path]) -> None:
+    tree = services.tree
+    with pytest.raises(StorageNotFound) as missing:
+        await tree.listing("/nowhere/x")
+    assert missing.value.message == "failed get storage: storage not found; rawPath: /nowhere/x"
+    services.storages.loaded = False
+    try:
+        with pytest.raises(ServerError, match=r"^Loading storage, please wait$"):
+            await tree.lookup("/a/docs")
+        with pytest.raises(ServerError, match=r"^Loading storage, please wait$"):
+            await tree.make_dir("/a/docs/x")
+    finally:
+        services.storages.loaded = True
+
+
+async def test_no_storages_at_all(services: Services) -> None:
+    with pytest.raises(StorageNotFound, match=r"^storage not found; please add a storage first$"):
+        await services.tree.listing("/x")
