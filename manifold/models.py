@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, IntFlag
@@ -204,3 +204,22 @@ class Task:
     @property
     def done(self) -> bool:
         return self.state in DONE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class LinkArgs:
+    """What the caller of ``Driver.link`` knows about the request."""
+
+    ip: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    type: str = ""
+    redirect: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OtherArgs:
+    """A driver-specific operation on ``obj`` (``/api/fs/other``)."""
+
+    obj: Obj
+    method: str
+    data: Any = None

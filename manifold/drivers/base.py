@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
-from manifold.errors import InvalidRequest, NotSupported, PermissionDenied, RelativePath
-from manifold.models import Link, Obj, Storage
+from manifold.errors import NotSupported, PermissionDenied
+from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
+from manifold.vfs.paths import RESERVED_PREFIX, validate_name
+
+# Re-exported: drivers import what they need from this module alone.
+__all__ = ["RESERVED_PREFIX", "LinkArgs", "OtherArgs", "validate_name"]
 
 ItemType = Literal["string", "text", "number", "bool", "select"]
 
@@ -38,9 +42,6 @@ OptionsT = TypeVar("OptionsT", bound=BaseModel)
 _ITEM_KEY = "driver_item"
 _ROOT_OPTIONS = ("root_folder_path", "root_folder_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Drivers write data in progress (uploads, copies) under names with this prefix and
-# sweep stale ones away, so no client may make, rename onto or touch such a name.
-RESERVED_PREFIX = ".manifold-upload-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,9 @@ class DriverConfig:
     check_status: bool = False
     no_overwrite_upload: bool = False
     proxy_range_option: bool = False
+    # A driver that fronts another server with its own index (AList V3): walking it
+    # would index a whole remote site, so the search index never does.
+    never_indexed: bool = False
 
     @property
     def must_proxy(self) -> bool:
@@ -71,27 +75,8 @@ class DriverConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The ``config`` object of the driver info endpoint, in AList's key order."""
-        hidden = {"check_status", "no_overwrite_upload", "proxy_range_option"}
+        hidden = {"check_status", "no_overwrite_upload", "proxy_range_option", "never_indexed"}
         return {k: v for k, v in asdict(self).items() if k not in hidden}
-
-
-@dataclass(frozen=True, slots=True)
-class LinkArgs:
-    """What the caller of ``Driver.link`` knows about the request."""
-
-    ip: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    type: str = ""
-    redirect: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class OtherArgs:
-    """A driver-specific operation on ``obj`` (``/api/fs/other``)."""
-
-    obj: Obj
-    method: str
-    data: Any = None
 
 
 def option(
@@ -165,25 +150,6 @@ def _default_text(info: FieldInfo) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
-
-
-def validate_name(name: str) -> str:
-    """Return ``name`` if it can be a single entry of a folder, else raise.
-
-    Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
-    backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
-    any platform; and names under ``RESERVED_PREFIX`` (``InvalidRequest``), which
-    drivers keep for unfinished data.
-    """
-    if name in (".", ".."):
-        raise RelativePath()
-    if not name or any(c in name for c in "/\\\x00"):
-        raise InvalidRequest(f"invalid name: {name!r}")
-    if name.startswith(RESERVED_PREFIX):
-        raise InvalidRequest(
-            f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
-        )
-    return name
 
 
 class VirtualTree(Protocol):

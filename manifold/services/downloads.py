@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode
 
-from manifold.drivers.base import DriverConfig, LinkArgs
+from manifold.drivers.base import DriverConfig
 from manifold.errors import ServerError
-from manifold.models import Link, Obj, Storage
+from manifold.models import Link, LinkArgs, Obj, Storage
 from manifold.services import access
 from manifold.services.fs import FsService
 from manifold.services.metas import MetaService

@@ -17,14 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from manifold.drivers.base import LinkArgs
 from manifold.errors import (
     Forbidden,
     ManifoldError,
     PasswordRequired,
     PermissionDenied,
 )
-from manifold.models import Link, Meta, Obj
+from manifold.models import Link, LinkArgs, Meta, Obj
 from manifold.services import access
 from manifold.services.auth import Caller
 from manifold.services.fs_tree import FileTree, Place

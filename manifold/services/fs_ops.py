@@ -17,9 +17,8 @@ from datetime import datetime
 
 import httpx
 
-from manifold.drivers.base import LinkArgs
 from manifold.errors import PermissionDenied
-from manifold.models import Obj, Perm
+from manifold.models import LinkArgs, Obj, Perm
 from manifold.services.auth import Caller
 from manifold.services.fs import FsService
 from manifold.services.fs_write import FsWriter

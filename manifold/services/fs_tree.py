@@ -27,7 +27,6 @@ from typing import Any
 
 import httpx
 
-from manifold.drivers.base import LinkArgs, validate_name
 from manifold.errors import (
     ManifoldError,
     ObjectExists,
@@ -36,12 +35,12 @@ from manifold.errors import (
     ServerError,
     StorageNotFound,
 )
-from manifold.models import Link, Obj
+from manifold.models import Link, LinkArgs, Obj
 from manifold.services.events import TreeEvents
 from manifold.services.storages import Mounted, StorageService
 from manifold.services.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.paths import clean_path, split_path
+from manifold.vfs.paths import clean_path, split_path, validate_name
 from manifold.vfs.storage_ops import StorageOps
 
 LOADING = "Loading storage, please wait"

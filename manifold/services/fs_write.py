@@ -17,7 +17,6 @@ import builtins
 from collections.abc import AsyncIterator
 from datetime import datetime
 
-from manifold.drivers.base import validate_name
 from manifold.errors import (
     BadRequest,
     FileExists,
@@ -34,7 +33,7 @@ from manifold.services.fs_tree import FileTree, Place, copy_task_name
 from manifold.services.metas import MetaService
 from manifold.services.tasks import TaskService
 from manifold.services.walk import TreeWalker
-from manifold.vfs.paths import clean_path, is_sub_path, split_path
+from manifold.vfs.paths import clean_path, is_sub_path, split_path, validate_name
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 

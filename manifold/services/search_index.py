@@ -48,8 +48,6 @@ BATCH_SIZE = 1000
 FLUSH_SECONDS = 5.0
 RETRY_FIRST = 0.5
 RETRY_LONGEST = 60.0
-# Drivers that front another index server: walking them would index a whole remote site.
-NEVER_WALKED = frozenset({"AList V2", "AList V3", "Virtual"})
 
 
 class IndexSink(Protocol):
@@ -427,7 +425,8 @@ class Indexer:
             resolved = self._storages.resolve(path)
             if resolved is None:
                 return False
-            storage = resolved.target.storage
-            return storage.disable_index or storage.driver in NEVER_WALKED
+            mounted = resolved.target
+            never = mounted.config is not None and mounted.config.never_indexed
+            return mounted.storage.disable_index or never
 
         return skipped

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 
-from manifold.errors import RelativePath
+from manifold.errors import InvalidRequest, RelativePath
 
 
 def clean_path(path: str) -> str:
@@ -61,3 +61,27 @@ def split_path(path: str) -> tuple[str, str]:
         return "/", ""
     parent, _, name = path.rpartition("/")
     return parent or "/", name
+
+
+# Drivers write data in progress (uploads, copies) under names with this prefix and
+# sweep stale ones away, so no client may make, rename onto or touch such a name.
+RESERVED_PREFIX = ".manifold-upload-"
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it can be a single entry of a folder, else raise.
+
+    Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
+    backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
+    any platform; and names under ``RESERVED_PREFIX`` (``InvalidRequest``), which
+    drivers keep for unfinished data.
+    """
+    if name in (".", ".."):
+        raise RelativePath()
+    if not name or any(c in name for c in "/\\\x00"):
+        raise InvalidRequest(f"invalid name: {name!r}")
+    if name.startswith(RESERVED_PREFIX):
+        raise InvalidRequest(
+            f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
+        )
+    return name

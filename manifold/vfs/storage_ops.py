@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import Driver, LinkArgs, OtherArgs
+from manifold.drivers.base import Driver
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -31,7 +31,7 @@ from manifold.errors import (
     ObjectNotFound,
     ServerError,
 )
-from manifold.models import Link, Obj, Storage
+from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.vfs.paths import clean_path, split_path
 
 SNAPSHOT_SECONDS = 5.0

@@ -23,7 +23,6 @@ from manifold.api.envelope import error
 from manifold.api.file_response import LocalFileResponse
 from manifold.api.reader_response import ReaderResponse
 from manifold.api.upstream import open_upstream
-from manifold.drivers.base import LinkArgs
 from manifold.errors import (
     Forbidden,
     ManifoldError,
@@ -33,7 +32,7 @@ from manifold.errors import (
     Unauthorized,
     UpstreamStatus,
 )
-from manifold.models import Link, Obj
+from manifold.models import Link, LinkArgs, Obj
 from manifold.services.downloads import DownloadService, Target, query_pairs
 from manifold.services.hub import Services
 from manifold.vfs.paths import clean_path

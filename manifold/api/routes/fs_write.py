@@ -19,8 +19,8 @@ from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
-from manifold.drivers.base import LinkArgs
 from manifold.errors import BadRequest, InvalidRequest
+from manifold.models import LinkArgs
 from manifold.services.auth import Caller
 from manifold.services.hub import Services
 from manifold.vfs.paths import clean_path
