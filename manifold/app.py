@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
+from manifold.api.deps import get_admin
 from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
 from manifold.api.routes import (
     auth,
@@ -197,9 +198,16 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         openapi_url=None,
     )
     app.state.services = services
+    admin_only = [Depends(get_admin)]
     for route in ROUTES:
+        # The table is the mechanism: an admin route refuses everyone else before its
+        # handler runs, whatever the handler itself asks for.
         app.add_api_route(
-            route.path, route.endpoint, methods=list(route.methods), openapi_extra=route.openapi
+            route.path,
+            route.endpoint,
+            methods=list(route.methods),
+            dependencies=admin_only if route.admin else None,
+            openapi_extra=route.openapi,
         )
     _install_error_handlers(app, services)
     app.add_middleware(BodyLimit, config=config, streamed=STREAMED_BODIES)

@@ -12,7 +12,7 @@ from fastapi import Request
 from pydantic import Field
 from starlette.responses import Response
 
-from manifold.api.deps import AdminDep, CallerDep, ServicesDep
+from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok, ok_message
 from manifold.api.multipart import file_part
 from manifold.api.openapi import BINARY, raw_body
@@ -185,9 +185,7 @@ async def remove_empty_directory(
     return ok()
 
 
-async def link(
-    body: PathBody, request: Request, admin: AdminDep, services: ServicesDep
-) -> Response:
+async def link(body: PathBody, request: Request, services: ServicesDep) -> Response:
     """The link a driver gives for a raw full path (admins only, as AList).
 
     A link to a file on this machine becomes a signed ``/p`` URL, as AList answers

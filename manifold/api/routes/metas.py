@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.deps import ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.schemas import Int64, PageNumber, RequestBody, meta_json
 from manifold.models import Meta
@@ -29,26 +29,26 @@ class MetaBody(RequestBody):
 
 
 async def list_metas(
-    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
+    services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     metas, total = await services.metas.page(page, per_page)
     return paged([meta_json(m) for m in metas], total)
 
 
-async def get_meta(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def get_meta(id: Int64, services: ServicesDep) -> Response:
     return ok(meta_json(await services.metas.get(id)))
 
 
-async def create_meta(body: MetaBody, _: AdminDep, services: ServicesDep) -> Response:
+async def create_meta(body: MetaBody, services: ServicesDep) -> Response:
     await services.metas.create(body.as_meta())
     return ok()
 
 
-async def update_meta(body: MetaBody, _: AdminDep, services: ServicesDep) -> Response:
+async def update_meta(body: MetaBody, services: ServicesDep) -> Response:
     await services.metas.update(body.as_meta())
     return ok()
 
 
-async def delete_meta(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_meta(id: Int64, services: ServicesDep) -> Response:
     await services.metas.delete(id)
     return ok()

@@ -11,7 +11,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from manifold.api.binding import bind
-from manifold.api.deps import AdminDep, CallerDep, ServicesDep
+from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import file_type
 from manifold.api.openapi import bound
@@ -58,27 +58,27 @@ async def search_fs(request: Request, caller: CallerDep, services: ServicesDep) 
     return paged(content, total)
 
 
-async def build_index(_: AdminDep, services: ServicesDep) -> Response:
+async def build_index(services: ServicesDep) -> Response:
     services.search.build_index()
     return ok()
 
 
-async def update_index(request: Request, _: AdminDep, services: ServicesDep) -> Response:
+async def update_index(request: Request, services: ServicesDep) -> Response:
     services.search.searcher()
     body = await bind(request, UpdateIndexBody)
     services.search.update_index([clean_path(p) for p in body.paths], body.max_depth)
     return ok()
 
 
-async def stop_index(_: AdminDep, services: ServicesDep) -> Response:
+async def stop_index(services: ServicesDep) -> Response:
     services.search.stop_index()
     return ok()
 
 
-async def clear_index(_: AdminDep, services: ServicesDep) -> Response:
+async def clear_index(services: ServicesDep) -> Response:
     await services.search.clear_index()
     return ok()
 
 
-async def index_progress(_: AdminDep, services: ServicesDep) -> Response:
+async def index_progress(services: ServicesDep) -> Response:
     return ok(asdict(services.search.index_progress()))

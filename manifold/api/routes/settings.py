@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import PlainTextResponse, Response
 
-from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.deps import ServicesDep
 from manifold.api.envelope import ok, raw
 from manifold.api.schemas import RequestBody, setting_json
 from manifold.errors import BadRequest
@@ -23,9 +23,7 @@ async def public_settings(services: ServicesDep) -> Response:
     return raw(services.settings.public_envelope())
 
 
-async def list_settings(
-    _: AdminDep, services: ServicesDep, group: str = "", groups: str = ""
-) -> Response:
+async def list_settings(services: ServicesDep, group: str = "", groups: str = "") -> Response:
     wanted = groups or group
     if not wanted:
         items = services.settings.all_items()
@@ -41,9 +39,7 @@ def _ints(text: str) -> list[int]:
         raise BadRequest(f"invalid group list: {text!r}") from None
 
 
-async def get_setting(
-    _: AdminDep, services: ServicesDep, key: str = "", keys: str = ""
-) -> Response:
+async def get_setting(services: ServicesDep, key: str = "", keys: str = "") -> Response:
     if key:
         return ok(setting_json(services.settings.items_for([key])[0]))
     if keys:
@@ -52,15 +48,15 @@ async def get_setting(
     raise BadRequest("record not found")
 
 
-async def save_settings(body: list[SettingBody], _: AdminDep, services: ServicesDep) -> Response:
+async def save_settings(body: list[SettingBody], services: ServicesDep) -> Response:
     await services.settings.save((item.key, item.value) for item in body)
     return ok()
 
 
-async def delete_setting(key: str, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_setting(key: str, services: ServicesDep) -> Response:
     await services.settings.delete(key)
     return ok({})
 
 
-async def reset_token(_: AdminDep, services: ServicesDep) -> Response:
+async def reset_token(services: ServicesDep) -> Response:
     return ok(await services.settings.reset_token())

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.deps import ServicesDep
 from manifold.api.envelope import error, ok, paged
 from manifold.api.fs_time import iso_time
 from manifold.api.schemas import Int64, PageNumber, RequestBody
@@ -45,17 +45,17 @@ def storage_json(storage: Storage) -> dict[str, Any]:
 
 
 async def list_storages(
-    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
+    services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     storages, total = await services.storages.page(page, per_page)
     return paged([storage_json(s) for s in storages], total)
 
 
-async def get_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def get_storage(id: Int64, services: ServicesDep) -> Response:
     return ok(storage_json(await services.storages.get(id)))
 
 
-async def create_storage(body: StorageBody, _: AdminDep, services: ServicesDep) -> Response:
+async def create_storage(body: StorageBody, services: ServicesDep) -> Response:
     storage = await services.storages.create(body.as_storage())
     if storage.status != WORK:
         return error(500, f"failed init storage but storage is already created: {storage.status}",
@@ -63,41 +63,41 @@ async def create_storage(body: StorageBody, _: AdminDep, services: ServicesDep) 
     return ok({"id": storage.id})
 
 
-async def update_storage(body: StorageBody, _: AdminDep, services: ServicesDep) -> Response:
+async def update_storage(body: StorageBody, services: ServicesDep) -> Response:
     storage = await services.storages.update(body.as_storage())
     if not storage.disabled and storage.status != WORK:
         return error(500, f"failed init storage: {storage.status}")
     return ok()
 
 
-async def delete_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_storage(id: Int64, services: ServicesDep) -> Response:
     await services.storages.delete(id)
     return ok()
 
 
-async def enable_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def enable_storage(id: Int64, services: ServicesDep) -> Response:
     await services.storages.set_disabled(id, False)
     return ok()
 
 
-async def disable_storage(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def disable_storage(id: Int64, services: ServicesDep) -> Response:
     await services.storages.set_disabled(id, True)
     return ok()
 
 
-async def load_all(_: AdminDep, services: ServicesDep) -> Response:
+async def load_all(services: ServicesDep) -> Response:
     await services.storages.load_all()
     return ok()
 
 
-async def driver_list(_: AdminDep, services: ServicesDep) -> Response:
+async def driver_list(services: ServicesDep) -> Response:
     registry = services.storages.registry
     return ok({info.name: registry.info_json(info.name) for info in registry.all()})
 
 
-async def driver_names(_: AdminDep, services: ServicesDep) -> Response:
+async def driver_names(services: ServicesDep) -> Response:
     return ok([info.name for info in services.storages.registry.all() if info.available])
 
 
-async def driver_info(driver: str, _: AdminDep, services: ServicesDep) -> Response:
+async def driver_info(driver: str, services: ServicesDep) -> Response:
     return ok(services.storages.registry.info_json(driver))

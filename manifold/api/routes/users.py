@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from manifold.api.deps import AdminDep, ServicesDep
+from manifold.api.deps import ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import BadRequest, NotFound, ServerError
@@ -35,38 +35,38 @@ class UserBody(RequestBody):
 
 
 async def list_users(
-    _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
+    services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     users, total = await services.users.page(page, per_page)
     return paged([user_json(u) for u in users], total)
 
 
-async def get_user(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def get_user(id: Int64, services: ServicesDep) -> Response:
     return ok(user_json(await services.users.get(id)))
 
 
-async def create_user(body: UserBody, _: AdminDep, services: ServicesDep) -> Response:
+async def create_user(body: UserBody, services: ServicesDep) -> Response:
     await services.users.create(body.as_input())
     return ok()
 
 
-async def update_user(body: UserBody, _: AdminDep, services: ServicesDep) -> Response:
+async def update_user(body: UserBody, services: ServicesDep) -> Response:
     await services.users.update(body.id, body.as_input())
     return ok()
 
 
-async def delete_user(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_user(id: Int64, services: ServicesDep) -> Response:
     await services.users.delete(id)
     return ok()
 
 
-async def cancel_2fa(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def cancel_2fa(id: Int64, services: ServicesDep) -> Response:
     user = await services.users.get(id)
     await services.users.set_otp_secret(user, "")
     return ok()
 
 
-async def del_cache(_: AdminDep, services: ServicesDep, username: str = "") -> Response:
+async def del_cache(services: ServicesDep, username: str = "") -> Response:
     if not username:
         raise BadRequest("username is empty")
     if await services.users.by_name(username) is None:
@@ -76,7 +76,7 @@ async def del_cache(_: AdminDep, services: ServicesDep, username: str = "") -> R
 
 
 async def list_user_keys(
-    uid: Int64, _: AdminDep, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
+    uid: Int64, services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     try:
         await services.users.get(uid)
@@ -86,6 +86,6 @@ async def list_user_keys(
     return paged([sshkey_json(k) for k in keys], total)
 
 
-async def delete_user_key(id: Int64, _: AdminDep, services: ServicesDep) -> Response:
+async def delete_user_key(id: Int64, services: ServicesDep) -> Response:
     await services.sshkeys.delete_any(id)
     return ok()
