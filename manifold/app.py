@@ -236,7 +236,7 @@ def _announce_admin_password(password: str) -> None:
 def _install_error_handlers(app: FastAPI, services: Services) -> None:
     async def on_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ManifoldError)
-        return envelope.error(exc.code, services.settings.mask_private(exc.message))
+        return envelope.error(exc.code, services.settings.mask_private(exc.message), exc.data)
 
     async def on_invalid(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

@@ -36,7 +36,7 @@ status codes from this same tree.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
 
 class ManifoldError(Exception):
@@ -44,9 +44,12 @@ class ManifoldError(Exception):
 
     code: int = 500
     default_message: str = "internal error"
+    # The envelope's ``data`` (AList sends some errors with data, e.g. a new id).
+    data: Any = None
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, data: Any = None) -> None:
         self.message = message if message is not None else self.default_message
+        self.data = data
         super().__init__(self.message)
 
     def with_context(self, context: str) -> ManifoldError:

@@ -51,7 +51,7 @@ class FolderStyle:
         self._folder = folder.rstrip("/")
         signer = services.signer.batch()
         self._thumb_sign = signer
-        self._sign = signer if signed or settings.get_bool("sign_all") else None
+        self._sign = signer if services.signer.needed(signed) else None
         self._names = settings.name_table()
         self._mapped = _any_of(self._names)
         self._site = services.config.site_url.rstrip("/")

@@ -22,7 +22,6 @@ from urllib.parse import parse_qsl, quote, urlencode
 from manifold.drivers.base import DriverConfig
 from manifold.errors import ServerError
 from manifold.models import Link, LinkArgs, Obj, Storage
-from manifold.services import access
 from manifold.services.fs import FsService
 from manifold.services.metas import MetaService
 from manifold.services.settings import SettingsService
@@ -76,12 +75,7 @@ class DownloadService:
     def check_sign(self, path: str, sign: str) -> None:
         """Raise ``Unauthorized`` (AList's texts) unless ``path`` may be fetched with ``sign``."""
         meta = self._metas.nearest(path)
-        needed = (
-            self._settings.get_bool("sign_all")
-            or self._fs.storage_signs(path)
-            or access.password_applies(meta, path)
-        )
-        if needed:
+        if self._signer.needed(self._fs.needs_sign(path, meta)):
             self._signer.verify(path, sign.removesuffix("/"))
 
     def target(self, path: str) -> Target:

@@ -23,6 +23,11 @@ class Signer:
     def sign(self, path: str) -> str:
         return self.batch()(path)
 
+    def needed(self, signed: bool) -> bool:
+        """Whether links carry a sign: ``signed`` (the storage signs, or a password
+        covers the path) or the ``sign_all`` setting. The one rule for ``/d`` links."""
+        return signed or self._settings.get_bool("sign_all")
+
     def batch(self) -> Callable[[str], str]:
         """A signing function for many paths at once (a listing): key and expiry fixed."""
         hours = self._settings.get_int("link_expiration", 0)

@@ -127,8 +127,14 @@ class StorageService:
         created = await self._repo.create(storage)
         await self._mount(created)
         self._rebuild()
-        await self._repo.save(self._mounted[created.id].storage)
-        return self._mounted[created.id].storage
+        mounted = self._mounted[created.id].storage
+        await self._repo.save(mounted)
+        if mounted.status != WORK:
+            raise ServerError(
+                f"failed init storage but storage is already created: {mounted.status}",
+                data={"id": mounted.id},
+            )
+        return mounted
 
     async def update(self, storage: Storage) -> Storage:
         old = await self.get(storage.id)
@@ -136,7 +142,12 @@ class StorageService:
         storage.modified = datetime.now(UTC)
         await self._repo.save(storage)
         await self._remount(storage)
-        return self._mounted[storage.id].storage if not storage.disabled else storage
+        if storage.disabled:
+            return storage
+        mounted = self._mounted[storage.id].storage
+        if mounted.status != WORK:
+            raise ServerError(f"failed init storage: {mounted.status}")
+        return mounted
 
     async def delete(self, storage_id: int) -> None:
         await self.get(storage_id)

@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from starlette.requests import Request
 from starlette.responses import Response
 
-from manifold.app import create_app
-from manifold.errors import BadRequest
+from manifold import app as app_module
+from manifold.app import Route, create_app
+from manifold.errors import BadRequest, ManifoldError, UpstreamStatus
 from manifold.services.hub import Services
 from tests.conftest import Api
 
@@ -205,3 +207,32 @@ async def test_ping(api: Api, method: str) -> None:
     response = await api.client.request(method, "/ping")
     assert response.status_code == 200
     assert response.text == "pong"
+
+
+def _all_errors(cls: type[ManifoldError] = ManifoldError) -> list[type[ManifoldError]]:
+    return [cls, *(sub for child in cls.__subclasses__() for sub in _all_errors(child))]
+
+
+async def test_every_error_class_renders_the_envelope(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    classes = {cls.__name__: cls for cls in _all_errors()}
+
+    async def raising(request: Request) -> Response:
+        cls = classes[request.query_params["name"]]
+        if cls is UpstreamStatus:
+            raise UpstreamStatus(502)
+        raise cls(data={"n": 1}) if cls is ManifoldError else cls()
+
+    route = Route(("GET",), "/api/raise", raising)
+    monkeypatch.setattr(app_module, "ROUTES", (*app_module.ROUTES, route))
+    app = create_app(services.config, services)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://m.test") as client:
+        for name, cls in classes.items():
+            response = await client.get("/api/raise", params={"name": name})
+            assert response.status_code == 200, name
+            body = response.json()
+            assert set(body) == {"code", "message", "data"}, name
+            assert body["code"] == cls.code and body["message"], name
+    assert len(classes) > 20

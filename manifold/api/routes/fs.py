@@ -106,7 +106,7 @@ def raw_url(request: Request, services: Services, found: Found) -> str:
     if found.obj.is_dir:
         return ""
     url = f"{api_url(request, services)}/d{quote(found.path)}"
-    if found.signed or services.settings.get_bool("sign_all"):
+    if services.signer.needed(found.signed):
         url += "?sign=" + services.signer.sign(found.path)
     return url
 

@@ -8,11 +8,10 @@ from typing import Any
 from starlette.responses import Response
 
 from manifold.api.deps import ServicesDep
-from manifold.api.envelope import error, ok, paged
+from manifold.api.envelope import ok, paged
 from manifold.api.fs_time import iso_time
 from manifold.api.schemas import Int64, PageNumber, RequestBody
 from manifold.models import Storage
-from manifold.services.storages import WORK
 
 
 class StorageBody(RequestBody):
@@ -57,16 +56,11 @@ async def get_storage(id: Int64, services: ServicesDep) -> Response:
 
 async def create_storage(body: StorageBody, services: ServicesDep) -> Response:
     storage = await services.storages.create(body.as_storage())
-    if storage.status != WORK:
-        return error(500, f"failed init storage but storage is already created: {storage.status}",
-                     {"id": storage.id})  # fmt: skip
     return ok({"id": storage.id})
 
 
 async def update_storage(body: StorageBody, services: ServicesDep) -> Response:
-    storage = await services.storages.update(body.as_storage())
-    if not storage.disabled and storage.status != WORK:
-        return error(500, f"failed init storage: {storage.status}")
+    await services.storages.update(body.as_storage())
     return ok()
 
 
