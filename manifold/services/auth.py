@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import secrets
@@ -99,13 +100,14 @@ class AuthService:
         admin_token = self._settings.get("token")
         return bool(admin_token) and secrets.compare_digest(token.encode(), admin_token.encode())
 
-    def generate_2fa(self, caller: Caller) -> tuple[str, str]:
+    async def generate_2fa(self, caller: Caller) -> tuple[str, str]:
         """A new secret and its QR code as a PNG data URL; nothing is stored yet."""
         if caller.user.is_guest:
             raise Forbidden("Guest user can not generate 2FA code")
         secret = pyotp.random_base32(32)
         uri = pyotp.TOTP(secret).provisioning_uri(name=caller.user.username, issuer_name=OTP_ISSUER)
-        return secret, _qr_data_url(uri)
+        # Drawing and compressing the PNG takes milliseconds of CPU: not on the loop.
+        return secret, await asyncio.to_thread(_qr_data_url, uri)
 
     async def verify_2fa(self, caller: Caller, code: str, secret: str) -> None:
         if caller.user.is_guest:

@@ -31,6 +31,7 @@ from manifold.services.streams import http_client
 from manifold.services.tasks import TaskService
 from manifold.services.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.transfers import Transfers
+from manifold.services.uploads import Uploads
 from manifold.services.users import UserService
 from manifold.vfs.storage_ops import MemoryListCache
 
@@ -58,6 +59,7 @@ class Services:
     writer: FsWriter
     files: FileOps
     transfers: Transfers
+    uploads: Uploads
     tasks: TaskService
     search: SearchService
     created_admin_password: str | None = None
@@ -109,6 +111,7 @@ class Services:
             writer=writer,
             files=FileOps(fs, writer, http),
             transfers=transfers,
+            uploads=Uploads(writer, transfers, tasks),
         )
 
     async def start(self, admin_password: str | None = None) -> None:

@@ -39,7 +39,7 @@ async def logout(caller: CallerDep, services: ServicesDep) -> Response:
 
 
 async def generate_2fa(caller: CallerDep, services: ServicesDep) -> Response:
-    secret, qr = services.auth.generate_2fa(caller)
+    secret, qr = await services.auth.generate_2fa(caller)
     return ok({"qr": qr, "secret": secret})
 
 

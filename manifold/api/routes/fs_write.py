@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -19,13 +18,11 @@ from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
-from manifold.errors import BadRequest, InvalidRequest
+from manifold.errors import BadRequest
 from manifold.models import LinkArgs
 from manifold.services.auth import Caller
 from manifold.services.hub import Services
 from manifold.vfs.paths import clean_path
-
-UPLOAD_CHUNK = 1 << 20
 
 
 class PathBody(RequestBody):
@@ -266,47 +263,22 @@ FORM_INPUT = raw_body(
 )
 
 
-def verified(request: Request, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``stream``, failing at its end when a hash header the client sent does not match.
-
-    The failure happens before the driver renames the upload into place, so a
-    corrupted upload leaves nothing behind.
-    """
-    wanted = {
-        algo: request.headers[header].strip().lower()
-        for header, algo in _HASH_HEADERS.items()
-        if request.headers.get(header, "").strip()
-    }
-    if not wanted:
-        return stream
-    return _check_hashes(stream, wanted)
-
-
-async def _check_hashes(
-    stream: AsyncIterator[bytes], wanted: dict[str, str]
-) -> AsyncIterator[bytes]:
-    hashers = {algo: hashlib.new(algo) for algo in wanted}
-    async for data in stream:
-        for hasher in hashers.values():
-            hasher.update(data)
-        yield data
-    for algo, hasher in hashers.items():
-        if hasher.hexdigest() != wanted[algo]:
-            raise InvalidRequest(f"{algo} of the uploaded data does not match the header")
+def expected_hashes(request: Request) -> dict[str, str]:
+    """The ``X-File-Md5``/``-Sha1``/``-Sha256`` headers the client sent, by algorithm."""
+    return {algo: request.headers.get(header, "") for header, algo in _HASH_HEADERS.items()}
 
 
 async def put(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
     path = file_path(request)
     size = content_length(request)
-    stream = verified(request, _body_chunks(request))
-    return await _upload(request, caller, services, path, stream, size)
+    return await _upload(request, caller, services, path, _body_chunks(request), size)
 
 
 async def form(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
     """A multipart upload; the ``file`` part streams straight to its temporary name."""
     path = file_path(request)
     part = file_part(_body_chunks(request), request.headers.get("content-type", ""))
-    return await _upload(request, caller, services, path, verified(request, part), None)
+    return await _upload(request, caller, services, path, part, None)
 
 
 async def _upload(
@@ -317,33 +289,18 @@ async def _upload(
     stream: AsyncIterator[bytes],
     size: int | None,
 ) -> Response:
-    password = request.headers.get("password", "")
-    overwrite = request.headers.get("overwrite", "") != "false"
-    modified = last_modified(request)
-    writer = services.writer
-    if request.headers.get("as-task", "") == "true":
-        place, name = await writer.upload_target(caller, path, password, overwrite)
-        spooled, spooled_size = await services.transfers.spool(stream, size)
-        task = await services.tasks.submit(
-            "upload",
-            f"upload {name} to [{place.mount_path}]({_parent(place.sub_path)})",
-            caller.user,
-            {
-                "spool": spooled,
-                "path": place.path,
-                "size": spooled_size,
-                "overwrite": overwrite,
-                "modified": None if modified is None else modified.timestamp(),
-            },
-            spooled_size,
-        )
-        return ok({"task": task_json(task)})
-    await writer.put(caller, path, password, stream, size, modified, overwrite)
-    return ok()
-
-
-def _parent(sub_path: str) -> str:
-    return sub_path.rsplit("/", 1)[0] or "/"
+    task = await services.uploads.receive(
+        caller,
+        path,
+        stream,
+        size,
+        password=request.headers.get("password", ""),
+        modified=last_modified(request),
+        overwrite=request.headers.get("overwrite", "") != "false",
+        as_task=request.headers.get("as-task", "") == "true",
+        expected=expected_hashes(request),
+    )
+    return ok() if task is None else ok({"task": task_json(task)})
 
 
 async def _body_chunks(request: Request) -> AsyncIterator[bytes]:
