@@ -106,9 +106,19 @@ class SshKey:
     last_used_time: datetime
 
 
-@dataclass(slots=True)
+# ``Obj.thumb`` of an object whose thumbnail this server makes (the driver's ``link``
+# with ``LinkArgs.type == "thumb"``); the API turns it into a signed ``/d`` URL.
+THUMB_SELF = "self"
+
+
+@dataclass(frozen=True, slots=True)
 class Obj:
-    """One file or folder as a driver reports it. ``path`` is driver-internal."""
+    """One file or folder as a driver reports it. ``path`` is driver-internal.
+
+    Frozen: listings are shared between callers and cached, so an object is never
+    changed, only replaced (``dataclasses.replace``). ``thumb`` is an absolute URL
+    (a back end's own), ``THUMB_SELF``, or empty.
+    """
 
     name: str
     size: int

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote
 
 import orjson
 
 from manifold.api.fs_time import ORJSON_TIME, json_time
-from manifold.models import Obj
+from manifold.models import THUMB_SELF, Obj
 from manifold.services.fs import Listing, Related
 from manifold.services.hub import Services
 from manifold.vfs.memo import DerivedMemo
@@ -74,20 +74,21 @@ class FolderStyle:
             "modified": modified,
             "created": modified if obj.created is None else json_time(obj.created),
             "sign": sign,
-            "thumb": self._thumb(obj.thumb) if obj.thumb else "",
+            "thumb": self._thumb(name, obj.thumb) if obj.thumb else "",
             "type": file_type(self._services, name, is_dir) if type_code is None else type_code,
             "hashinfo": "null" if hash_info is None else orjson.dumps(hash_info).decode(),
             "hash_info": hash_info,
         }
 
-    def _thumb(self, thumb: str) -> str:
-        """A thumbnail this server serves (``/d/...?type=thumb`` from the driver) gets
-        the site prefix and a sign, whatever ``sign_all`` says, as AList's Local
-        gives; any other (a back end's own URL) is shown as it is."""
-        if not thumb.startswith("/d/"):
+    def _thumb(self, name: str, thumb: str) -> str:
+        """A thumbnail this server makes (``THUMB_SELF``) is a ``/d`` URL with the site
+        prefix and a sign, whatever ``sign_all`` says, as AList's Local gives; any
+        other (a back end's own URL) is shown as it is."""
+        if thumb != THUMB_SELF:
             return thumb
-        path = unquote(thumb[2:].partition("?")[0])
-        return f"{self._site}{thumb}&sign={self._thumb_sign(path)}"
+        path = f"{self._folder}/{name}"
+        url = f"{self._site}/d{quote(self._folder + '/')}{quote(name, safe='')}"
+        return f"{url}?type=thumb&sign={self._thumb_sign(path)}"
 
     def encode(self, obj: Obj) -> bytes:
         return orjson.dumps(self.entry(obj), option=ORJSON_TIME)

@@ -8,7 +8,7 @@ import orjson
 
 from manifold.api.fs_render import FolderStyle
 from manifold.api.fs_time import ORJSON_TIME
-from manifold.models import Obj
+from manifold.models import THUMB_SELF, Obj
 from manifold.services.hub import Services
 
 WHEN = datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=UTC)
@@ -21,7 +21,7 @@ def obj(name: str, is_dir: bool = False, thumb: str = "") -> Obj:
 async def test_a_thumb_served_here_is_signed_whatever_sign_all_says(services: Services) -> None:
     await services.settings.save([("sign_all", "false")])
     style = FolderStyle(services, "/l/pics", signed=False)
-    entry = style.entry(obj("a b.png", thumb="/d/l/pics/a%20b.png?type=thumb"))
+    entry = style.entry(obj("a b.png", thumb=THUMB_SELF))
     sign = services.signer.sign("/l/pics/a b.png")
     assert entry["thumb"] == f"/d/l/pics/a%20b.png?type=thumb&sign={sign}"
     assert entry["sign"] == ""

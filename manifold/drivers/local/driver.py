@@ -35,9 +35,9 @@ import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import IO, TypeVar
-from urllib.parse import quote
 
 from manifold.drivers.base import RESERVED_PREFIX, Driver, LinkArgs, validate_name
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
@@ -59,7 +59,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
-from manifold.models import Link, Obj, Storage
+from manifold.models import THUMB_SELF, Link, Obj, Storage
 
 T = TypeVar("T")
 
@@ -134,12 +134,6 @@ def _refuse_taken(path: str) -> None:
         raise ObjectExists()
 
 
-def _served_mount_path(mount_path: str) -> str:
-    # Balanced storages (``/x.balance2``) serve the path before ``.balance``.
-    index = mount_path.rfind(".balance")
-    return mount_path[:index] if index >= 0 else mount_path
-
-
 def _parse_mode(text: str) -> int:
     try:
         return int(text or "777", 8)
@@ -172,7 +166,7 @@ class LocalDriver(Driver[Addition]):
             await asyncio.to_thread(thumbs.close)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
-        return await self._run(self._list, dir.path, self._thumb_base(dir.path))
+        return await self._run(self._list, dir.path)
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         """The resolved file, or with ``type=thumb`` its PNG thumbnail (SVG: itself)."""
@@ -187,8 +181,7 @@ class LocalDriver(Driver[Addition]):
 
     async def root_obj(self) -> Obj:
         root = await self._run(self._stat, self.options.root_folder_path)
-        root.name = ""
-        return root
+        return replace(root, name="")
 
     async def real_path(self, path: str) -> str:
         return await self._run(self._real_path, path)
@@ -320,22 +313,12 @@ class LocalDriver(Driver[Addition]):
             raise NotAFile()
         return real
 
-    def _thumb_base(self, folder: str) -> str:
-        """``/d/<escaped virtual folder>/`` for thumbnail URLs, or ``""`` when off."""
-        if not self.options.thumbnail:
-            return ""
-        segments = [s for s in _served_mount_path(self.storage.mount_path).split("/") if s]
-        inside = os.path.relpath(folder, self.options.root_folder_path)
-        if inside != os.curdir:
-            segments += inside.split(os.sep)
-        return "/d" + quote("".join("/" + s for s in segments) + "/")
-
-    def _list(self, path: str, thumb_base: str) -> builtins.list[Obj]:
+    def _list(self, path: str) -> builtins.list[Obj]:
         """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name."""
         real = self._folder(path)
         prefix = path if path.endswith(os.sep) else path + os.sep
         show_hidden = self.options.show_hidden
-        thumbs = self._thumbs if thumb_base else None
+        thumbs = self._thumbs if self.options.thumbnail else None
         objs: builtins.list[Obj] = []
         temps: builtins.list[str] = []
         append = objs.append
@@ -367,10 +350,12 @@ class LocalDriver(Driver[Addition]):
                         continue  # pipes, sockets, devices
                     created = _created(st) if _HAS_BIRTH else None
                     modified = _from_timestamp(st.st_mtime, UTC)
-                    obj = Obj(name, size, is_dir, modified, created, prefix + name)
-                    if thumbs is not None and not is_dir and thumbs.offers(name):
-                        obj.thumb = f"{thumb_base}{quote(name, safe='')}?type=thumb"
-                    append(obj)
+                    thumb = (
+                        THUMB_SELF
+                        if thumbs is not None and not is_dir and thumbs.offers(name)
+                        else ""
+                    )
+                    append(Obj(name, size, is_dir, modified, created, prefix + name, thumb=thumb))
         finally:
             os.close(fd)
         if temps:
