@@ -143,7 +143,9 @@ def _guarded(redirect: bool) -> Callable[[str, Request, Services], Awaitable[Res
         try:
             return await _serve(request, services, path, redirect)
         except ManifoldError as exc:
-            message = services.settings.mask_private(exc.message)
+            # A download error never repeats the requested path (AList's "rawPath: ..."):
+            # download tools save or show these bodies as they come.
+            message = services.settings.mask_private(exc.message).split("; rawPath: ")[0]
             return error(exc.code, message, status=_status(exc))
 
     return handler
