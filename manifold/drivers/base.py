@@ -18,9 +18,11 @@ and never build paths themselves.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -28,7 +30,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_c
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
-from manifold.errors import NotSupported, PermissionDenied
+from manifold.errors import ManifoldError, NotSupported, PermissionDenied
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.vfs.paths import RESERVED_PREFIX, validate_name
 
@@ -38,9 +40,9 @@ __all__ = ["RESERVED_PREFIX", "LinkArgs", "OtherArgs", "validate_name"]
 ItemType = Literal["string", "text", "number", "bool", "select"]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
+T = TypeVar("T")
 
 _ITEM_KEY = "driver_item"
-_ROOT_OPTIONS = ("root_folder_path", "root_folder_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -105,6 +107,30 @@ def option(
     return Field(default, json_schema_extra={_ITEM_KEY: item})
 
 
+class RootPath(BaseModel):
+    """Options of a driver rooted at a path of its back end (AList's ``RootPath``).
+
+    Mandatory: a missing key must never silently serve a back end's whole tree.
+    """
+
+    root_folder_path: str = option()
+
+
+class RootID(BaseModel):
+    """Options of a driver rooted at an object id of its back end (AList's ``RootID``)."""
+
+    root_folder_id: str = option("")
+
+
+def _root_options(model_cls: type[BaseModel]) -> set[str]:
+    names = set()
+    if issubclass(model_cls, RootPath):
+        names.add("root_folder_path")
+    if issubclass(model_cls, RootID):
+        names.add("root_folder_id")
+    return names
+
+
 def describe_options(model_cls: type[BaseModel], default_root: str = "") -> list[dict[str, Any]]:
     """AList's item dicts ``{name,type,default,options,required,help}`` in field order.
 
@@ -112,8 +138,9 @@ def describe_options(model_cls: type[BaseModel], default_root: str = "") -> list
     and is required exactly when that default is not empty.
     """
     items = [_describe_field(name, info) for name, info in model_cls.model_fields.items()]
+    roots = _root_options(model_cls)
     for item in items:
-        if item["name"] in _ROOT_OPTIONS and not item["default"]:
+        if item["name"] in roots and not item["default"]:
             item["default"] = default_root
             item["required"] = default_root != ""
     return items
@@ -234,12 +261,19 @@ class Driver(ABC, Generic[OptionsT]):
         # ``WritableTree`` when the server also lets them change other mounts.
         self.tree: VirtualTree | None = None
 
+    _capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Worked out once per class: the services ask on every lookup.
+        cls._capabilities = frozenset(
+            name for name in cls.OPTIONAL_METHODS if getattr(cls, name) is not getattr(Driver, name)
+        )
+
     @classmethod
     def capabilities(cls) -> frozenset[str]:
         """The optional methods this driver class overrides."""
-        return frozenset(
-            name for name in cls.OPTIONAL_METHODS if getattr(cls, name) is not getattr(Driver, name)
-        )
+        return cls._capabilities
 
     def addition(self) -> str:
         """The options as JSON text, saved back to the storage after ``init``."""
@@ -248,11 +282,13 @@ class Driver(ABC, Generic[OptionsT]):
     async def root_obj(self) -> Obj:
         """The storage's root folder.
 
-        The default builds it from the ``root_folder_path`` or ``root_folder_id``
-        option; drivers with neither override this.
+        The default builds it from the ``RootPath`` or ``RootID`` options; drivers
+        with neither override this.
         """
-        path = str(getattr(self.options, "root_folder_path", "") or "/")
-        root_id = str(getattr(self.options, "root_folder_id", ""))
+        options = self.options
+        path = options.root_folder_path if isinstance(options, RootPath) else ""
+        root_id = options.root_folder_id if isinstance(options, RootID) else ""
+        path = path or "/"
         modified = self.storage.modified or _EPOCH
         return Obj(name="", size=0, is_dir=True, modified=modified, path=path, id=root_id)
 
@@ -389,3 +425,49 @@ class Driver(ABC, Generic[OptionsT]):
     async def other(self, args: OtherArgs) -> Any:
         """A driver-specific operation; its result is returned to the client as is."""
         raise NotSupported()
+
+
+# --- helpers every driver needs ------------------------------------------------------
+
+ErrorTarget = type[ManifoldError] | Callable[[Any], ManifoldError]
+ErrorTable = Mapping[type[Exception], ErrorTarget]
+
+
+async def run_blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking library call in a worker thread.
+
+    Cancelling the caller stops the wait, not the call: the thread runs to its end,
+    so a call that must not be abandoned halfway (a rename into place) finishes.
+    """
+    return await asyncio.to_thread(func, *args, **kwargs)
+
+
+def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:
+    """The ``manifold.errors`` instance for a library's ``exc``, or None if unmapped.
+
+    The most specific entry wins: the one whose class comes first in the exception's
+    own class hierarchy, whatever order the table lists them in. A class entry is
+    built with its default (AList's) message; a callable entry builds the error.
+    """
+    for cls in type(exc).__mro__:
+        target: ErrorTarget | None = table.get(cls)
+        if target is None:
+            continue
+        made: ManifoldError = target() if isinstance(target, type) else target(exc)
+        return made
+    return None
+
+
+@contextmanager
+def translating(table: ErrorTable) -> Iterator[None]:
+    """Re-raise a library exception from the block as its ``manifold.errors`` class,
+    keeping the cause; exceptions the table does not name pass through unchanged."""
+    try:
+        yield
+    except ManifoldError:
+        raise
+    except Exception as exc:
+        mapped = translate(exc, table)
+        if mapped is None:
+            raise
+        raise mapped from exc

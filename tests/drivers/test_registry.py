@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from manifold.drivers import registry
-from manifold.drivers.base import Driver, DriverConfig, LinkArgs, describe_options, option
+from manifold.drivers.base import Driver, DriverConfig, LinkArgs, RootID, describe_options, option
 from manifold.drivers.local.driver import LocalDriver
 from manifold.drivers.registry import DriverRegistry, common_items
 from manifold.errors import InvalidRequest, NotFound, NotSupported
@@ -57,8 +57,7 @@ class Bare(Driver[BaseModel]):
         return Link()
 
 
-class Options(BaseModel):
-    root_folder_id: str = option("")
+class Options(RootID):
     flag: bool = option(False)
     count: int = option(3, help="how many")
     mode: str = option("a", type="select", options="a,b", required=True)
@@ -154,11 +153,20 @@ def test_cached_redirecting_driver_gets_the_other_common_items() -> None:
 def test_describe_options_derives_types_and_defaults() -> None:
     items = {item["name"]: item for item in describe_options(Options, default_root="0")}
     assert items["root_folder_id"]["default"] == "0" and items["root_folder_id"]["required"]
+    assert next(iter(items)) == "root_folder_id"  # the mix-in's field comes first
     assert (items["flag"]["type"], items["flag"]["default"]) == ("bool", "false")
     assert (items["count"]["type"], items["count"]["default"]) == ("number", "3")
     assert items["count"]["help"] == "how many"
     assert (items["mode"]["type"], items["mode"]["options"]) == ("select", "a,b")
     assert items["notes"]["type"] == "text"
+
+
+def test_only_a_root_mix_in_makes_a_root_option() -> None:
+    class NamedAlike(BaseModel):
+        root_folder_id: str = option("")
+
+    [item] = describe_options(NamedAlike, default_root="0")
+    assert (item["default"], item["required"]) == ("", False)
 
 
 def test_driver_without_options_has_null_additional() -> None:

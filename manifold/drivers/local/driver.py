@@ -34,12 +34,20 @@ import shutil
 import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import IO, TypeVar
 
-from manifold.drivers.base import RESERVED_PREFIX, Driver, LinkArgs, validate_name
+from manifold.drivers.base import (
+    RESERVED_PREFIX,
+    Driver,
+    ErrorTable,
+    LinkArgs,
+    run_blocking,
+    translating,
+    validate_name,
+)
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.thumbs import (
@@ -91,13 +99,12 @@ def translate_os_error(exc: OSError) -> ManifoldError:
     return error_cls() if error_cls is not None else ServerError(exc.strerror or str(exc))
 
 
-@contextmanager
-def os_errors() -> Iterator[None]:
+_OS_ERRORS: ErrorTable = {OSError: translate_os_error}
+
+
+def os_errors() -> AbstractContextManager[None]:
     """Re-raise any ``OSError`` from the block as its ``manifold.errors`` class."""
-    try:
-        yield
-    except OSError as exc:
-        raise translate_os_error(exc) from exc
+    return translating(_OS_ERRORS)
 
 
 _from_timestamp = datetime.fromtimestamp
@@ -239,7 +246,7 @@ class LocalDriver(Driver[Addition]):
 
     async def _run(self, func: Callable[..., T], *args: object) -> T:
         with os_errors():
-            return await asyncio.to_thread(func, *args)
+            return await run_blocking(func, *args)
 
     def _setup(self) -> None:
         root = os.path.abspath(self.options.root_folder_path)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from manifold.drivers.base import DriverConfig, option
+from manifold.drivers.base import DriverConfig, RootPath, option
 
 CONFIG = DriverConfig(
     name="Local",
@@ -28,11 +26,9 @@ _VIDEO_THUMB_POS_HELP = (
 _RECYCLE_HELP = "path to recycle bin, delete permanently if empty or keep 'delete permanently'"
 
 
-class Addition(BaseModel):
+class Addition(RootPath):
     """Options of one Local storage, in the order the admin form shows them."""
 
-    # Mandatory on purpose: a missing key must not silently serve the whole disk.
-    root_folder_path: str = option()
     thumbnail: bool = option(False, required=True, help="enable thumbnail", shown_default="")
     thumb_cache_folder: str = option("")
     thumb_concurrency: str = option("16", help=_THUMB_CONCURRENCY_HELP)
