@@ -69,6 +69,13 @@ class DriverConfig:
     # A driver that fronts another server with its own index (AList V3): walking it
     # would index a whole remote site, so the search index never does.
     never_indexed: bool = False
+    # Layers the server wraps around the driver (``vfs.layers``); 0 means none.
+    # Seconds a metadata call may take before it fails as temporary:
+    call_timeout: float = 0.0
+    # Attempts of an idempotent call that failed as temporary (2 or more retries):
+    retries: int = 0
+    # Calls under way at once against one storage's back end:
+    max_concurrency: int = 0
 
     @property
     def must_proxy(self) -> bool:
@@ -77,7 +84,15 @@ class DriverConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The ``config`` object of the driver info endpoint, in AList's key order."""
-        hidden = {"check_status", "no_overwrite_upload", "proxy_range_option", "never_indexed"}
+        hidden = {
+            "check_status",
+            "no_overwrite_upload",
+            "proxy_range_option",
+            "never_indexed",
+            "call_timeout",
+            "retries",
+            "max_concurrency",
+        }
         return {k: v for k, v in asdict(self).items() if k not in hidden}
 
 

@@ -20,6 +20,7 @@ from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
 from manifold.models import Obj, Storage
+from manifold.vfs.layers import wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.paths import clean_path, is_sub_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
@@ -186,11 +187,11 @@ class StorageService:
     async def _mount(self, storage: Storage) -> None:
         driver: Driver[Any] | None = None
         try:
-            driver = self._registry.build(storage)
+            config = self._registry.get(storage.driver).config
+            driver = wrap(self._registry.build(storage), config)
             driver.tree = self.tree
             await driver.init()
             storage = replace(storage, status=WORK, addition=driver.addition())
-            config = self._registry.get(storage.driver).config
             ops = StorageOps(
                 storage,
                 driver,

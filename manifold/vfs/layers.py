@@ -1,0 +1,233 @@
+"""Cross-cutting concerns as layers wrapped around any driver, never coded inside one.
+
+A layer has the driver's interface and passes each call to the driver it wraps,
+adding one concern: a time limit, retries of temporary failures, a cap on calls
+under way at once, a log line. ``wrap`` stacks the ones a driver's static config
+asks for, in one place, when a storage is mounted:
+
+    Logging → Retry → ConcurrencyLimit → Timeout → driver
+
+so a retry waits its back-off without holding a slot, and waiting for a slot does
+not count against a call's time limit. A driver that asks for none (Local) is used
+bare: no layer costs anything on its hot paths. ``StorageOps`` adds the list cache
+and the single-flight of identical listings on top, as the outermost layers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from manifold.drivers.base import Driver, DriverConfig, VirtualTree
+from manifold.errors import TemporaryFailure
+from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
+
+T = TypeVar("T")
+
+log = logging.getLogger("manifold.drivers")
+
+# Calls that read or make what already exists: safe to repeat after a failure.
+IDEMPOTENT = frozenset({"root_obj", "get", "list", "link", "make_dir", "real_paths"})
+# Calls whose length depends on the data moved (an upload, a copy): never time-limited.
+UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
+
+
+class Layer(Driver[Any]):
+    """Passes every call to ``inner`` through ``around``; subclasses add one concern."""
+
+    def __init__(self, inner: Driver[Any]) -> None:
+        self.inner = inner
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        return await call()
+
+    # --- what the services read of a driver, passed through ---------------------
+
+    @property
+    def storage(self) -> Storage:
+        return self.inner.storage
+
+    @storage.setter
+    def storage(self, storage: Storage) -> None:
+        self.inner.storage = storage
+
+    @property
+    def options(self) -> Any:
+        return self.inner.options
+
+    @options.setter
+    def options(self, options: Any) -> None:
+        self.inner.options = options
+
+    @property
+    def tree(self) -> VirtualTree | None:
+        return self.inner.tree
+
+    @tree.setter
+    def tree(self, tree: VirtualTree | None) -> None:
+        self.inner.tree = tree
+
+    def capabilities(self) -> frozenset[str]:  # type: ignore[override]
+        return self.inner.capabilities()
+
+    def addition(self) -> str:
+        return self.inner.addition()
+
+    @property
+    def bare(self) -> Driver[Any]:
+        """The driver under every layer."""
+        inner = self.inner
+        return inner.bare if isinstance(inner, Layer) else inner
+
+    # --- the contract ------------------------------------------------------------
+
+    async def init(self) -> None:
+        await self.around("init", self.inner.init)
+
+    async def drop(self) -> None:
+        await self.inner.drop()  # never raises, never waits on a limit
+
+    async def root_obj(self) -> Obj:
+        return await self.around("root_obj", self.inner.root_obj)
+
+    async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
+        return await self.around("real_paths", lambda: self.inner.real_paths(paths))
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await self.around("list", lambda: self.inner.list(dir))
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        return await self.around("link", lambda: self.inner.link(file, args))
+
+    async def get(self, path: str) -> Obj:
+        return await self.around("get", lambda: self.inner.get(path))
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        return await self.around("make_dir", lambda: self.inner.make_dir(parent, name))
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        return await self.around("move", lambda: self.inner.move(src, dst_dir))
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        return await self.around("rename", lambda: self.inner.rename(src, new_name))
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        return await self.around("copy", lambda: self.inner.copy(src, dst_dir))
+
+    async def remove(self, obj: Obj) -> None:
+        await self.around("remove", lambda: self.inner.remove(obj))
+
+    async def put(
+        self,
+        dst_dir: Obj,
+        name: str,
+        stream: AsyncIterator[bytes],
+        size: int | None,
+        modified: datetime | None,
+        *,
+        overwrite: bool = True,
+    ) -> Obj:
+        return await self.around(
+            "put",
+            lambda: self.inner.put(dst_dir, name, stream, size, modified, overwrite=overwrite),
+        )
+
+    async def other(self, args: OtherArgs) -> Any:
+        return await self.around("other", lambda: self.inner.other(args))
+
+
+class TimeoutLayer(Layer):
+    """A call that outlasts ``seconds`` fails as temporary (uploads and copies excepted)."""
+
+    def __init__(self, inner: Driver[Any], seconds: float) -> None:
+        super().__init__(inner)
+        self.seconds = seconds
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        if name in UNBOUNDED:
+            return await call()
+        try:
+            async with asyncio.timeout(self.seconds):
+                return await call()
+        except TimeoutError as exc:
+            raise TemporaryFailure(f"{name} timed out after {self.seconds:g}s") from exc
+
+
+class RetryLayer(Layer):
+    """Repeats an idempotent call that failed as temporary, backing off exponentially."""
+
+    def __init__(
+        self, inner: Driver[Any], attempts: int, first_delay: float = 0.2, longest: float = 5.0
+    ) -> None:
+        super().__init__(inner)
+        self.attempts = attempts
+        self.first_delay = first_delay
+        self.longest = longest
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        if name not in IDEMPOTENT:
+            return await call()
+        for attempt in range(self.attempts):
+            try:
+                return await call()
+            except TemporaryFailure:
+                if attempt + 1 >= self.attempts:
+                    raise
+                await asyncio.sleep(self._delay(attempt))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _delay(self, attempt: int) -> float:
+        # Full jitter: instances retrying the same back end do not retry in step.
+        return random.uniform(0, min(self.longest, self.first_delay * 2**attempt))
+
+
+class ConcurrencyLimitLayer(Layer):
+    """At most ``limit`` calls to the back end under way at once (an upload holds its
+    slot until it is stored); the others wait their turn."""
+
+    def __init__(self, inner: Driver[Any], limit: int) -> None:
+        super().__init__(inner)
+        self._slots = asyncio.Semaphore(limit)
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        if name == "init":
+            return await call()
+        async with self._slots:
+            return await call()
+
+
+class LoggingLayer(Layer):
+    """One debug line a call: its name, the storage's mount path, the time it took and
+    how it ended. Never the options, headers or links, which may hold secrets."""
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            return await call()
+        except BaseException as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            took = (time.perf_counter() - started) * 1000
+            log.debug("%s %s: %s in %.1f ms", self.storage.mount_path, name, outcome, took)
+
+
+def wrap(driver: Driver[Any], config: DriverConfig) -> Driver[Any]:
+    """The layers ``config`` asks for around ``driver`` (none: the driver itself)."""
+    wrapped = driver
+    if config.call_timeout > 0:
+        wrapped = TimeoutLayer(wrapped, config.call_timeout)
+    if config.max_concurrency > 0:
+        wrapped = ConcurrencyLimitLayer(wrapped, config.max_concurrency)
+    if config.retries > 1:
+        wrapped = RetryLayer(wrapped, config.retries)
+    if log.isEnabledFor(logging.DEBUG):
+        wrapped = LoggingLayer(wrapped)
+    return wrapped
