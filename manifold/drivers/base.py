@@ -267,6 +267,7 @@ class Driver(ABC, Generic[OptionsT]):
         "remove",
         "put",
         "other",
+        "fingerprint",
     )
 
     def __init__(self, storage: Storage, options: OptionsT) -> None:
@@ -439,6 +440,16 @@ class Driver(ABC, Generic[OptionsT]):
 
     async def other(self, args: OtherArgs) -> Any:
         """A driver-specific operation; its result is returned to the client as is."""
+        raise NotSupported()
+
+    async def fingerprint(self, dir: Obj) -> str | None:
+        """A cheap token that changes whenever the listing of folder ``dir`` does.
+
+        A modification time (Local: one ``stat``) or an ETag. The server checks a
+        kept listing against it instead of trusting it blindly for a while, so a
+        change made behind its back shows at once while paging stays on one scan.
+        ``None`` when the back end cannot tell right now (the listing is rescanned).
+        """
         raise NotSupported()
 
 

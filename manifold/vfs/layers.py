@@ -33,7 +33,7 @@ T = TypeVar("T")
 log = logging.getLogger("manifold.drivers")
 
 # Calls that read or make what already exists: safe to repeat after a failure.
-IDEMPOTENT = frozenset({"root_obj", "get", "list", "link", "make_dir", "real_paths"})
+IDEMPOTENT = frozenset({"root_obj", "get", "list", "link", "make_dir", "real_paths", "fingerprint"})
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
 UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
 
@@ -140,6 +140,9 @@ class Layer(Driver[Any]):
 
     async def other(self, args: OtherArgs) -> Any:
         return await self.around("other", lambda: self.inner.other(args))
+
+    async def fingerprint(self, dir: Obj) -> str | None:
+        return await self.around("fingerprint", lambda: self.inner.fingerprint(dir))
 
 
 class TimeoutLayer(Layer):

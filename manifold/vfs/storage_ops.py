@@ -7,7 +7,11 @@ this process keeps entries in memory, several instances would share one.
 Storages that are never cached (drivers with ``no_cache``, or a cache time of 0)
 still keep each listing for ``SNAPSHOT_SECONDS``, so that paging through a big
 folder scans it once rather than once per page; ``refresh`` and writes made
-through Manifold drop or patch it as they do a cached listing.
+through Manifold drop or patch it as they do a cached listing. When the driver can
+fingerprint a folder (Local: one ``stat``), such a kept listing is checked against
+the folder's fingerprint on every use, so a change made behind the server's back
+shows at once; a write through Manifold changes the fingerprint too, so the next
+listing after it is one rescan.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import builtins
 import itertools
 import re
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any, Protocol
@@ -35,6 +40,8 @@ from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.vfs.paths import clean_path, split_path
 
 SNAPSHOT_SECONDS = 5.0
+# Fingerprints kept per storage: enough for every folder being paged through.
+_FINGERPRINTS = 10_000
 _INSTANCES = itertools.count(1)
 _SWEEP_SECONDS = 10.0
 
@@ -103,6 +110,9 @@ class StorageOps:
         self.driver = driver
         self._cache = cache
         self._flight: SingleFlight[builtins.list[Obj]] = SingleFlight()
+        self._revalidates = no_cache and "fingerprint" in driver.capabilities()
+        # Cache key -> (folder, its fingerprint when listed), oldest first.
+        self._prints: OrderedDict[str, tuple[Obj, str | None]] = OrderedDict()
         # Each mounted instance keys its listings apart: a storage edited, disabled or
         # deleted and mounted again (its id reused) never sees the old instance's.
         self._prefix = f"{storage.id}.{next(_INSTANCES)}:"
@@ -134,20 +144,40 @@ class StorageOps:
         if refresh:
             self._cache.drop(key)
         cached = self._cache.get(key)
-        if cached is not None:
+        if cached is not None and (not self._revalidates or await self._unchanged(key)):
             return cached
         return await self._flight.run(key, lambda: self._list_fresh(path, key))
+
+    async def _unchanged(self, key: str) -> bool:
+        """Whether the folder a kept listing came from still has its fingerprint."""
+        kept = self._prints.get(key)
+        if kept is None or kept[1] is None:
+            return False
+        try:
+            return await self.driver.fingerprint(kept[0]) == kept[1]
+        except ManifoldError:
+            return False  # gone or unreadable: the rescan says which
 
     async def _list_fresh(self, path: str, key: str) -> builtins.list[Obj]:
         folder = await self.get(path)
         if not folder.is_dir:
             raise NotAFolder()
+        # Taken before the scan: a change during the scan shows as a new fingerprint.
+        token = await self.driver.fingerprint(folder) if self._revalidates else None
         objs = self._sorted(await self.driver.list(folder))
         if objs:  # as AList: an empty listing is not kept
             self._cache.put(key, objs, self._ttl)
+            if self._revalidates:
+                self._remember(key, folder, token)
         if self._on_listed is not None:
             self._on_listed(path, objs)
         return objs
+
+    def _remember(self, key: str, folder: Obj, token: str | None) -> None:
+        self._prints[key] = (folder, token)
+        self._prints.move_to_end(key)
+        while len(self._prints) > _FINGERPRINTS:
+            self._prints.popitem(last=False)
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link]:
         obj = await self.get(path)

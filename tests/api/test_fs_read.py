@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -763,3 +765,14 @@ async def test_local_thumbnails_are_signed_links_here(api: Api, root: Path) -> N
     assert thumb == f"/d/local/pic.PNG?type=thumb&sign={sign}"
     assert listed["a.txt"]["thumb"] == ""
     assert listed["pic.PNG"]["sign"] == ""
+
+
+async def test_a_folder_made_on_disk_is_listed_at_once(api: Api, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "fresh", {"a.txt": "a"})
+    past = time.time() - 60
+    os.utime(root, (past, past))  # an old folder: its fingerprint can be trusted
+    await api.as_admin()
+    await mount_local(api, "/fresh", root)
+    assert names(await fs_list(api, "/fresh")) == ["a.txt"]
+    (root / "made-behind-its-back").mkdir()
+    assert names(await fs_list(api, "/fresh")) == ["made-behind-its-back", "a.txt"]

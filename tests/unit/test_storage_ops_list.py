@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,11 +44,20 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return advance
 
 
+def settle(*folders: Path) -> None:
+    """Date folders a minute back: a folder changed within the last second cannot be
+    fingerprinted yet (it may change again unseen within the same tick)."""
+    past = time.time() - 60
+    for folder in folders:
+        os.utime(folder, (past, past))
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     (root / "empty").mkdir(parents=True)
     (root / "a.txt").write_text("a")
+    settle(root, root / "empty")
     return root
 
 
@@ -130,3 +141,33 @@ async def test_other_is_not_implemented_by_local(snapshot_ops: tuple[StorageOps,
         await ops.other("/a.txt", "video_preview", None)
     with pytest.raises(ManifoldError, match=r"^failed to get obj: object not found$"):
         await ops.other("/missing.txt", "video_preview", None)
+
+
+async def test_a_change_behind_the_servers_back_shows_at_once(
+    snapshot_ops: tuple[StorageOps, Scans], root: Path
+) -> None:
+    ops, scans = snapshot_ops
+    await ops.list("/")
+    (root / "made-on-disk").mkdir()
+    assert "made-on-disk" in {o.name for o in await ops.list("/")}
+    assert scans.count == 2
+
+
+async def test_an_unchanged_folder_is_paged_from_one_scan(
+    snapshot_ops: tuple[StorageOps, Scans],
+) -> None:
+    ops, scans = snapshot_ops
+    first = await ops.list("/")
+    for _ in range(5):
+        assert await ops.list("/") is first
+    assert scans.count == 1
+
+
+async def test_a_folder_changed_this_very_moment_is_not_trusted(
+    snapshot_ops: tuple[StorageOps, Scans], root: Path
+) -> None:
+    ops, scans = snapshot_ops
+    (root / "fresh.txt").write_text("x")  # the folder's mtime is now
+    await ops.list("/")
+    await ops.list("/")
+    assert scans.count == 2

@@ -127,6 +127,20 @@ def _obj(path: str, st: os.stat_result) -> Obj:
     return Obj(os.path.basename(path), 0 if is_dir else st.st_size, is_dir, modified, created, path)
 
 
+# A folder changed this recently may change again within the same tick of its
+# modification time, which a token taken now would not see.
+_TICK_NS = 1_000_000_000
+
+
+def _folder_token(path: str) -> str | None:
+    """The folder's identity and modification time; None while it may still change
+    unseen (modified within the last tick)."""
+    st = os.stat(path)
+    if time.time_ns() - st.st_mtime_ns < _TICK_NS:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 def _is_served(st: os.stat_result) -> bool:
     # Pipes, sockets and devices could block a reader forever or never end.
     return stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
@@ -198,6 +212,9 @@ class LocalDriver(Driver[Addition]):
 
     async def get(self, path: str) -> Obj:
         return await self._run(self._stat, self._host_path(path))
+
+    async def fingerprint(self, dir: Obj) -> str | None:
+        return await self._run(_folder_token, dir.path)
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         return await self._run(self._make_dir, parent.path, validate_name(name))
