@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,8 @@ import pytest
 
 from manifold.app import create_app
 from manifold.config import load_config
+from manifold.errors import ManifoldError
+from manifold.services import passwords
 from manifold.services.hub import Services
 
 ADMIN_PASSWORD = "admin-secret-pw"
@@ -23,6 +27,9 @@ class Api:
         self.client = client
         self.services = services
         self.token = ""
+        # Tokens by (username, password): a login is an argon2 verify, and helpers log
+        # in on every call. A kept token is reused only while the server accepts it.
+        self._tokens: dict[tuple[str, str], str] = {}
 
     async def call(
         self,
@@ -49,11 +56,25 @@ class Api:
     async def post(self, path: str, json: Any = None, **kw: Any) -> dict[str, Any]:
         return await self.call("POST", path, json=json, **kw)
 
-    async def login(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> str:
+    async def login(
+        self, username: str = "admin", password: str = ADMIN_PASSWORD, fresh: bool = False
+    ) -> str:
+        """A token for ``username``; a kept one while it still works, unless ``fresh``."""
+        kept = self._tokens.get((username, password))
+        if kept is not None and not fresh and await self._accepted(kept, username):
+            return kept
         body = await self.post("/api/auth/login", {"username": username, "password": password})
         assert body["code"] == 200, body
         token: str = body["data"]["token"]
+        self._tokens[(username, password)] = token
         return token
+
+    async def _accepted(self, token: str, username: str) -> bool:
+        try:
+            caller = await self.services.auth.authenticate(token, "")
+        except ManifoldError:
+            return False
+        return caller.user.username == username and not caller.user.otp_secret
 
     async def as_admin(self) -> Api:
         self.token = await self.login()
@@ -68,11 +89,40 @@ class Api:
         return int(next(u["id"] for u in listing["data"]["content"] if u["username"] == username))
 
 
+# A database migrated and filled with defaults once per session, copied per test:
+# migrations and the first start are most of a test's set-up otherwise.
+_TEMPLATE: list[Path] = []
+
+
 async def start_services(data_dir: Path, database_url: str = "") -> Services:
+    if not database_url:
+        await _from_template(data_dir)
     env = {"MANIFOLD_DATABASE_URL": database_url} if database_url else {}
     services = Services.build(load_config(data_dir, env=env))
     await services.start(admin_password=ADMIN_PASSWORD)
     return services
+
+
+async def _from_template(data_dir: Path) -> None:
+    if not _TEMPLATE:
+        folder = Path(tempfile.mkdtemp(prefix="manifold-template-")) / "data"
+        made = Services.build(load_config(folder, env={}))
+        await made.start(admin_password=ADMIN_PASSWORD)
+        await made.stop()
+        _TEMPLATE.append(folder / "data.db")
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = data_dir / "data.db"
+    shutil.copyfile(_TEMPLATE[0], target)
+    target.chmod(0o600)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cheap_password_hashing() -> Iterator[None]:
+    """Hashes made in tests cost little; the template database goes at the end."""
+    passwords.use_cost(time_cost=1, memory_cost=8, parallelism=1)
+    yield
+    for template in _TEMPLATE:
+        shutil.rmtree(template.parent.parent, ignore_errors=True)
 
 
 @pytest.fixture

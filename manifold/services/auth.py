@@ -53,7 +53,7 @@ class AuthService:
         self._users = users
         self._tokens = tokens
         self._settings = settings
-        self._limiter = limiter
+        self.limiter = limiter
         # Wrong codes while turning 2FA on are counted apart from logins, per user.
         self._setup_limiter = setup_limiter
 
@@ -63,12 +63,12 @@ class AuthService:
     async def login_hashed(self, username: str, hashed: str, otp_code: str, client: str) -> str:
         user = await self._users.by_name(username) if username else None
         name = _limit_key(user, username)
-        if await self._limiter.is_locked(client, name):
+        if await self.limiter.is_locked(client, name):
             raise TooManyAttempts()
         # Count the attempt before the slow check, so parallel guesses cannot slip past.
-        await self._limiter.record_failure(client, name)
+        await self.limiter.record_failure(client, name)
         user = await _check_credentials(username, user, hashed, otp_code)
-        await self._limiter.record_success(client, name)
+        await self.limiter.record_success(client, name)
         return self._tokens.issue(user)
 
     async def logout(self, caller: Caller) -> None:

@@ -21,6 +21,16 @@ STATIC_SALT = "https://github.com/alist-org/alist"
 _hasher = PasswordHasher(time_cost=2, memory_cost=19456, parallelism=1)
 
 
+def use_cost(time_cost: int, memory_cost: int, parallelism: int = 1) -> None:
+    """Hash new passwords with other argon2id parameters (a test suite's cheap ones).
+
+    Stored hashes carry the parameters they were made with, so every hash still
+    verifies whatever is chosen here; only new hashes change.
+    """
+    global _hasher
+    _hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_cost, parallelism=parallelism)
+
+
 def static_hash(password: str) -> str:
     """The SHA-256 form the AList web UI sends to ``/api/auth/login/hash``."""
     return hashlib.sha256(f"{password}-{STATIC_SALT}".encode()).hexdigest()

@@ -60,7 +60,7 @@ async def target(request: pytest.FixtureRequest, api: Api) -> Target:
 @pytest.fixture
 def clock(services: Services) -> Clock:
     fake = Clock()
-    limiter = services.auth._limiter
+    limiter = services.auth.limiter
     assert isinstance(limiter, MemoryLoginLimiter)
     limiter.clock = fake
     return fake

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from manifold.db.repos import SettingRepo
 from manifold.models import Obj
 from manifold.services.hub import Services
 from tests.api.fs_helpers import RELATIVE, add_meta, make_tree, mount_local, save_settings
@@ -127,7 +128,7 @@ async def test_an_unavailable_kind_from_an_alist_database_counts_as_none(
 ) -> None:
     stored = services.settings.items_for(["search_index"])[0]
     stored.value = "bleve"
-    await services.settings._repo.upsert([stored])
+    await SettingRepo(services.engine).upsert([stored])  # as an AList database holds it
     await services.settings.start()
     assert services.settings.get("search_index") == "bleve"
     assert error(await search(admin, keywords="report")) == UNAVAILABLE

@@ -5,6 +5,7 @@ import re
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from manifold.services import passwords
 from manifold.services.passwords import (
     hash_static,
     hash_static_async,
@@ -64,3 +65,14 @@ async def test_async_variants_agree() -> None:
     assert stored.startswith("$argon2id$")
     assert await verify_static_async(stored, static_hash("pw")) is True
     assert await verify_static_async(stored, static_hash("other")) is False
+
+
+def test_a_hash_made_with_other_costs_still_verifies() -> None:
+    made = passwords.hash_static("s3cret-static")  # the suite's cheap parameters
+    passwords.use_cost(time_cost=2, memory_cost=19456)
+    try:
+        assert "m=19456,t=2" in passwords.hash_static("x")
+        assert passwords.verify_static(made, "s3cret-static")
+        assert not passwords.verify_static(made, "other")
+    finally:
+        passwords.use_cost(time_cost=1, memory_cost=8)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from manifold import VERSION_STRING
@@ -29,9 +31,23 @@ def merge(*items: SettingItem) -> dict[str, SettingItem]:
     return merge_defaults({item.key: item for item in items}, DEFAULT_SETTINGS)
 
 
-def masker(regs: str = DEFAULT_REGS) -> SettingsService:
-    service = SettingsService(repo=None)  # type: ignore[arg-type]
-    service._privacy = compile_privacy_regs(regs)
+class StoredSettings:
+    """A settings store holding what a database would, for a service started on it."""
+
+    def __init__(self, *items: SettingItem) -> None:
+        self.items = list(items)
+
+    async def all(self) -> list[SettingItem]:
+        return self.items
+
+    async def upsert(self, items: Iterable[SettingItem]) -> None:
+        self.items = list(items)
+
+
+async def masker(regs: str = DEFAULT_REGS) -> SettingsService:
+    repo = StoredSettings(stored("privacy_regs", regs))
+    service = SettingsService(repo=repo)  # type: ignore[arg-type]
+    await service.start()
     return service
 
 
@@ -170,30 +186,30 @@ def test_default_ipv6_rule_matches_a_full_address() -> None:
 # -- mask_private -----------------------------------------------------------
 
 
-def test_mask_access_token_only_up_to_the_first_ampersand() -> None:
-    masked = masker().mask_private("access_token=abc&x=1&")
+async def test_mask_access_token_only_up_to_the_first_ampersand() -> None:
+    masked = (await masker()).mask_private("access_token=abc&x=1&")
     assert masked == "*" * len("access_token=abc&") + "x=1&"
 
 
-def test_mask_ipv4_with_same_length_stars() -> None:
-    masked = masker().mask_private("login failed from 203.0.113.7 again")
+async def test_mask_ipv4_with_same_length_stars() -> None:
+    masked = (await masker()).mask_private("login failed from 203.0.113.7 again")
     assert masked == "login failed from *********** again"
 
 
-def test_mask_ipv6_with_same_length_stars() -> None:
+async def test_mask_ipv6_with_same_length_stars() -> None:
     address = "fe80:0000:0000:0000:0204:61ff:fe9d:f156"
-    masked = masker().mask_private(f"peer {address} refused")
+    masked = (await masker()).mask_private(f"peer {address} refused")
     assert masked == f"peer {'*' * len(address)} refused"
 
 
-def test_mask_counts_utf8_bytes_not_characters() -> None:
-    masked = masker().mask_private("access_token=\u00e9\u00e9&rest")
+async def test_mask_counts_utf8_bytes_not_characters() -> None:
+    masked = (await masker()).mask_private("access_token=\u00e9\u00e9&rest")
     assert masked == "*" * (len("access_token=&") + 4) + "rest"
 
 
-def test_mask_leaves_a_clean_message_alone() -> None:
-    assert masker().mask_private("password is incorrect") == "password is incorrect"
+async def test_mask_leaves_a_clean_message_alone() -> None:
+    assert (await masker()).mask_private("password is incorrect") == "password is incorrect"
 
 
-def test_mask_with_no_rules() -> None:
-    assert masker("").mask_private("from 10.0.0.1") == "from 10.0.0.1"
+async def test_mask_with_no_rules() -> None:
+    assert (await masker("")).mask_private("from 10.0.0.1") == "from 10.0.0.1"
