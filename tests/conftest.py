@@ -112,8 +112,9 @@ async def _from_template(data_dir: Path) -> None:
         _TEMPLATE.append(folder / "data.db")
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = data_dir / "data.db"
-    shutil.copyfile(_TEMPLATE[0], target)
-    target.chmod(0o600)
+    if not target.exists():  # a restart keeps its own database
+        shutil.copyfile(_TEMPLATE[0], target)
+        target.chmod(0o600)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,4 +82,16 @@ def make_tree(root: Path, files: dict[str, bytes | str]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode() if isinstance(content, str) else content
         target.write_bytes(data)
+    settle(root)
     return root
+
+
+def settle(root: Path) -> None:
+    """Date ``root``'s folders a minute back, as folders that were not just written are.
+
+    A folder modified within the last second is rescanned on every listing (it could
+    change again unseen within one time stamp); tests that count scans need old ones.
+    """
+    past = time.time() - 60
+    for folder in [root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        os.utime(folder, (past, past))

@@ -373,8 +373,8 @@ async def test_logout_invalidates_the_token(api: Api) -> None:
 
 
 async def test_logout_leaves_other_tokens_working(api: Api) -> None:
-    first = await api.login()
-    second = await api.login()
+    first = await api.login(fresh=True)
+    second = await api.login(fresh=True)
     await api.get("/api/auth/logout", token=f"Bearer {first}")
     assert (await me(api, first))["code"] == 401
     assert (await me(api, second))["code"] == 200

@@ -102,7 +102,7 @@ async def test_whole_foundation_survives_a_restart(database_url: str, tmp_path: 
         saved = await admin.post("/api/admin/setting/save", [{"key": "site_title", "value": "Ω"}])
         assert saved["code"] == 200
         user_token = await api.login("ünïcode-user", "pw-1")
-        logged_out = await api.login("ünïcode-user", "pw-1")
+        logged_out = await api.login("ünïcode-user", "pw-1", fresh=True)
         assert (await api.get("/api/auth/logout", token=logged_out))["code"] == 200
     finally:
         await client.aclose()
