@@ -35,8 +35,8 @@ from manifold.api.routes import (
     users,
 )
 from manifold.config import Config
+from manifold.container import Services
 from manifold.errors import ManifoldError
-from manifold.services.hub import Services
 
 log = logging.getLogger("manifold")
 

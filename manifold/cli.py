@@ -18,9 +18,9 @@ import httpx
 
 from manifold import VERSION_STRING, logs
 from manifold.config import Config, ConfigError, load_config
+from manifold.container import Services
 from manifold.errors import ManifoldError
-from manifold.services.hub import Services
-from manifold.services.users import random_password
+from manifold.services.auth.users import random_password
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1

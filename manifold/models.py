@@ -52,7 +52,7 @@ class User:
     permission: int
     otp_secret: str = field(repr=False)
     sso_id: str
-    # Random, replaced on every password change; login tokens carry it (services/tokens.py).
+    # Random, replaced on every password change; login tokens carry it (services/auth/tokens.py).
     token_gen: str = field(default="", repr=False)
 
     @property
@@ -139,7 +139,7 @@ class Link:
     FTP, SMB, WebDAV behind a login): ``reader(offset, length)`` opens bytes
     ``[offset, offset + length)`` (``length`` None: to the end) as a stream that
     releases its connection when closed early. Whoever reads a link goes through
-    ``services.streams.open_range``, which serves all three kinds alike.
+    ``services.fs.streams.open_range``, which serves all three kinds alike.
     """
 
     file_path: str = ""

@@ -13,9 +13,9 @@ import pytest
 
 from manifold.app import create_app
 from manifold.config import load_config
+from manifold.container import Services
 from manifold.errors import ManifoldError
-from manifold.services import passwords
-from manifold.services.hub import Services
+from manifold.services.auth import passwords
 
 ADMIN_PASSWORD = "admin-secret-pw"
 

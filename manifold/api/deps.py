@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from manifold.container import Services
 from manifold.errors import Forbidden
-from manifold.services.auth import Caller
-from manifold.services.hub import Services
+from manifold.services.auth.service import Caller
 
 
 def get_services(request: Request) -> Services:

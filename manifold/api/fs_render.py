@@ -18,9 +18,9 @@ from urllib.parse import quote
 import orjson
 
 from manifold.api.fs_time import ORJSON_TIME, json_time
+from manifold.container import Services
 from manifold.models import THUMB_SELF, Obj
-from manifold.services.fs import Listing, Related
-from manifold.services.hub import Services
+from manifold.services.fs.read import Listing, Related
 from manifold.vfs.memo import DerivedMemo
 
 # Kept fragments at once, in entries (a fragment is about 300 bytes).

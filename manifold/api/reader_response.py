@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from manifold.api.file_response import ByteRange, NotSatisfiable, content_type, parse_ranges
 from manifold.models import Link, Obj
-from manifold.services.streams import open_range
+from manifold.services.fs.streams import open_range
 
 
 class ReaderResponse(Response):

@@ -31,7 +31,7 @@ from manifold.errors import (
     ObjectNotFound,
 )
 from manifold.models import Link, Obj
-from manifold.services.streams import open_range
+from manifold.services.fs.streams import open_range
 
 DriverFactory = Callable[[], Awaitable[Driver[Any]]]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from manifold.services.hub import Services
+from manifold.container import Services
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.live_server import serving
 from tests.conftest import Api

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 import uvicorn
 
 from manifold.app import create_app
+from manifold.container import Services
 from manifold.server import uvicorn_config
-from manifold.services.hub import Services
 
 STUCK = 120  # seconds after which a server that has not answered is taken as stuck
 

@@ -17,10 +17,10 @@ import jwt
 import pyotp
 import pytest
 
-import manifold.services.users as users_module
+import manifold.services.auth.users as users_module
 from manifold.app import create_app
-from manifold.services.hub import Services
-from manifold.services.passwords import static_hash
+from manifold.container import Services
+from manifold.services.auth.passwords import static_hash
 from tests.conftest import ADMIN_PASSWORD, Api, start_services
 
 LOCKED = (

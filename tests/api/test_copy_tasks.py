@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from manifold.app import create_app
+from manifold.container import Services
 from manifold.drivers.base import LinkArgs
 from manifold.models import Link, Obj, TaskState
-from manifold.services.hub import Services
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.test_fs_write import leftovers, put
 from tests.conftest import Api, start_services

@@ -18,11 +18,11 @@ from pydantic import BaseModel
 
 from manifold.api.file_response import LocalFileResponse
 from manifold.app import create_app
+from manifold.container import Services
 from manifold.drivers.base import Driver, DriverConfig, LinkArgs, option
 from manifold.errors import ManifoldError, NotAFile, ObjectNotFound, Unauthorized
 from manifold.models import Link, Obj
-from manifold.services.hub import Services
-from manifold.services.sign import sign_path, verify_sign
+from manifold.services.auth.sign import sign_path, verify_sign
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
 

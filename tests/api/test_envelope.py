@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from manifold import app as app_module
 from manifold.app import Route, create_app
+from manifold.container import Services
 from manifold.errors import BadRequest, ManifoldError, UpstreamStatus
-from manifold.services.hub import Services
 from tests.conftest import Api
 
 LOGIN = "/api/auth/login"

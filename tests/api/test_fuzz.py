@@ -34,11 +34,11 @@ from hypothesis.strategies import SearchStrategy
 
 from manifold.app import ROUTES, Route, create_app
 from manifold.config import load_config
+from manifold.container import Services
 from manifold.errors import ManifoldError
 from manifold.models import ADMIN_DEFAULT_PERMISSION, Perm, Role, Storage
-from manifold.services.hub import Services
-from manifold.services.tokens import TokenService
-from manifold.services.users import UserInput
+from manifold.services.auth.tokens import TokenService
+from manifold.services.auth.users import UserInput
 from tests.api.fs_helpers import make_tree
 from tests.conftest import start_services
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from manifold.services.hub import Services
+from manifold.container import Services
 from tests.api.live_server import STUCK, exchange, serving
 from tests.conftest import ADMIN_PASSWORD, Api
 

@@ -14,9 +14,9 @@ from typing import Any
 import pyotp
 import pytest
 
-from manifold.services.hub import Services
-from manifold.services.limiter import MemoryLoginLimiter
-from manifold.services.passwords import static_hash
+from manifold.container import Services
+from manifold.services.auth.limiter import MemoryLoginLimiter
+from manifold.services.auth.passwords import static_hash
 from tests.api.test_auth import LOCKED, client_at, enable_2fa, login, wrong_code
 from tests.conftest import ADMIN_PASSWORD, Api
 

@@ -22,7 +22,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from manifold.app import create_app
-from manifold.services.hub import Services
+from manifold.container import Services
 from manifold.vfs.paths import clean_path
 from tests.api.fs_helpers import RELATIVE, make_tree, mount_local
 from tests.conftest import Api

@@ -32,8 +32,8 @@ from urllib.parse import quote
 
 import pytest
 
+from manifold.container import Services
 from manifold.models import TaskState
-from manifold.services.hub import Services
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import Api
 
@@ -109,7 +109,7 @@ async def world(api: Api, services: Services, tmp_path: Path) -> AsyncIterator[W
     await mount_local(api, "/second", tmp_path / "second")
     await api.make_user("confined", CONFINED_PW, base_path="/local/sub", permission=0x30FF)
     if services.writer.tasks is None:
-        # Copies across storages run as tasks; wire them up where the hub does not yet.
+        # Copies across storages run as tasks; wire them up where the container does not yet.
         services.writer.tasks = services.tasks
         services.transfers.register(services.tasks)
     tokens = {"admin": api.token, "confined": await api.login("confined", CONFINED_PW)}

@@ -15,9 +15,9 @@ from urllib.parse import quote
 import pytest
 from pydantic import BaseModel
 
+from manifold.container import Services
 from manifold.drivers.base import Driver, DriverConfig, LinkArgs
 from manifold.models import Link, Obj
-from manifold.services.hub import Services
 from tests.api.fs_helpers import mount_local
 from tests.conftest import Api
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from manifold.container import Services
 from manifold.db.repos import SettingRepo
 from manifold.models import Obj
-from manifold.services.hub import Services
 from tests.api.fs_helpers import RELATIVE, add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
 

@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute
 
 from manifold import app as app_module
 from manifold.app import ROUTES, Route, create_app
-from manifold.services.hub import Services
+from manifold.container import Services
 from tests.conftest import ADMIN_PASSWORD, Api
 
 ADMIN_ROUTES = tuple(route for route in ROUTES if route.admin)

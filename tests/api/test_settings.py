@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import insert
 
 from manifold.app import create_app
+from manifold.container import Services
 from manifold.db import tables
-from manifold.services.hub import Services
-from manifold.services.settings_defaults import DEFAULT_SETTINGS, Flag
+from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
 from tests.conftest import Api, start_services
 from tests.unit.test_settings_defaults import EXPECTED_PUBLIC as PUBLIC_KEYS
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from manifold.container import Services
 from manifold.models import Perm, TaskState
-from manifold.services.hub import Services
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.api.test_copy_tasks import settle
 from tests.conftest import Api

@@ -13,8 +13,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
 from manifold.app import create_app
+from manifold.container import Services
 from manifold.db.engine import MIGRATIONS, migrate, open_engine
-from manifold.services.hub import Services
 from tests.conftest import Api, start_services
 
 TABLES = {

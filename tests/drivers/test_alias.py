@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from manifold.container import Services
 from manifold.drivers.alias.driver import AliasDriver
 from manifold.drivers.alias.meta import Addition
 from manifold.drivers.base import LinkArgs
 from manifold.errors import NotSupported, ObjectExists, PermissionDenied, ServerError
 from manifold.models import Storage
-from manifold.services.fs_tree import FileTree
-from manifold.services.hub import Services
+from manifold.services.fs.tree import FileTree
 from manifold.testing.conformance import DriverConformance, DriverFactory, put_bytes, read_obj
 from tests.conftest import Api
 

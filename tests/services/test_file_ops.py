@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from manifold.container import Services
 from manifold.errors import (
     FileExists,
     PasswordRequired,
@@ -22,8 +23,7 @@ from manifold.errors import (
     StorageNotFound,
 )
 from manifold.models import Meta, Perm, Role, Storage, User
-from manifold.services.auth import Caller, Protocol
-from manifold.services.hub import Services
+from manifold.services.auth.service import Caller, Protocol
 from tests.api.fs_helpers import make_tree
 
 ALL_FILE_BITS = int(Perm(0xFF))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from manifold.config import load_config
-from manifold.services.hub import ADMIN_PASSWORD_ENV, Services
+from manifold.container import ADMIN_PASSWORD_ENV, Services
 
 
 async def _first_start(tmp_path: Path, password: str | None) -> Services:

@@ -8,8 +8,8 @@ import orjson
 
 from manifold.api.fs_render import FolderStyle
 from manifold.api.fs_time import ORJSON_TIME
+from manifold.container import Services
 from manifold.models import THUMB_SELF, Obj
-from manifold.services.hub import Services
 
 WHEN = datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=UTC)
 

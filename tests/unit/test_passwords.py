@@ -5,8 +5,8 @@ import re
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from manifold.services import passwords
-from manifold.services.passwords import (
+from manifold.services.auth import passwords
+from manifold.services.auth.passwords import (
     hash_static,
     hash_static_async,
     static_hash,

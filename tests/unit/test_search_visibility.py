@@ -8,8 +8,8 @@ import pytest
 
 from manifold.db.search_repo import Node
 from manifold.models import Meta, Perm, User
-from manifold.services.search import Visibility
-from manifold.services.search_index import Progress, read_progress
+from manifold.services.search.indexer import Progress, read_progress
+from manifold.services.search.service import Visibility
 from manifold.vfs.paths import clean_path
 
 

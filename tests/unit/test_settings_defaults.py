@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from manifold.services.settings_defaults import (
+from manifold.services.admin.settings_defaults import (
     DEFAULT_SETTINGS,
     TOKEN_KEY,
     VERSION_KEY,

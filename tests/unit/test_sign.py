@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manifold.services.sign import Signer, _hmac_states, sign_path, verify_sign
+from manifold.services.auth.sign import Signer, _hmac_states, sign_path, verify_sign
 
 
 class FixedSettings:

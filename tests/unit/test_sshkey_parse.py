@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given
 from hypothesis import strategies as st
 
-from manifold.services.sshkey_parse import (
+from manifold.services.auth.sshkey_parse import (
     MAX_TEXT_BYTES,
     InvalidPublicKey,
     ParsedKey,

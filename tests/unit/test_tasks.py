@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from manifold.container import Services
 from manifold.db.task_repo import TaskRepo
 from manifold.errors import BadRequest, NotFound, NotSupported, ServerError, TaskNotFound
 from manifold.models import Task, TaskState, User
-from manifold.services.hub import Services
-from manifold.services.tasks import (
+from manifold.services.auth.users import UserInput
+from manifold.tasks.service import (
     CANCELED_ERROR,
     ID_LENGTH,
     RESTART_ERROR,
@@ -22,7 +23,6 @@ from manifold.services.tasks import (
     clean_percent,
     new_task_id,
 )
-from manifold.services.users import UserInput
 from tests.conftest import start_services
 
 # Only a guard against a hang; no test depends on how fast anything is.

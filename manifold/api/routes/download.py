@@ -2,7 +2,7 @@
 
 ``/d`` redirects to a driver's URL, or streams the file when the storage must be
 proxied; ``/p`` always streams and is refused when proxying is not allowed
-(``services.downloads`` holds the rules). A local file is served with ranges and
+(``services.fs.downloads`` holds the rules). A local file is served with ranges and
 preconditions (``api.file_response``), a URL is relayed (``api.upstream``).
 
 Errors answer a real HTTP status (so download tools never save an error as the
@@ -23,6 +23,7 @@ from manifold.api.envelope import error
 from manifold.api.file_response import LocalFileResponse
 from manifold.api.reader_response import ReaderResponse
 from manifold.api.upstream import open_upstream
+from manifold.container import Services
 from manifold.errors import (
     Forbidden,
     ManifoldError,
@@ -33,8 +34,7 @@ from manifold.errors import (
     UpstreamStatus,
 )
 from manifold.models import Link, LinkArgs, Obj
-from manifold.services.downloads import DownloadService, Target, query_pairs
-from manifold.services.hub import Services
+from manifold.services.fs.downloads import DownloadService, Target, query_pairs
 from manifold.vfs.paths import clean_path
 
 # HTTP statuses of /d and /p errors, looked up along the error's class hierarchy.

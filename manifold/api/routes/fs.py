@@ -22,8 +22,8 @@ from manifold.api.fs_render import FolderStyle, ListingRenderer, file_type, rela
 from manifold.api.fs_time import ORJSON_TIME, json_time
 from manifold.api.openapi import bound
 from manifold.api.schemas import PageNumber, RequestBody
-from manifold.services.fs import Found
-from manifold.services.hub import Services
+from manifold.container import Services
+from manifold.services.fs.read import Found
 from manifold.vfs.paths import split_path
 
 

@@ -18,10 +18,10 @@ from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
+from manifold.container import Services
 from manifold.errors import BadRequest
 from manifold.models import LinkArgs
-from manifold.services.auth import Caller
-from manifold.services.hub import Services
+from manifold.services.auth.service import Caller
 from manifold.vfs.paths import clean_path
 
 

@@ -16,7 +16,7 @@ from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import file_type
 from manifold.api.openapi import bound
 from manifold.api.schemas import Int64, PageNumber, RequestBody
-from manifold.services.search import SearchRequest
+from manifold.services.search.service import SearchRequest
 from manifold.vfs.paths import clean_path
 
 

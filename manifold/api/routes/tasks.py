@@ -19,7 +19,7 @@ from manifold.api.fs_time import iso_time
 from manifold.api.openapi import json_body
 from manifold.errors import BadRequest, Forbidden
 from manifold.models import Task
-from manifold.services.auth import Caller
+from manifold.services.auth.service import Caller
 
 INVALID_FORMAT = "invalid request format"
 # The ``*_some`` routes read a bare JSON list of task ids.

@@ -9,7 +9,7 @@ from manifold.api.envelope import ok, paged
 from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import BadRequest, NotFound, ServerError
 from manifold.models import Role
-from manifold.services.users import UserInput
+from manifold.services.auth.users import UserInput
 
 
 class UserBody(RequestBody):

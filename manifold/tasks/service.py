@@ -44,7 +44,7 @@ from manifold.errors import (
 )
 from manifold.logs import detail_text
 from manifold.models import Task, TaskState, User
-from manifold.services.settings import SettingsService
+from manifold.services.admin.settings import SettingsService
 
 __all__ = ["TASK_KINDS", "Task", "TaskContext", "TaskRunner", "TaskService", "TaskState"]
 

@@ -17,10 +17,10 @@ from datetime import datetime
 
 from manifold.errors import InvalidRequest
 from manifold.models import Task
-from manifold.services.auth import Caller
-from manifold.services.fs_write import FsWriter
-from manifold.services.tasks import TaskService
-from manifold.services.transfers import Transfers
+from manifold.services.auth.service import Caller
+from manifold.services.fs.write import FsWriter
+from manifold.tasks.service import TaskService
+from manifold.tasks.transfers import Transfers
 
 HASHES = ("md5", "sha1", "sha256")
 

@@ -24,10 +24,10 @@ from manifold.errors import (
     PermissionDenied,
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
-from manifold.services import access
-from manifold.services.auth import Caller
-from manifold.services.fs_tree import FileTree, Place
-from manifold.services.metas import MetaService
+from manifold.services.admin.metas import MetaService
+from manifold.services.auth.service import Caller
+from manifold.services.fs import access
+from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 

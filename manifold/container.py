@@ -14,25 +14,25 @@ from manifold.db.engine import migrate, open_engine
 from manifold.db.search_repo import SearchRepo
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
-from manifold.services.auth import AuthService
-from manifold.services.events import TreeEvents
-from manifold.services.fs import FsService
-from manifold.services.fs_ops import FileOps
-from manifold.services.fs_tree import FileTree
-from manifold.services.fs_write import FsWriter
-from manifold.services.limiter import MemoryLoginLimiter
-from manifold.services.metas import MetaService
-from manifold.services.search import SearchService
-from manifold.services.settings import SettingsService
-from manifold.services.sign import Signer
-from manifold.services.sshkeys import SshKeyService
-from manifold.services.storages import StorageService
-from manifold.services.streams import http_client
-from manifold.services.tasks import TaskService
-from manifold.services.tokens import DatabaseRevocationStore, TokenService
-from manifold.services.transfers import Transfers
-from manifold.services.uploads import Uploads
-from manifold.services.users import UserService
+from manifold.services.admin.metas import MetaService
+from manifold.services.admin.settings import SettingsService
+from manifold.services.admin.storages import StorageService
+from manifold.services.auth.limiter import MemoryLoginLimiter
+from manifold.services.auth.service import AuthService
+from manifold.services.auth.sign import Signer
+from manifold.services.auth.sshkeys import SshKeyService
+from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
+from manifold.services.auth.users import UserService
+from manifold.services.fs.events import TreeEvents
+from manifold.services.fs.ops import FileOps
+from manifold.services.fs.read import FsService
+from manifold.services.fs.streams import http_client
+from manifold.services.fs.tree import FileTree
+from manifold.services.fs.uploads import Uploads
+from manifold.services.fs.write import FsWriter
+from manifold.services.search.service import SearchService
+from manifold.tasks.service import TaskService
+from manifold.tasks.transfers import Transfers
 from manifold.vfs.storage_ops import MemoryListCache
 
 ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name

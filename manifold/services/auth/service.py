@@ -14,11 +14,11 @@ import qrcode
 
 from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorRequired, Unauthorized
 from manifold.models import User
-from manifold.services.limiter import LoginLimiter
-from manifold.services.passwords import static_hash, verify_static_async
-from manifold.services.settings import SettingsService
-from manifold.services.tokens import TokenService
-from manifold.services.users import UserService
+from manifold.services.admin.settings import SettingsService
+from manifold.services.auth.limiter import LoginLimiter
+from manifold.services.auth.passwords import static_hash, verify_static_async
+from manifold.services.auth.tokens import TokenService
+from manifold.services.auth.users import UserService
 
 OTP_ISSUER = "Manifold"
 DISABLED = "Current user is disabled, replace please"

@@ -12,7 +12,7 @@ from dataclasses import replace
 from manifold.db.repos import MetaRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import Meta
-from manifold.services import access
+from manifold.services.fs import access
 from manifold.vfs.paths import clean_path
 
 

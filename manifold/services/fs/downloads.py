@@ -22,10 +22,10 @@ from urllib.parse import parse_qsl, quote, urlencode
 from manifold.drivers.base import DriverConfig
 from manifold.errors import ServerError
 from manifold.models import Link, LinkArgs, Obj, Storage
-from manifold.services.fs import FsService
-from manifold.services.metas import MetaService
-from manifold.services.settings import SettingsService
-from manifold.services.sign import Signer
+from manifold.services.admin.metas import MetaService
+from manifold.services.admin.settings import SettingsService
+from manifold.services.auth.sign import Signer
+from manifold.services.fs.read import FsService
 from manifold.vfs.paths import split_path
 
 # Never sent upstream from the client's request: they describe this connection.

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from manifold.errors import Unauthorized
-from manifold.services.settings import SettingsService
+from manifold.services.admin.settings import SettingsService
 
 
 class Signer:

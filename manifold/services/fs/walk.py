@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from manifold.errors import PermissionDenied
 from manifold.models import Meta, Obj, Perm
-from manifold.services import access
-from manifold.services.auth import Caller
-from manifold.services.fs import FsService
-from manifold.services.metas import MetaService
+from manifold.services.admin.metas import MetaService
+from manifold.services.auth.service import Caller
+from manifold.services.fs import access
+from manifold.services.fs.read import FsService
 from manifold.vfs.paths import clean_path, is_sub_path
 
 

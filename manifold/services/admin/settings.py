@@ -22,14 +22,14 @@ from manifold import VERSION_STRING
 from manifold.db.repos import SettingRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import SettingItem
-from manifold.services.patterns import Pattern, PatternError
-from manifold.services.settings_defaults import (
+from manifold.services.admin.settings_defaults import (
     DEFAULT_SETTINGS,
     TOKEN_KEY,
     VERSION_KEY,
     Flag,
     SettingDefault,
 )
+from manifold.services.fs.patterns import Pattern, PatternError
 
 _ALNUM = string.ascii_letters + string.digits
 

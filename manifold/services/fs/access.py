@@ -10,7 +10,7 @@ import hmac
 from functools import lru_cache
 
 from manifold.models import Meta, Perm, User
-from manifold.services.patterns import Pattern, PatternError
+from manifold.services.fs.patterns import Pattern, PatternError
 from manifold.vfs.paths import is_sub_path, split_path
 
 Hides = tuple[Pattern, ...]

@@ -19,11 +19,11 @@ from typing import IO, Any
 
 from manifold.config import make_private
 from manifold.errors import InvalidRequest, ObjectNotFound
-from manifold.services.auth import Caller
-from manifold.services.fs_tree import FileTree, copy_task_name
-from manifold.services.fs_write import FsWriter
-from manifold.services.streams import CHUNK, file_stream
-from manifold.services.tasks import TaskContext, TaskService
+from manifold.services.auth.service import Caller
+from manifold.services.fs.streams import CHUNK, file_stream
+from manifold.services.fs.tree import FileTree, copy_task_name
+from manifold.services.fs.write import FsWriter
+from manifold.tasks.service import TaskContext, TaskService
 
 SPOOL_PREFIX = "upload-"
 

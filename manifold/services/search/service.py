@@ -21,13 +21,13 @@ from typing import Protocol
 from manifold.db.search_repo import Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
-from manifold.services import access
-from manifold.services.auth import Caller
-from manifold.services.fs import FsService
-from manifold.services.metas import MetaService
-from manifold.services.search_index import Indexer, IndexSink, Progress
-from manifold.services.settings import SettingsService
-from manifold.services.storages import StorageService
+from manifold.services.admin.metas import MetaService
+from manifold.services.admin.settings import SettingsService
+from manifold.services.admin.storages import StorageService
+from manifold.services.auth.service import Caller
+from manifold.services.fs import access
+from manifold.services.fs.read import FsService
+from manifold.services.search.indexer import Indexer, IndexSink, Progress
 from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
 MODE_KEY = "search_index"

@@ -35,10 +35,10 @@ from manifold.db.search_repo import Node, is_contention
 from manifold.errors import IndexNotRunning, IndexRunning
 from manifold.logs import error_text
 from manifold.models import Obj
-from manifold.services.fs import FsService
-from manifold.services.settings import SettingsService
-from manifold.services.storages import StorageService
-from manifold.services.walk import LoopGuard
+from manifold.services.admin.settings import SettingsService
+from manifold.services.admin.storages import StorageService
+from manifold.services.fs.read import FsService
+from manifold.services.fs.walk import LoopGuard
 from manifold.vfs.paths import split_path
 
 log = logging.getLogger("manifold.search")

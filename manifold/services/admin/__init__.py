@@ -1,0 +1,1 @@
+"""What admins run: settings, metas, storages."""

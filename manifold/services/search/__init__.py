@@ -1,0 +1,1 @@
+"""Search: the query service and the index kept up to date."""

@@ -1,0 +1,1 @@
+"""Background tasks: the task service and the kinds it runs (copies, uploads)."""
