@@ -385,8 +385,8 @@ async def test_tokens_survive_a_restart(tmp_path: Path) -> None:
     first = await start_services(data_dir)
     try:
         async with client_at(first, "203.0.113.7") as api:
-            kept = await api.login()
-            dropped = await api.login()
+            kept = await api.login(fresh=True)
+            dropped = await api.login(fresh=True)
             assert (await api.get("/api/auth/logout", token=dropped))["code"] == 200
     finally:
         await first.stop()

@@ -181,11 +181,7 @@ class FsWriter:
         tasks: builtins.list[Task] = []
         for src, dst_folder in pairs:
             place, dst_place = self.place(src), self.place(dst_folder)
-            name = split_path(src)[1]
-            if await self.exists(place) is None:
-                raise ObjectNotFound(f"failed get src [{src}] file: object not found")
-            if overwrite:
-                await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
+            await self._ready_to_copy(src, dst_folder, overwrite)
             if self.tree.copies_natively(place, dst_place):
                 await self.tree.copy(src, dst_folder)
             else:
@@ -202,10 +198,7 @@ class FsWriter:
         [(full, dst_folder)] = await self._pairs(
             caller, src_dir, dst_dir, [name], overwrite, password
         )
-        if await self.exists(self.place(full)) is None:
-            raise ObjectNotFound(f"failed get src [{full}] file: object not found")
-        if overwrite:
-            await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
+        await self._ready_to_copy(full, dst_folder, overwrite)
         return await self.tree.copy(full, dst_folder)
 
     async def submit_copy(
@@ -370,6 +363,14 @@ class FsWriter:
                 if await self.exists(self.place(f"{dst_folder}/{name}")) is not None:
                     raise FileExists(name)
         return pairs
+
+    async def _ready_to_copy(self, src: str, dst_folder: str, overwrite: bool) -> None:
+        """The source is there, and with ``overwrite`` its namesake in the target is gone."""
+        if await self.exists(self.place(src)) is None:
+            raise ObjectNotFound(f"failed get src [{src}] file: object not found")
+        if overwrite:
+            name = split_path(src)[1]
+            await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
 
     async def _clear_way(self, place: Place, name: str, overwrite: bool) -> None:
         existing = await self.exists(place)
