@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -13,6 +14,9 @@ import pytest
 
 from manifold.container import Services
 from manifold.db.repos import SettingRepo
+from manifold.drivers.base import DriverConfig
+from manifold.drivers.local.driver import LocalDriver
+from manifold.drivers.local.meta import Addition as LocalOptions
 from manifold.models import Obj
 from tests.api.fs_helpers import RELATIVE, add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
@@ -542,3 +546,18 @@ async def test_auto_update_keeps_mount_points(admin: Api, root: Path, tmp_path: 
     assert "/local/mounted/inner.txt" in found(await search(admin, keywords="inner"))
     await _refresh(admin, "/local")
     assert "/local/mounted/inner.txt" in found(await search(admin, keywords="inner"))
+
+
+async def test_a_driver_that_fronts_another_index_is_never_walked(
+    admin: Api, services: Services, tmp_path: Path
+) -> None:
+    remote = make_tree(tmp_path / "remote", {"report-remote.txt": "r"})
+    walled = DriverConfig(name="Fronting", no_cache=True, never_indexed=True)
+    services.registry.register("Fronting", LocalDriver, LocalOptions, walled)
+    addition = json.dumps({"root_folder_path": str(remote)})
+    body = {"mount_path": "/fronting", "driver": "Fronting", "addition": addition}
+    assert (await admin.post("/api/admin/storage/create", body))["code"] == 200
+    await build(admin)
+    hits = found(await search(admin, keywords="report"))
+    assert "/local/music/report.mp3" in hits
+    assert not [hit for hit in hits if hit.startswith("/fronting")]
