@@ -36,7 +36,6 @@ from manifold.errors import IndexNotRunning, IndexRunning
 from manifold.logs import error_text
 from manifold.models import Obj
 from manifold.services.admin.settings import SettingsService
-from manifold.services.admin.storages import StorageService
 from manifold.services.fs.read import FsService
 from manifold.services.fs.walk import LoopGuard
 from manifold.vfs.paths import split_path
@@ -198,9 +197,8 @@ Event = Callable[[], Awaitable[None]]
 class Indexer:
     """Builds and updates the index in the background, and applies tree events to it."""
 
-    def __init__(self, settings: SettingsService, storages: StorageService, fs: FsService) -> None:
+    def __init__(self, settings: SettingsService, fs: FsService) -> None:
         self._settings = settings
-        self._storages = storages
         self._fs = fs
         self._task: asyncio.Task[None] | None = None
         self._walker: Walker | None = None
@@ -422,10 +420,10 @@ class Indexer:
         def skipped(path: str) -> bool:
             if path.startswith(ignored):
                 return True
-            resolved = self._storages.resolve(path)
-            if resolved is None:
+            place = self._fs.tree.find(path)
+            if place is None:
                 return False
-            mounted = resolved.target
+            mounted = place.mounted
             never = mounted.config is not None and mounted.config.never_indexed
             return mounted.storage.disable_index or never
 

@@ -110,7 +110,7 @@ class SearchService:
             DATABASE: DatabaseSearcher(repo, full_text=True),
             DATABASE_NON_FULL_TEXT: DatabaseSearcher(repo, full_text=False),
         }
-        self.indexer = Indexer(settings, storages, fs)
+        self.indexer = Indexer(settings, fs)
         self._storages = storages
         self._fs = fs
         settings.guard(MODE_KEY, self._check_mode)
