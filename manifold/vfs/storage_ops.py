@@ -88,6 +88,10 @@ class MemoryListCache:
     def drop(self, key: str) -> None:
         self._entries.pop(key, None)
 
+    def __len__(self) -> int:
+        """Entries held, expired ones not yet swept included."""
+        return len(self._entries)
+
     def drop_prefix(self, prefix: str) -> None:
         below = prefix if prefix.endswith("/") else prefix + "/"
         for key in [k for k in self._entries if k == prefix or k.startswith(below)]:
