@@ -79,12 +79,6 @@ class Layer(Driver[Any]):
     def addition(self) -> str:
         return self.inner.addition()
 
-    @property
-    def bare(self) -> Driver[Any]:
-        """The driver under every layer."""
-        inner = self.inner
-        return inner.bare if isinstance(inner, Layer) else inner
-
     # --- the contract ------------------------------------------------------------
 
     async def init(self) -> None:

@@ -132,7 +132,7 @@ async def test_the_stack_keeps_the_drivers_face() -> None:
     assert wrapped.capabilities() == Flaky.capabilities() == {"remove"}
     assert wrapped.storage is driver.storage and wrapped.options is driver.options
     assert await wrapped.list(FOLDER) == [FOLDER]
-    assert isinstance(wrapped, layers.Layer) and wrapped.bare is driver
+    assert isinstance(wrapped.inner, ConcurrencyLimitLayer)
 
 
 async def test_logging_names_the_call_never_the_options(caplog: pytest.LogCaptureFixture) -> None:

@@ -266,11 +266,9 @@ class FsService:
 
     def needs_sign(self, path: str, meta: Meta | None) -> bool:
         """Whether objects under ``path`` carry a sign: storage signing or a password."""
-        return self.storage_signs(path) or access.password_applies(meta, path)
-
-    def storage_signs(self, path: str) -> bool:
         place = self.tree.find(path)
-        return place is not None and place.mounted.storage.enable_sign
+        storage_signs = place is not None and place.mounted.storage.enable_sign
+        return storage_signs or access.password_applies(meta, path)
 
 
 def _page_bounds(total: int, page: int, per_page: int) -> tuple[int, int]:
