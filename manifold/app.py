@@ -58,6 +58,8 @@ ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 ROUTES: tuple[Route, ...] = (
     Route(ANY, "/ping", settings.ping),
     Route(ANY, "/api/public/settings", settings.public_settings),
+    Route(ANY, "/api/public/archive_extensions", settings.archive_extensions),
+    Route(ANY, "/api/public/offline_download_tools", settings.offline_download_tools),
     Route(POST, "/api/auth/login", auth.login),
     Route(POST, "/api/auth/login/hash", auth.login_hash),
     Route(GET, "/api/auth/logout", auth.logout),

@@ -15,7 +15,10 @@ from manifold.container import Services
 from manifold.db import tables
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
 from tests.conftest import Api, start_services
-from tests.unit.test_settings_defaults import EXPECTED_PUBLIC as PUBLIC_KEYS
+from tests.unit.test_settings_defaults import EXPECTED_PUBLIC
+
+# AList's public settings, and Manifold's own version beside AList's ``version``.
+PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
 
 SITE_GROUP = [
     "version",
@@ -26,6 +29,7 @@ SITE_GROUP = [
     "allow_indexed",
     "allow_mounted",
     "robots_txt",
+    "manifold_version",  # after every AList setting: AList's keep their places
 ]
 
 SAVE = "/api/admin/setting/save"
@@ -69,13 +73,14 @@ async def test_public_settings_needs_no_token(api: Api) -> None:
     assert body["code"] == 200
     assert body["message"] == "success"
     assert set(body["data"]) == PUBLIC_KEYS
-    assert len(body["data"]) == 36
+    assert len(body["data"]) == 37
 
 
 async def test_public_settings_values_are_strings(api: Api) -> None:
     data = await public(api)
     assert all(isinstance(value, str) for value in data.values())
-    assert data["version"].startswith("v3.45.0")
+    assert data["version"] == "v3.45.0"  # exactly: clients parse it
+    assert data["manifold_version"].startswith("v3.45.0 (Manifold ")
     assert data["site_title"] == "Manifold"
     assert data["default_page_size"] == "30"
     assert data["allow_mounted"] == "true"
@@ -120,7 +125,7 @@ async def test_list_items_carry_their_index(api: Api) -> None:
     body = await api.get("/api/admin/setting/list", params={"group": "1"})
     fields = {"key", "value", "help", "type", "options", "group", "flag", "index"}
     assert set(body["data"][0]) == fields
-    assert [entry["index"] for entry in body["data"]] == list(range(8))
+    assert [entry["index"] for entry in body["data"]] == [*range(8), len(DEFAULT_SETTINGS) - 1]
 
 
 async def test_list_one_group_in_index_order(api: Api) -> None:
@@ -497,3 +502,12 @@ async def test_old_admin_token_stops_working_after_reset(api: Api) -> None:
     assert_error(await api.get("/api/me", token=old), 401, "token is invalidated")
     body = await api.get("/api/admin/setting/list", token=new, params={"group": "1"})
     assert body["code"] == 200
+
+
+@pytest.mark.parametrize("path", ["archive_extensions", "offline_download_tools"])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+async def test_public_lists_the_web_page_reads_first_answer_without_a_token(
+    api: Api, path: str, method: str
+) -> None:
+    body = await api.call(method, f"/api/public/{path}", token="")
+    assert body == {"code": 200, "message": "success", "data": []}

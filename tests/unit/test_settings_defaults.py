@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 from manifold.services.admin.settings_defaults import (
+    ALIST_SETTINGS,
     DEFAULT_SETTINGS,
     TOKEN_KEY,
     VERSION_KEY,
@@ -169,26 +170,26 @@ EXPECTED_IFRAME_PREVIEWS = (
 
 
 def _item(key: str) -> SettingDefault:
-    matches = [item for item in DEFAULT_SETTINGS if item.key == key]
+    matches = [item for item in ALIST_SETTINGS if item.key == key]
     assert len(matches) == 1, key
     return matches[0]
 
 
 def test_table_has_95_items() -> None:
-    assert len(DEFAULT_SETTINGS) == 95
+    assert len(ALIST_SETTINGS) == 95
 
 
 def test_keys_are_unique() -> None:
-    keys = [item.key for item in DEFAULT_SETTINGS]
+    keys = [item.key for item in ALIST_SETTINGS]
     assert len(set(keys)) == len(keys)
 
 
 def test_keys_follow_reference_order() -> None:
-    assert tuple(item.key for item in DEFAULT_SETTINGS) == EXPECTED_ORDER
+    assert tuple(item.key for item in ALIST_SETTINGS) == EXPECTED_ORDER
 
 
 def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
-    tail = [item.key for item in DEFAULT_SETTINGS[89:]]
+    tail = [item.key for item in ALIST_SETTINGS[89:]]
     assert tail == [
         "aria2_uri",
         "aria2_secret",
@@ -197,25 +198,25 @@ def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
         "transmission_uri",
         "transmission_seedtime",
     ]
-    assert all(item.group == Group.OFFLINE_DOWNLOAD for item in DEFAULT_SETTINGS[89:])
+    assert all(item.group == Group.OFFLINE_DOWNLOAD for item in ALIST_SETTINGS[89:])
 
 
 def test_public_keys_match_reference_set() -> None:
     assert len(EXPECTED_PUBLIC) == 36
-    assert public_keys() == EXPECTED_PUBLIC
+    assert public_keys() == EXPECTED_PUBLIC | {"manifold_version"}
 
 
 def test_no_default_is_deprecated() -> None:
-    assert all(item.flag != Flag.DEPRECATED for item in DEFAULT_SETTINGS)
+    assert all(item.flag != Flag.DEPRECATED for item in ALIST_SETTINGS)
 
 
 def test_types_are_known() -> None:
     allowed = {"string", "text", "number", "bool", "select"}
-    assert {item.type for item in DEFAULT_SETTINGS} <= allowed
+    assert {item.type for item in ALIST_SETTINGS} <= allowed
 
 
 def test_select_defaults_are_among_options() -> None:
-    selects = [item for item in DEFAULT_SETTINGS if item.type == "select"]
+    selects = [item for item in ALIST_SETTINGS if item.type == "select"]
     assert len(selects) == 5
     for item in selects:
         assert item.options, item.key
@@ -224,17 +225,17 @@ def test_select_defaults_are_among_options() -> None:
 
 
 def test_only_select_items_carry_options() -> None:
-    assert all(not item.options for item in DEFAULT_SETTINGS if item.type != "select")
+    assert all(not item.options for item in ALIST_SETTINGS if item.type != "select")
 
 
 def test_bool_defaults_are_literal_true_or_false() -> None:
-    for item in DEFAULT_SETTINGS:
+    for item in ALIST_SETTINGS:
         if item.type == "bool":
             assert item.value in {"true", "false"}, item.key
 
 
 def test_number_defaults_are_integers() -> None:
-    for item in DEFAULT_SETTINGS:
+    for item in ALIST_SETTINGS:
         if item.type == "number":
             int(item.value)
 
@@ -277,7 +278,7 @@ def test_customize_head_resets_old_polyfill_default() -> None:
     assert item.value == ""
     assert item.pre_default is not None
     assert "polyfill.min.js" in item.pre_default
-    others = [i.key for i in DEFAULT_SETTINGS if i.pre_default is not None]
+    others = [i.key for i in ALIST_SETTINGS if i.pre_default is not None]
     assert others == ["customize_head"]
 
 
@@ -298,7 +299,7 @@ def test_help_texts() -> None:
 
 
 def test_task_thread_defaults_are_five() -> None:
-    threads = [item for item in DEFAULT_SETTINGS if item.key.endswith("_task_threads_num")]
+    threads = [item for item in ALIST_SETTINGS if item.key.endswith("_task_threads_num")]
     assert len(threads) == 6
     assert all(item.value == "5" and item.group == Group.TRAFFIC for item in threads)
 
@@ -306,3 +307,8 @@ def test_task_thread_defaults_are_five() -> None:
 def test_index_progress_is_hidden_single_item() -> None:
     item = _item("index_progress")
     assert (item.group, item.flag, item.value) == (Group.SINGLE, Flag.PRIVATE, "{}")
+
+
+def test_manifold_adds_only_its_version_after_alists_settings() -> None:
+    assert DEFAULT_SETTINGS[: len(ALIST_SETTINGS)] == ALIST_SETTINGS
+    assert [item.key for item in DEFAULT_SETTINGS[len(ALIST_SETTINGS) :]] == ["manifold_version"]

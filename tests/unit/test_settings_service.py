@@ -72,12 +72,18 @@ def test_merge_keeps_a_stored_empty_value() -> None:
 
 
 def test_merge_replaces_a_stored_version() -> None:
-    merged = merge(stored("version", "v3.40.0", flag=Flag.READONLY))
-    assert merged["version"].value == VERSION_STRING
+    merged = merge(
+        stored("version", "v3.40.0", flag=Flag.READONLY),
+        stored("manifold_version", "v3.45.0 (Manifold 0.1)", flag=Flag.READONLY),
+    )
+    assert merged["version"].value == "v3.45.0"
+    assert merged["manifold_version"].value == VERSION_STRING
 
 
 def test_merge_sets_the_version_without_a_stored_row() -> None:
-    assert merge()["version"].value == VERSION_STRING
+    # Exactly AList's: clients parse it as a version number.
+    assert merge()["version"].value == "v3.45.0"
+    assert merge()["manifold_version"].value == VERSION_STRING
 
 
 def test_merge_resets_customize_head_equal_to_its_old_default() -> None:
@@ -132,7 +138,8 @@ def test_merge_flags_unknown_keys_deprecated_after_the_defaults() -> None:
 
 def test_merge_gives_each_deprecated_key_its_own_index() -> None:
     merged = merge(stored("old_a", "1"), stored("old_b", "2"))
-    assert (merged["old_a"].index, merged["old_b"].index) == (95, 96)
+    last = len(DEFAULT_SETTINGS)
+    assert (merged["old_a"].index, merged["old_b"].index) == (last, last + 1)
 
 
 def test_merge_keeps_an_already_deprecated_key() -> None:

@@ -23,6 +23,17 @@ async def public_settings(services: ServicesDep) -> Response:
     return raw(services.settings.public_envelope())
 
 
+async def archive_extensions() -> Response:
+    """The archive extensions this server can open: none yet. The web page reads this
+    before anything else, and an error here would leave every page blank."""
+    return ok([])
+
+
+async def offline_download_tools() -> Response:
+    """The offline download tools that are ready: none yet."""
+    return ok([])
+
+
 async def list_settings(services: ServicesDep, group: str = "", groups: str = "") -> Response:
     wanted = groups or group
     if not wanted:

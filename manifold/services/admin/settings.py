@@ -18,12 +18,13 @@ from dataclasses import replace
 
 import orjson
 
-from manifold import VERSION_STRING
+from manifold import API_LEVEL, VERSION_STRING
 from manifold.db.repos import SettingRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import SettingItem
 from manifold.services.admin.settings_defaults import (
     DEFAULT_SETTINGS,
+    MANIFOLD_VERSION_KEY,
     TOKEN_KEY,
     VERSION_KEY,
     Flag,
@@ -153,6 +154,11 @@ def _is_public(item: SettingItem) -> bool:
     return item.flag in (Flag.PUBLIC, Flag.READONLY)
 
 
+# Filled with the running versions at every start, never taken from the database:
+# ``version`` is exactly AList's (clients parse it), ``manifold_version`` is Manifold's.
+_RUNNING_VERSIONS = {VERSION_KEY: API_LEVEL, MANIFOLD_VERSION_KEY: VERSION_STRING}
+
+
 def merge_defaults(
     stored: dict[str, SettingItem], defaults: Iterable[SettingDefault]
 ) -> dict[str, SettingItem]:
@@ -163,10 +169,11 @@ def merge_defaults(
         value = default.value
         old = stored.get(default.key)
         previous = default.pre_default if default.pre_default is not None else default.value
-        if old is not None and default.key != VERSION_KEY and old.value != previous:
+        running = _RUNNING_VERSIONS.get(default.key)
+        if old is not None and running is None and old.value != previous:
             value = old.value
-        if default.key == VERSION_KEY:
-            value = VERSION_STRING
+        if running is not None:
+            value = running
         merged[default.key] = SettingItem(
             default.key, value, default.help, default.type, default.options,
             default.group, default.flag, position,

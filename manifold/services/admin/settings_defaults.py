@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 VERSION_KEY = "version"
+MANIFOLD_VERSION_KEY = "manifold_version"
 # The name of the setting that holds the admin token, not a credential itself.
 TOKEN_KEY = "token"  # noqa: S105
 
@@ -329,7 +330,8 @@ _OFFLINE_TOOL_ITEMS = (
     SettingDefault("transmission_seedtime", "0", _N, Group.OFFLINE_DOWNLOAD, _PRIV),
 )
 
-DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
+# AList v3.45's settings, in its order.
+ALIST_SETTINGS: tuple[SettingDefault, ...] = (
     *_SITE_ITEMS,
     *_STYLE_ITEMS,
     *_PREVIEW_ITEMS,
@@ -341,6 +343,12 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     *_FTP_ITEMS,
     *_TRAFFIC_ITEMS,
     *_OFFLINE_TOOL_ITEMS,
+)
+# Then Manifold's own, after every AList setting so that each of those keeps its place:
+# its version, beside AList's ``version`` which clients parse (filled at start alike).
+DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
+    *ALIST_SETTINGS,
+    SettingDefault(MANIFOLD_VERSION_KEY, "", _S, Group.SITE, _RO),
 )
 
 
