@@ -168,3 +168,14 @@ async def test_the_error_vocabulary(services: Services, disks: tuple[Path, Path]
 async def test_no_storages_at_all(services: Services) -> None:
     with pytest.raises(StorageNotFound, match=r"^storage not found; please add a storage first$"):
         await services.tree.listing("/x")
+
+
+async def test_a_copy_under_a_new_name_into_a_password_folder_uses_the_password(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    _, b = disks
+    await services.metas.create(Meta(0, "/b", password="pw", p_sub=True))
+    no_bypass = caller(ALL_FILE_BITS & ~Perm.ACCESS_WITHOUT_PASSWORD)
+    await services.metas.create(Meta(0, "/a", password="pw", p_sub=True))
+    await services.files.copy(no_bypass, "/a/docs/readme.txt", "/b/renamed.txt", password="pw")
+    assert (b / "renamed.txt").read_text() == "hello"

@@ -95,7 +95,9 @@ class FileOps:
         (_, name), (dst_dir, new_name) = split_path(src), split_path(dst)
         copied = await self._writer.copy_now(caller, src, dst_dir, overwrite, password)
         if new_name != name:
-            return await self._writer.rename(caller, f"{dst_dir}/{name}", new_name, overwrite)
+            return await self._writer.rename(
+                caller, f"{dst_dir}/{name}", new_name, overwrite, password
+            )
         return copied
 
     async def remove(self, caller: Caller, path: str, password: str = "") -> None:
