@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 from annotated_types import Ge, Le
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from manifold.models import Meta, SettingItem, SshKey, User
 
@@ -20,9 +20,32 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class RequestBody(BaseModel):
-    """Unknown fields are ignored (clients send whole objects back); wrong types are refused."""
+    """A request body decoded as Go's ``encoding/json`` decodes it into AList's structs.
+
+    One rule for every endpoint: a missing key and ``null`` both leave a field at its
+    zero value (so every field has a default, checked by the tests over every model);
+    unknown keys are ignored (clients send whole objects back); a value of the wrong
+    JSON type is refused (400 naming the field), never converted.
+    """
 
     model_config = ConfigDict(strict=True, extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_missing(cls, data: Any) -> Any:
+        if data is None:
+            return {}  # null into a struct sets nothing
+        if not isinstance(data, dict):
+            return data
+        shown = {}
+        for key, value in data.items():
+            if value is None:
+                continue
+            if isinstance(value, list) and None in value and key in cls.model_fields:
+                zero = _zero_item(cls.model_fields[key].annotation)
+                value = [zero if item is None else item for item in value]
+            shown[key] = value
+        return shown
 
     @field_validator("*", mode="before")
     @classmethod
@@ -32,6 +55,20 @@ class RequestBody(BaseModel):
         if has_lone_surrogate(value):
             raise ValueError("text is not valid Unicode (lone surrogate)")
         return value
+
+
+_ZEROS: dict[Any, Any] = {str: "", int: 0, bool: False, float: 0.0}
+
+
+def _zero_item(annotation: Any) -> Any:
+    """The zero value Go leaves for a ``null`` item of a list field (a struct: empty)."""
+    args = get_args(annotation)
+    item = (
+        get_args(args[0])[0]
+        if args and get_origin(args[0]) is Annotated
+        else (args[0] if args else None)
+    )
+    return _ZEROS.get(item)  # None for a struct: its own validator makes it empty
 
 
 def has_lone_surrogate(value: Any) -> bool:

@@ -11,14 +11,14 @@ from manifold.api.schemas import RequestBody
 
 
 class LoginBody(RequestBody):
-    username: str
+    username: str = ""
     password: str = ""
     otp_code: str = ""
 
 
 class VerifyBody(RequestBody):
-    code: str
-    secret: str
+    code: str = ""
+    secret: str = ""
 
 
 async def login(body: LoginBody, request: Request, services: ServicesDep) -> Response:

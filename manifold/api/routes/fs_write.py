@@ -26,40 +26,40 @@ from manifold.vfs.paths import clean_path
 
 
 class PathBody(RequestBody):
-    path: str
+    path: str = ""
     password: str = ""
 
 
 class RenameBody(RequestBody):
-    path: str
-    name: str
+    path: str = ""
+    name: str = ""
     overwrite: bool = False
     password: str = ""
 
 
 class PairsBody(RequestBody):
-    src_dir: str
-    dst_dir: str
+    src_dir: str = ""
+    dst_dir: str = ""
     names: list[str] = Field(default_factory=list)
     overwrite: bool = False
     password: str = ""
 
 
 class RecursiveMoveBody(RequestBody):
-    src_dir: str
-    dst_dir: str
+    src_dir: str = ""
+    dst_dir: str = ""
     conflict_policy: str = ""
     password: str = ""
 
 
 class RemoveBody(RequestBody):
-    dir: str
+    dir: str = ""
     names: list[str] = Field(default_factory=list)
     password: str = ""
 
 
 class SrcDirBody(RequestBody):
-    src_dir: str
+    src_dir: str = ""
     password: str = ""
 
 
@@ -69,15 +69,15 @@ class RenameObject(RequestBody):
 
 
 class BatchRenameBody(RequestBody):
-    src_dir: str
+    src_dir: str = ""
     rename_objects: list[RenameObject] = Field(default_factory=list)
     password: str = ""
 
 
 class RegexRenameBody(RequestBody):
-    src_dir: str
-    src_name_regex: str
-    new_name_regex: str
+    src_dir: str = ""
+    src_name_regex: str = ""
+    new_name_regex: str = ""
     password: str = ""
 
 

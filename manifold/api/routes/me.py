@@ -11,14 +11,14 @@ from manifold.errors import Forbidden
 
 
 class ProfileBody(RequestBody):
-    username: str
+    username: str = ""
     password: str = ""
     sso_id: str = ""
 
 
 class KeyBody(RequestBody):
-    title: str
-    key: str
+    title: str = ""
+    key: str = ""
 
 
 async def me(caller: CallerDep) -> Response:

@@ -12,7 +12,7 @@ from manifold.models import Meta
 
 class MetaBody(RequestBody):
     id: Int64 = 0
-    path: str
+    path: str = ""
     password: str = ""
     p_sub: bool = False
     write: bool = False

@@ -11,7 +11,7 @@ from manifold.errors import BadRequest
 
 
 class SettingBody(RequestBody):
-    key: str
+    key: str = ""
     value: str = ""
 
 

@@ -14,7 +14,7 @@ from manifold.services.auth.users import UserInput
 
 class UserBody(RequestBody):
     id: Int64 = 0
-    username: str
+    username: str = ""
     password: str = ""
     base_path: str = "/"
     role: Int64 = Role.GENERAL
