@@ -178,7 +178,9 @@ async def test_disable_and_enable(api: Api, root: Path) -> None:
     await mount_local(api, "/other", root)
     body = await api.post(f"/api/admin/storage/disable?id={sid}")
     assert body["code"] == 200, body
-    assert (await storage_by_mount(api, "/local"))["disabled"] is True
+    disabled = await storage_by_mount(api, "/local")
+    assert (disabled["disabled"], disabled["status"]) == (True, "disabled")
+    assert (await api.get(f"/api/admin/storage/get?id={sid}"))["data"]["status"] == "disabled"
     assert (await fs_list(api, "/local"))["code"] == 500
     assert (await fs_list(api, "/local/a.txt"))["code"] == 500
     assert names(await fs_list(api, "/")) == ["other"]
@@ -186,7 +188,8 @@ async def test_disable_and_enable(api: Api, root: Path) -> None:
 
     body = await api.post(f"/api/admin/storage/enable?id={sid}")
     assert body["code"] == 200, body
-    assert (await storage_by_mount(api, "/local"))["disabled"] is False
+    enabled = await storage_by_mount(api, "/local")
+    assert (enabled["disabled"], enabled["status"]) == (False, "work")
     assert set(names(await fs_list(api, "/local"))) == {"a.txt", "sub"}
     assert (await api.post(f"/api/admin/storage/enable?id={sid}"))["code"] != 200
 

@@ -16,9 +16,9 @@ from manifold.models import Storage
 
 class StorageBody(RequestBody):
     id: Int64 = 0
-    mount_path: str
+    mount_path: str = ""
     order: Int64 = 0
-    driver: str
+    driver: str = ""
     cache_expiration: Int64 = 30
     addition: str = "{}"
     remark: str = ""

@@ -28,6 +28,7 @@ from manifold.vfs.storage_ops import ListCache, StorageOps
 log = logging.getLogger("manifold.storages")
 
 WORK = "work"
+DISABLED = "disabled"
 LOADING = "loading"
 
 
@@ -119,6 +120,8 @@ class StorageService:
         return self._live(storage)
 
     def _live(self, storage: Storage) -> Storage:
+        if storage.disabled:
+            return replace(storage, status=DISABLED)
         mounted = self._mounted.get(storage.id)
         return replace(storage, status=mounted.storage.status) if mounted else storage
 
@@ -163,6 +166,8 @@ class StorageService:
         if storage.disabled == disabled:
             raise ServerError(f"this storage have {'disabled' if disabled else 'enabled'}")
         storage.disabled = disabled
+        if disabled:
+            storage.status = DISABLED
         await self._repo.save(storage)
         await self._remount(storage)
 
