@@ -7,6 +7,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -28,8 +29,10 @@ from manifold.api.routes import (
     fs_write,
     me,
     metas,
+    openlist,
     search,
     settings,
+    site,
     storages,
     tasks,
     users,
@@ -37,6 +40,14 @@ from manifold.api.routes import (
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.web import (
+    BasePath,
+    WebPage,
+    asset_folders,
+    base_path_of,
+    default_dist_dir,
+    is_page,
+)
 
 log = logging.getLogger("manifold")
 
@@ -57,6 +68,28 @@ ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
 ROUTES: tuple[Route, ...] = (
     Route(ANY, "/ping", settings.ping),
+    Route(GET_HEAD, "/favicon.ico", site.favicon),
+    Route(GET_HEAD, "/robots.txt", site.robots),
+    Route(GET_HEAD, "/manifest.json", site.manifest),
+    Route(GET_HEAD, "/i/{link_name}", site.plist),
+    Route(POST, "/api/admin/message/get", site.message_get, admin=True),
+    Route(
+        POST,
+        "/api/admin/message/send",
+        site.message_send,
+        admin=True,
+        openapi=site.MESSAGE_INPUT,
+    ),
+    Route(ANY, "/api/share/list", openlist.share_list),
+    Route(GET, "/api/share/get", openlist.share_action),
+    Route(POST, "/api/share/create", openlist.share_action),
+    Route(POST, "/api/share/update", openlist.share_action),
+    Route(POST, "/api/share/delete", openlist.share_action),
+    Route(POST, "/api/share/enable", openlist.share_action),
+    Route(POST, "/api/share/disable", openlist.share_action),
+    Route(POST, "/api/admin/scan/start", openlist.scan_start, admin=True),
+    Route(POST, "/api/admin/scan/stop", openlist.scan_stop, admin=True),
+    Route(GET, "/api/admin/scan/progress", openlist.scan_progress, admin=True),
     Route(ANY, "/api/public/settings", settings.public_settings),
     Route(ANY, "/api/public/archive_extensions", settings.archive_extensions),
     Route(ANY, "/api/public/offline_download_tools", settings.offline_download_tools),
@@ -211,7 +244,11 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
             dependencies=admin_only if route.admin else None,
             openapi_extra=route.openapi,
         )
-    _install_error_handlers(app, services)
+    page = _web_page(config, services)
+    if page is not None:
+        for prefix, folder in asset_folders(page.dist):
+            app.mount(prefix, folder)
+    _install_error_handlers(app, services, page)
     app.add_middleware(BodyLimit, config=config, streamed=STREAMED_BODIES)
     app.add_middleware(Utf8Url)
     app.add_middleware(
@@ -224,7 +261,17 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     app.add_middleware(CatchAll)
     fast = {"/api/public/settings": services.settings.public_envelope}
     app.add_middleware(FastPaths, bodies=fast)
+    base = base_path_of(config.site_url)
+    if base != "/":
+        app.add_middleware(BasePath, base=base)
     return app
+
+
+def _web_page(config: Config, services: Services) -> WebPage | None:
+    if not config.ui:
+        return None
+    dist = Path(config.dist_dir) if config.dist_dir else default_dist_dir()
+    return WebPage(dist, services.settings, base_path_of(config.site_url))
 
 
 def _announce_admin_password(password: str) -> None:
@@ -235,7 +282,7 @@ def _announce_admin_password(password: str) -> None:
     sys.stdout.flush()
 
 
-def _install_error_handlers(app: FastAPI, services: Services) -> None:
+def _install_error_handlers(app: FastAPI, services: Services, page: WebPage | None) -> None:
     async def on_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ManifoldError)
         return envelope.error(exc.code, services.settings.mask_private(exc.message), exc.data)
@@ -246,7 +293,15 @@ def _install_error_handlers(app: FastAPI, services: Services) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        if request.url.path.startswith("/api/") or request.url.path == "/api":
+        path = request.url.path
+        if (
+            page is not None
+            and exc.status_code == 404
+            and request.method in ("GET", "HEAD")
+            and is_page(path)
+        ):
+            return page.response(path, request.method)  # the frontend routes it
+        if path.startswith("/api/") or path == "/api":
             return envelope.error(exc.status_code, str(exc.detail).lower())
         return PlainTextResponse(str(exc.detail), status_code=exc.status_code)
 

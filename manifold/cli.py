@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     _data_option(server)
     server.add_argument("--host", help="address to listen on (default from config, 0.0.0.0)")
     server.add_argument("--port", type=int, help="port to listen on (default from config, 5244)")
+    server.add_argument(
+        "--no-ui", action="store_true", help="serve the API only, without the web interface"
+    )
     server.set_defaults(handler=_server)
 
     admin = commands.add_parser("admin", help="show or change the admin account")
@@ -96,6 +99,8 @@ def _server(args: argparse.Namespace) -> int:
         config.address = args.host
     if args.port is not None:
         config.port = args.port
+    if args.no_ui:
+        config.ui = False
     _check_port(config.address, config.port)
     logs.setup(config.log_level)
     sys.stdout.write(f"config file: {config.config_path}\n")

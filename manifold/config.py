@@ -69,6 +69,10 @@ class Config:
     max_login_failures: int = 5
     login_lockout_seconds: int = 300
     max_request_body: int = 4 << 20
+    # The web interface: on unless turned off; its files from ``dist_dir`` when set,
+    # else from where the install step puts them (``web/dist`` beside the package).
+    ui: bool = True
+    dist_dir: str = ""
 
     @property
     def effective_database_url(self) -> str:
@@ -94,6 +98,8 @@ _FILE_KEYS = (
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "ui",
+    "dist_dir",
 )
 _INT_KEYS = {
     "port",
@@ -103,6 +109,9 @@ _INT_KEYS = {
     "max_request_body",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
+_BOOL_KEYS = {"ui"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def load_config(data_dir: Path, env: Mapping[str, str] | None = None) -> Config:
@@ -173,6 +182,12 @@ def _coerce(key: str, raw: Any, source: str) -> Any:
         if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
             return int(raw)
         raise ConfigError(f"{source}: {key} must be a whole number, got {raw!r}")
+    if key in _BOOL_KEYS:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise ConfigError(f"{source}: {key} must be true or false, got {raw!r}")
     if key in _LIST_KEYS:
         if isinstance(raw, str):
             return [part.strip() for part in raw.split(",") if part.strip()]

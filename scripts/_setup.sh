@@ -42,3 +42,36 @@ python_env() {
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e ".${1:+[$1]}"
 }
+
+# The web interface: the OpenList frontend's built files, fetched from the npm registry
+# at the pinned version and checked against the registry's recorded digest, then placed
+# in web/dist, where `manifold server` serves them. Never part of the repository.
+FRONTEND_PACKAGE="@openlist-frontend/openlist-frontend"
+FRONTEND_VERSION="4.2.6"
+FRONTEND_INTEGRITY="sha512-ebWZEFHyBcQzNcaa8vE6U5LaCHAYblrUzOErGr+N/DBuFqnjBk7AqaPEAiJIbANSb+uu32KPxgc9pY8lF+NZ9w=="
+
+fetch_frontend() {
+    if [ -f web/dist/index.html ] && [ "$(cat web/dist/VERSION 2>/dev/null)" = "v$FRONTEND_VERSION" ]; then
+        return 0
+    fi
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    local work
+    work=$(mktemp -d)
+    echo "fetching the web interface ($FRONTEND_PACKAGE $FRONTEND_VERSION)"
+    (cd "$work" && npm pack --silent "$FRONTEND_PACKAGE@$FRONTEND_VERSION" >/dev/null 2>&1)
+    local tarball digest
+    tarball=$(ls "$work"/*.tgz)
+    digest="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
+    if [ "$digest" != "$FRONTEND_INTEGRITY" ]; then
+        echo "the web interface package does not match its recorded digest" >&2
+        rm -rf "$work"
+        return 1
+    fi
+    tar xzf "$tarball" -C "$work"
+    mkdir -p web
+    rm -rf web/dist.new
+    mv "$work/package/dist" web/dist.new
+    rm -rf web/dist
+    mv web/dist.new web/dist
+    rm -rf "$work"
+}

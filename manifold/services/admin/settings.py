@@ -50,6 +50,9 @@ class SettingsService:
         self._types: dict[str, int] = {}
         self._guards: dict[str, list[Callable[[str], None]]] = {}
         self._saving = asyncio.Lock()
+        # Bumped on every change, so what is built from settings (the web page) knows
+        # when to build again.
+        self.version = 0
 
     async def start(self) -> None:
         stored = {item.key: item for item in await self._repo.all()}
@@ -67,6 +70,7 @@ class SettingsService:
         mapping = _char_mapping(self.get("filename_char_mapping"))
         self._name_table = {ord(k): v for k, v in mapping.items() if len(k) == 1}
         self._types = _type_table(self)
+        self.version += 1
 
     def name_table(self) -> dict[int, str]:
         """A ``str.translate`` table for how driver names are shown (``/`` as ``|``)."""
