@@ -54,6 +54,8 @@ fetch_frontend() {
     if [ -f web/dist/index.html ] && [ "$(cat web/dist/VERSION 2>/dev/null)" = "v$FRONTEND_VERSION" ]; then
         return 0
     fi
+    # Node.js from any source will do; Debian's packages only where there is none, since
+    # Debian's npm conflicts with other builds of nodejs that carry their own npm.
     command -v npm >/dev/null 2>&1 || apt_install nodejs npm
     local work
     work=$(mktemp -d)
@@ -61,7 +63,8 @@ fetch_frontend() {
     (cd "$work" && npm pack --silent "$FRONTEND_PACKAGE@$FRONTEND_VERSION" >/dev/null 2>&1)
     local tarball digest
     tarball=$(ls "$work"/*.tgz)
-    digest="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
+    digest=$(python3 -c 'import base64, hashlib, sys
+print("sha512-" + base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tarball")
     if [ "$digest" != "$FRONTEND_INTEGRITY" ]; then
         echo "the web interface package does not match its recorded digest" >&2
         rm -rf "$work"
