@@ -23,6 +23,7 @@ from manifold.api import envelope
 from manifold.api.deps import get_admin
 from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
 from manifold.api.routes import (
+    archive,
     auth,
     download,
     fs,
@@ -127,6 +128,9 @@ ROUTES: tuple[Route, ...] = (
     Route(ANY, "/api/fs/dirs", fs.dirs_fs, openapi=fs.DIRS_INPUT),
     Route(ANY, "/api/fs/other", fs.other_fs, openapi=fs.OTHER_INPUT),
     Route(ANY, "/api/fs/search", search.search_fs, openapi=search.SEARCH_INPUT),
+    Route(ANY, "/api/fs/archive/meta", archive.archive_meta, openapi=archive.META_INPUT),
+    Route(ANY, "/api/fs/archive/list", archive.archive_list, openapi=archive.LIST_INPUT),
+    Route(POST, "/api/fs/archive/decompress", archive.decompress),
     Route(POST, "/api/fs/mkdir", fs_write.mkdir),
     Route(POST, "/api/fs/rename", fs_write.rename),
     Route(POST, "/api/fs/batch_rename", fs_write.batch_rename),
@@ -163,6 +167,9 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/admin/index/progress", search.index_progress, admin=True),
     Route(GET_HEAD, "/d/{path:path}", download.download),
     Route(GET_HEAD, "/p/{path:path}", download.proxy),
+    Route(GET_HEAD, "/ae/{path:path}", archive.member),
+    Route(GET_HEAD, "/ad/{path:path}", archive.member),
+    Route(GET_HEAD, "/ap/{path:path}", archive.member),
     Route(GET, "/api/admin/task/{kind}/undone", tasks.undone, admin=True),
     Route(GET, "/api/admin/task/{kind}/done", tasks.done, admin=True),
     Route(POST, "/api/admin/task/{kind}/info", tasks.info, admin=True),

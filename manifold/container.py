@@ -17,6 +17,7 @@ from manifold.drivers.registry import DriverRegistry, builtin_registry
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
+from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.limiter import MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
@@ -59,6 +60,8 @@ class Services:
     writer: FsWriter
     files: FileOps
     transfers: Transfers
+    archives: ArchiveService
+    archive_signer: Signer
     uploads: Uploads
     tasks: TaskService
     search: SearchService
@@ -90,6 +93,8 @@ class Services:
         writer = FsWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
+        archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http)
+        archives.register(tasks)
         return cls(
             config=config,
             engine=engine,
@@ -103,6 +108,8 @@ class Services:
             storages=storages,
             fs=fs,
             signer=Signer(settings),
+            archive_signer=Signer(settings, "-archive"),
+            archives=archives,
             tasks=tasks,
             search=search,
             events=events,
@@ -133,6 +140,7 @@ class Services:
         await self.storages.start()
         await self.tasks.start()
         await self.transfers.start()
+        await self.archives.start()
         await self.search.start()
 
     async def stop(self) -> None:

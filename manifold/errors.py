@@ -11,6 +11,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   ├── IndexRunning                a search index build or update is under way
     │   └── IndexNotRunning
     ├── Unauthorized (401)
+    ├── WrongArchivePassword (202)      an archive's password is missing or wrong
     ├── TwoFactorRequired (402)         "Invalid 2FA code" at login
     ├── Forbidden (403)
     │   ├── PermissionDenied            "permission denied"
@@ -26,6 +27,7 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── ObjectExists
         ├── StorageNotFound
         ├── NotSupported                the driver lacks the capability
+        ├── UnknownArchiveFormat        no archive format recognised in the file
         ├── SearchNotAvailable          the search_index setting is none (or unknown)
         ├── TemporaryFailure            a back end is unreachable; worth retrying
         └── UpstreamStatus              a relayed URL answered an HTTP error
@@ -149,6 +151,17 @@ class ServerError(ManifoldError):
     @classmethod
     def not_init(cls, status: str) -> Self:
         return cls(f"storage not init: {status}")
+
+
+class WrongArchivePassword(ManifoldError):
+    """AList answers code 202 here, so that the page asks for the archive's password."""
+
+    code = 202
+    default_message = "wrong archive password"
+
+
+class UnknownArchiveFormat(ServerError):
+    default_message = "unknown archive format"
 
 
 class ObjectNotFound(ServerError):

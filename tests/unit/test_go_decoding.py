@@ -35,10 +35,18 @@ _NOT_ZERO = {
     ("GetBody", "path"): "/",
     ("DirsBody", "path"): "/",
     ("OtherBody", "path"): "/",
+    ("ArchiveMetaBody", "path"): "/",
+    ("ArchiveListBody", "path"): "/",
+    ("ArchiveListBody", "page"): 1,
+    ("ArchiveListBody", "inner_path"): "/",
+    ("DecompressBody", "inner_path"): "/",
     ("StorageBody", "cache_expiration"): 30,
     ("StorageBody", "addition"): "{}",
     ("StorageBody", "webdav_policy"): "native_proxy",
 }
+
+# Fields AList decodes from a string or an array of strings (its StringOrArray).
+_STRING_OR_ARRAY = {("DecompressBody", "name")}
 
 
 def _models() -> list[type[RequestBody]]:
@@ -118,6 +126,9 @@ def test_wrong_json_type_is_refused(model: type[RequestBody], field: str) -> Non
         pytest.skip("takes any JSON value")
     for sample_kind, sample in _SAMPLES.items():
         if sample_kind == kind:
+            continue
+        if sample_kind == "string" and (model.__name__, field) in _STRING_OR_ARRAY:
+            assert getattr(model.model_validate({field: sample}), field) == [sample]
             continue
         with pytest.raises(ValidationError) as refused:
             model.model_validate({field: sample})

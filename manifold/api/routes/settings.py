@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from fastapi import Request
 from starlette.responses import PlainTextResponse, Response
 
-from manifold.api.deps import ServicesDep
+from manifold.api.deps import ServicesDep, get_services
 from manifold.api.envelope import ok, raw
 from manifold.api.schemas import RequestBody, setting_json
 from manifold.errors import BadRequest
+from manifold.services.archive.service import EXTENSIONS as ARCHIVE_EXTENSIONS
 
 
 class SettingBody(RequestBody):
@@ -19,14 +21,15 @@ async def ping() -> Response:
     return PlainTextResponse("pong")
 
 
-async def public_settings(services: ServicesDep) -> Response:
-    return raw(services.settings.public_envelope())
+async def public_settings(request: Request) -> Response:
+    # Called on every page load: a plain handler, no dependency machinery.
+    return raw(get_services(request).settings.public_envelope())
 
 
 async def archive_extensions() -> Response:
-    """The archive extensions this server can open: none yet. The web page reads this
-    before anything else, and an error here would leave every page blank."""
-    return ok([])
+    """The archive extensions this server can open. The web page reads this before
+    anything else, and an error here would leave every page blank."""
+    return ok(list(ARCHIVE_EXTENSIONS))
 
 
 async def offline_download_tools() -> Response:

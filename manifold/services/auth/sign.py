@@ -17,8 +17,16 @@ from manifold.services.admin.settings import SettingsService
 
 
 class Signer:
-    def __init__(self, settings: SettingsService) -> None:
+    """Signs with the admin token; archive members (``/ae``) use a second signer whose
+    key is the token plus ``-archive``, as AList's, so the two signs never pass for
+    each other."""
+
+    def __init__(self, settings: SettingsService, key_suffix: str = "") -> None:
         self._settings = settings
+        self._suffix = key_suffix
+
+    def _key(self) -> str:
+        return self._settings.get("token") + self._suffix
 
     def sign(self, path: str) -> str:
         return self.batch()(path)
@@ -32,7 +40,7 @@ class Signer:
         """A signing function for many paths at once (a listing): key and expiry fixed."""
         hours = self._settings.get_int("link_expiration", 0)
         expire = int(time.time()) + hours * 3600 if hours > 0 else 0
-        inner, outer = _hmac_states(self._settings.get("token").encode())
+        inner, outer = _hmac_states(self._key().encode())
         suffix = f":{expire}"
 
         def sign(path: str) -> str:
@@ -48,7 +56,7 @@ class Signer:
 
     def verify(self, path: str, sign: str) -> None:
         """Raise ``Unauthorized`` with AList's message unless ``sign`` is valid for ``path``."""
-        verify_sign(self._settings.get("token"), path, sign, int(time.time()))
+        verify_sign(self._key(), path, sign, int(time.time()))
 
 
 def _hmac_states(key: bytes) -> tuple[hashlib._Hash, hashlib._Hash]:

@@ -1,0 +1,159 @@
+"""Archives: their contents (``/api/fs/archive/meta`` and ``list``), extraction
+(``/api/fs/archive/decompress``) and one member's bytes (``/ae``, ``/ad``, ``/ap``).
+
+The shapes are AList v3.45's (``server/handles/archive.go``): the meta answer has
+the member tree, each entry an object answer without sign or thumbnail and with
+``children`` (null for a file), no ``sort`` key, a ``raw_url`` to ``/ae`` and an
+archive sign where the path's downloads are signed. A wrong or missing archive
+password answers code 202, which the page takes as "ask for it".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from fastapi import Request
+from pydantic import field_validator
+from starlette.responses import Response
+
+from manifold.api import envelope
+from manifold.api.binding import bind
+from manifold.api.deps import CallerDep, ServicesDep, get_caller, get_services
+from manifold.api.envelope import error, ok
+from manifold.api.fs_render import file_type
+from manifold.api.fs_time import ORJSON_TIME, json_time
+from manifold.api.openapi import bound
+from manifold.api.reader_response import ReaderResponse
+from manifold.api.routes.download import _NO_CACHE, _status, content_disposition
+from manifold.api.routes.fs import api_url
+from manifold.api.routes.tasks import task_json
+from manifold.api.schemas import PageNumber, RequestBody
+from manifold.container import Services
+from manifold.errors import ManifoldError, WrongArchivePassword
+from manifold.services.archive.reader import Member
+from manifold.vfs.paths import clean_path
+
+
+class ArchiveMetaBody(RequestBody):
+    path: str = "/"
+    password: str = ""
+    refresh: bool = False
+    archive_pass: str = ""
+
+
+META_INPUT = bound(ArchiveMetaBody)
+
+
+class ArchiveListBody(ArchiveMetaBody):
+    page: PageNumber = 1
+    per_page: PageNumber = 0
+    inner_path: str = "/"
+
+
+LIST_INPUT = bound(ArchiveListBody)
+
+
+class DecompressBody(RequestBody):
+    src_dir: str = ""
+    dst_dir: str = ""
+    # AList takes one name as a string or several as an array.
+    name: list[str] = []
+    archive_pass: str = ""
+    inner_path: str = "/"
+    cache_full: bool = False
+    put_into_new_dir: bool = False
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+def _entry(services: Services, member: Member, tree: bool) -> dict[str, Any]:
+    modified = json_time(member.modified)
+    entry: dict[str, Any] = {
+        "id": "",
+        "path": "",
+        "name": member.name,
+        "size": member.size,
+        "is_dir": member.children is not None,
+        "modified": modified,
+        "created": modified,
+        "sign": "",
+        "thumb": "",
+        "type": file_type(services, member.name, member.children is not None),
+        "hashinfo": "null",
+        "hash_info": None,
+    }
+    if tree:
+        children = member.children
+        entry["children"] = (
+            [_entry(services, child, True) for child in children.values()] if children else None
+        )
+    return entry
+
+
+async def archive_meta(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, ArchiveMetaBody)
+    opened = await services.archives.open(
+        caller, body.path, body.password, body.archive_pass, body.refresh
+    )
+    signer = services.archive_signer
+    data = {
+        "comment": opened.catalog.comment,
+        "encrypted": opened.catalog.encrypted,
+        "content": [_entry(services, m, True) for m in opened.catalog.root.child_list()],
+        "raw_url": f"{api_url(request, services)}/ae{quote(opened.path)}",
+        "sign": signer.sign(opened.path) if signer.needed(opened.signed) else "",
+    }
+    return envelope.ok_encoded(orjson.dumps(data, option=ORJSON_TIME))
+
+
+async def archive_list(request: Request) -> Response:
+    services = get_services(request)
+    caller = await get_caller(request)
+    body = await bind(request, ArchiveListBody)
+    opened = await services.archives.open(
+        caller, body.path, body.password, body.archive_pass, body.refresh
+    )
+    members = await services.archives.listing(opened, body.inner_path)
+    total = len(members)
+    if body.per_page > 0:
+        start = (max(body.page, 1) - 1) * body.per_page
+        members = members[start : start + body.per_page]
+    content = [_entry(services, m, False) for m in members]
+    data = {"content": content, "total": total}
+    return envelope.ok_encoded(orjson.dumps(data, option=ORJSON_TIME))
+
+
+async def decompress(body: DecompressBody, caller: CallerDep, services: ServicesDep) -> Response:
+    tasks = await services.archives.decompress(
+        caller,
+        body.src_dir,
+        body.dst_dir,
+        body.name,
+        body.archive_pass,
+        body.inner_path,
+        body.put_into_new_dir,
+    )
+    return ok({"task": [task_json(t) for t in tasks]})
+
+
+async def member(path: str, request: Request, services: ServicesDep) -> Response:
+    """``/ae/<archive>?inner=<member>&pass=<password>&sign=<archive sign>``."""
+    try:
+        raw = clean_path(path)
+        query = request.query_params
+        services.archives.check_sign(raw, query.get("sign", ""), services.archive_signer)
+        inner, password = query.get("inner", ""), query.get("pass", "")
+        obj, link = await services.archives.member(raw, inner, password)
+        headers = {"Content-Disposition": content_disposition(obj.name), **_NO_CACHE}
+        return ReaderResponse(link, obj, headers)
+    except ManifoldError as exc:
+        message = services.settings.mask_private(exc.message).split("; rawPath: ")[0]
+        status = 403 if isinstance(exc, WrongArchivePassword) else _status(exc)
+        return error(exc.code, message, status=status)
