@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from fastapi import Request
 from starlette.responses import Response
 
-from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.deps import CallerDep, ServicesDep, get_caller
 from manifold.api.envelope import ok, paged
 from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import Forbidden
@@ -21,7 +22,9 @@ class KeyBody(RequestBody):
     key: str = ""
 
 
-async def me(caller: CallerDep) -> Response:
+async def me(request: Request) -> Response:
+    # Called on every page load: a plain handler, no dependency machinery.
+    caller = await get_caller(request)
     return ok(user_json(caller.user, with_otp=True))
 
 
