@@ -1,5 +1,6 @@
 """Throughput of /api/public/settings, /api/me and login, each against nginx serving a
-static file of the same bytes, in one run. Target: public settings >= 0.5x nginx.
+static file of the same bytes, in one run. Targets: public settings >= 0.5x nginx,
+/api/me with a token >= 0.2x.
 
 Run: .venv/bin/python -m bench.bench_api [--seconds N]
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
-from manifold.api.deps import get_admin
+from manifold.api.deps import client_address, get_admin
 from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
 from manifold.api.routes import (
     archive,
@@ -38,6 +38,7 @@ from manifold.api.routes import (
     tasks,
     users,
 )
+from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
@@ -231,7 +232,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         finally:
             await services.stop()
 
-    app = FastAPI(
+    app = ManifoldApp(
         title="Manifold",
         version=VERSION_STRING,
         lifespan=lifespan,
@@ -266,9 +267,10 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         allow_credentials="*" not in config.cors_origins,
     )
     app.add_middleware(CatchAll)
-    fast = {"/api/public/settings": services.settings.public_envelope}
-    app.add_middleware(FastPaths, bodies=fast)
     base = base_path_of(config.site_url)
+    app.fast_bodies = {
+        (base.rstrip("/") + path): body for path, body in _fast_bodies(services).items()
+    }
     if base != "/":
         app.add_middleware(BasePath, base=base)
     return app
@@ -332,30 +334,56 @@ def describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "request invalid"
 
 
-class FastPaths:
-    """Answers a few hot, public, pre-encoded JSON endpoints before routing.
+class ManifoldApp(FastAPI):
+    """The application, answering a few hot, pre-encoded JSON endpoints before any
+    routing or middleware: every page load calls them, and the layers on the way
+    cost more than their work. (Each answer gets what ``CatchAll`` would add.)
 
-    The body is produced by a callable so that a change (a settings save) shows at
-    once. A request with an ``Origin`` header takes the normal route, so CORS applies.
+    Each path has a producer that reads the request's scope and returns the body, or
+    None to let the normal route answer (an error, a method it does not take), so
+    every answer other than the common one comes from one place. A request with an
+    ``Origin`` header takes the normal route, so CORS applies.
     """
 
-    def __init__(self, app: ASGIApp, bodies: dict[str, Callable[[], bytes]]) -> None:
-        self.app = app
-        self.bodies = bodies
+    fast_bodies: dict[str, FastBody] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body_of = self.bodies.get(scope["path"]) if scope["type"] == "http" else None
-        if body_of is None or any(name == b"origin" for name, _ in scope["headers"]):
-            await self.app(scope, receive, send)
-            return
-        body = body_of()
-        headers = [
-            (b"content-type", envelope.JSON.encode()),
-            (b"content-length", str(len(body)).encode()),
-            NOSNIFF,
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        body_of = self.fast_bodies.get(scope["path"]) if scope["type"] == "http" else None
+        if body_of is not None and not any(name == b"origin" for name, _ in scope["headers"]):
+            body = await body_of(scope)
+            if body is not None:
+                headers = [
+                    (b"content-type", envelope.JSON.encode()),
+                    (b"content-length", str(len(body)).encode()),
+                    NOSNIFF,
+                ]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await super().__call__(scope, receive, send)
+
+
+FastBody = Callable[[Scope], Awaitable[bytes | None]]
+
+
+def _fast_bodies(services: Services) -> dict[str, FastBody]:
+    async def public_settings(_: Scope) -> bytes:
+        return services.settings.public_envelope()
+
+    async def current_user(scope: Scope) -> bytes | None:
+        if scope["method"] != "GET":
+            return None
+        request = Request(scope)
+        client = client_address(request, services.config.trusted_proxies)
+        try:
+            caller = await services.auth.authenticate(
+                request.headers.get("authorization", ""), client
+            )
+        except ManifoldError:
+            return None  # the route answers the error
+        return envelope.ok_body(user_json(caller.user, with_otp=True))
+
+    return {"/api/public/settings": public_settings, "/api/me": current_user}
 
 
 class CatchAll:

@@ -23,6 +23,11 @@ def ok(data: Any = None) -> Response:
     return Response(_OK_HEAD + orjson.dumps(data) + b"}", media_type=JSON)
 
 
+def ok_body(data: Any) -> bytes:
+    """The encoded success envelope around ``data`` (anything orjson encodes)."""
+    return _OK_HEAD + orjson.dumps(data) + b"}"
+
+
 def raw(body: bytes) -> Response:
     """A pre-encoded envelope, for the hottest endpoints."""
     return Response(body, media_type=JSON)
