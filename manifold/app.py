@@ -22,6 +22,7 @@ from manifold import VERSION_STRING
 from manifold.api import envelope
 from manifold.api.deps import client_address, get_admin
 from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
+from manifold.api.openapi import no_body
 from manifold.api.routes import (
     archive,
     auth,
@@ -30,6 +31,7 @@ from manifold.api.routes import (
     fs_write,
     me,
     metas,
+    offline,
     openlist,
     search,
     settings,
@@ -92,7 +94,7 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/scan/start", openlist.scan_start, admin=True),
     Route(POST, "/api/admin/scan/stop", openlist.scan_stop, admin=True),
     Route(GET, "/api/admin/scan/progress", openlist.scan_progress, admin=True),
-    Route(ANY, "/api/public/settings", settings.public_settings),
+    Route(ANY, "/api/public/settings", settings.public_settings, openapi=no_body()),
     Route(ANY, "/api/public/archive_extensions", settings.archive_extensions),
     Route(ANY, "/api/public/offline_download_tools", settings.offline_download_tools),
     Route(POST, "/api/auth/login", auth.login),
@@ -100,7 +102,7 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/auth/logout", auth.logout),
     Route(POST, "/api/auth/2fa/generate", auth.generate_2fa),
     Route(POST, "/api/auth/2fa/verify", auth.verify_2fa),
-    Route(GET, "/api/me", me.me),
+    Route(GET, "/api/me", me.me, openapi=no_body("Authorization")),
     Route(POST, "/api/me/update", me.update_me),
     Route(GET, "/api/me/sshkey/list", me.list_keys),
     Route(POST, "/api/me/sshkey/add", me.add_key),
@@ -119,6 +121,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/setting/save", settings.save_settings, admin=True),
     Route(POST, "/api/admin/setting/delete", settings.delete_setting, admin=True),
     Route(POST, "/api/admin/setting/reset_token", settings.reset_token, admin=True),
+    Route(POST, "/api/admin/setting/set_aria2", offline.set_aria2, admin=True),
+    Route(POST, "/api/admin/setting/set_qbit", offline.set_qbit, admin=True),
+    Route(POST, "/api/admin/setting/set_transmission", offline.set_transmission, admin=True),
     Route(GET, "/api/admin/meta/list", metas.list_metas, admin=True),
     Route(GET, "/api/admin/meta/get", metas.get_meta, admin=True),
     Route(POST, "/api/admin/meta/create", metas.create_meta, admin=True),
@@ -144,6 +149,7 @@ ROUTES: tuple[Route, ...] = (
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
+    Route(POST, "/api/fs/add_offline_download", offline.add_offline_download),
     Route(GET, "/api/admin/storage/list", storages.list_storages, admin=True),
     Route(GET, "/api/admin/storage/get", storages.get_storage, admin=True),
     Route(POST, "/api/admin/storage/create", storages.create_storage, admin=True),

@@ -31,6 +31,7 @@ from manifold.services.fs.streams import http_client
 from manifold.services.fs.tree import FileTree
 from manifold.services.fs.uploads import Uploads
 from manifold.services.fs.write import FsWriter
+from manifold.services.offline.service import OfflineService
 from manifold.services.search.service import SearchService
 from manifold.tasks.service import TaskService
 from manifold.tasks.transfers import Transfers
@@ -62,6 +63,7 @@ class Services:
     transfers: Transfers
     archives: ArchiveService
     archive_signer: Signer
+    offline: OfflineService
     uploads: Uploads
     tasks: TaskService
     search: SearchService
@@ -95,6 +97,8 @@ class Services:
         transfers.register(tasks)
         archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http)
         archives.register(tasks)
+        offline = OfflineService(settings, writer, config.data_dir / "temp")
+        offline.register(tasks)
         return cls(
             config=config,
             engine=engine,
@@ -110,6 +114,7 @@ class Services:
             signer=Signer(settings),
             archive_signer=Signer(settings, "-archive"),
             archives=archives,
+            offline=offline,
             tasks=tasks,
             search=search,
             events=events,
@@ -141,10 +146,12 @@ class Services:
         await self.tasks.start()
         await self.transfers.start()
         await self.archives.start()
+        await self.offline.start(self.tasks)
         await self.search.start()
 
     async def stop(self) -> None:
         await self.search.stop()
+        await self.offline.stop()
         await self.tasks.stop()
         await self.storages.stop()
         await self.http.aclose()

@@ -32,6 +32,13 @@ def bound(model: type[BaseModel], aliases: Mapping[str, str] | None = None) -> d
     return {"parameters": parameters, "requestBody": {"content": content}}
 
 
+def no_body(*headers: str) -> dict[str, Any]:
+    """A handler given the request that reads no body, only these headers (the
+    page-load handlers, which skip FastAPI's dependency machinery)."""
+    schema = {"type": "string"}
+    return {"parameters": [{"name": n, "in": "header", "schema": schema} for n in headers]}
+
+
 def json_body(shape: Any) -> dict[str, Any]:
     """A JSON body of type ``shape`` that the handler decodes itself."""
     return raw_body("application/json", TypeAdapter(shape).json_schema())

@@ -126,6 +126,24 @@ class TaskContext:
         if total > 0:
             self.set_progress(self._live.done_bytes * 100 / total)
 
+    @property
+    def last_attempt(self) -> bool:
+        """Whether a failure now ends the task (no retry is left)."""
+        task = self._live.task
+        return task.retry >= self._service._spec(task.kind).max_retry
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether a cancel now is the server stopping (the task resumes after a
+        restart), not someone cancelling the task."""
+        return self._service._stopping
+
+    async def save_payload(self, **values: Any) -> None:
+        """Remember ``values`` in the task's payload, stored at once: what a retry,
+        after a restart too, needs to pick up where this run was (a tool's id)."""
+        self._live.task.payload.update(values)
+        await self._service._persist(self._live)
+
     async def spawn(
         self, kind: str, name: str, payload: dict[str, Any], total_bytes: int = 0
     ) -> Task:
@@ -243,6 +261,16 @@ class TaskService:
 
     def undone(self, kind: str, user: User) -> list[Task]:
         return [task for task in self._visible(kind, user) if not task.done]
+
+    def unfinished(self, kinds: Iterable[str]) -> bool:
+        """Whether any task of ``kinds`` has not succeeded or been cancelled: one that
+        is waiting, running or may still be retried."""
+        wanted = set(kinds)
+        ended = (TaskState.SUCCEEDED, TaskState.CANCELED)
+        return any(
+            live.task.kind in wanted and live.task.state not in ended
+            for live in self._tasks.values()
+        )
 
     def done(self, kind: str, user: User) -> list[Task]:
         return [task for task in self._visible(kind, user) if task.done]

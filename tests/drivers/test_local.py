@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from manifold.drivers.base import LinkArgs
+from manifold.drivers.base import FileSource, LinkArgs
 from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
 from manifold.errors import (
@@ -327,6 +327,62 @@ async def test_put_sets_modification_time(driver: LocalDriver, root: Path) -> No
     obj = await driver.put(await driver.root_obj(), "dated", chunks(b"x"), 1, WHEN)
     assert obj.modified == WHEN
     assert os.stat(root / "dated").st_mtime == WHEN.timestamp()
+
+
+async def test_a_file_source_is_linked_into_place_without_a_copy(
+    driver: LocalDriver, root: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "downloaded.bin"
+    source.write_bytes(b"d" * 5000)
+    heard: list[int] = []
+    file = FileSource(str(source), heard.append)
+    obj = await driver.put(await driver.root_obj(), "linked.bin", file, 5000, WHEN)
+    assert (obj.size, obj.modified) == (5000, WHEN)
+    assert os.stat(root / "linked.bin").st_ino == os.stat(source).st_ino
+    assert heard == [5000]
+    assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev,
+    reason="needs a second file system",
+)
+async def test_a_file_source_on_another_file_system_is_copied(
+    driver: LocalDriver, root: Path
+) -> None:
+    source = Path("/dev/shm") / f"manifold-test-{os.getpid()}.bin"
+    source.write_bytes(os.urandom(3 << 20))
+    try:
+        obj = await driver.put(await driver.root_obj(), "copied.bin", FileSource(str(source)),
+                               None, None)  # fmt: skip
+        assert obj.size == 3 << 20
+        assert (root / "copied.bin").read_bytes() == source.read_bytes()
+        assert os.stat(root / "copied.bin").st_ino != os.stat(source).st_ino
+    finally:
+        source.unlink()
+
+
+async def test_a_file_source_must_be_a_regular_file_of_its_size(
+    driver: LocalDriver, root: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s")
+    (tmp_path / "link").symlink_to(secret)
+    with pytest.raises(InvalidRequest):
+        await driver.put(await driver.root_obj(), "a", FileSource(str(tmp_path / "link")), 1, None)
+    with pytest.raises(InvalidRequest, match="size mismatch"):
+        await driver.put(await driver.root_obj(), "b", FileSource(str(secret)), 9, None)
+    assert not (root / "a").exists() and not (root / "b").exists()
+    assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
+
+
+async def test_a_file_source_reads_as_a_stream(tmp_path: Path) -> None:
+    source = tmp_path / "s.bin"
+    body = os.urandom((1 << 20) + 7)
+    source.write_bytes(body)
+    heard: list[int] = []
+    assert b"".join([c async for c in FileSource(str(source), heard.append)]) == body
+    assert sum(heard) == len(body)
 
 
 async def test_mkdir_perm_is_octal(tmp_path: Path) -> None:

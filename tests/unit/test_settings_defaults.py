@@ -309,6 +309,10 @@ def test_index_progress_is_hidden_single_item() -> None:
     assert (item.group, item.flag, item.value) == (Group.SINGLE, Flag.PRIVATE, "{}")
 
 
-def test_manifold_adds_only_its_version_after_alists_settings() -> None:
+def test_manifold_adds_its_own_settings_after_alists() -> None:
     assert DEFAULT_SETTINGS[: len(ALIST_SETTINGS)] == ALIST_SETTINGS
-    assert [item.key for item in DEFAULT_SETTINGS[len(ALIST_SETTINGS) :]] == ["manifold_version"]
+    assert [item.key for item in DEFAULT_SETTINGS[len(ALIST_SETTINGS) :]] == [
+        "manifold_version",
+        "offline_download_allow_private",
+        "offline_download_max_size",
+    ]

@@ -449,18 +449,18 @@ async def test_a_restart_keeps_finished_tasks_and_fails_interrupted_ones(tmp_pat
 async def test_an_interrupted_task_of_an_unknown_kind_cannot_be_retried(tmp_path: Path) -> None:
     first = await start_services(tmp_path / "data")
     try:
-        gate = use_gate(first, "offline_download")
+        gate = use_gate(first, "move")
         user = await admin(first)
-        task = await first.tasks.submit("offline_download", "fetch", user, {})
+        task = await first.tasks.submit("move", "fetch", user, {})
         await gate.next_start()
     finally:
         await first.stop()
     second = await start_services(tmp_path / "data")
     try:
         user = await admin(second)
-        [shown] = second.tasks.done("offline_download", user)
+        [shown] = second.tasks.done("move", user)
         assert (shown.id, shown.state) == (task.id, TaskState.FAILED)
         with pytest.raises(NotSupported):
-            await second.tasks.retry("offline_download", user, task.id)
+            await second.tasks.retry("move", user, task.id)
     finally:
         await second.stop()

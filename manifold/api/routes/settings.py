@@ -32,9 +32,10 @@ async def archive_extensions() -> Response:
     return ok(list(ARCHIVE_EXTENSIONS))
 
 
-async def offline_download_tools() -> Response:
-    """The offline download tools that are ready: none yet."""
-    return ok([])
+async def offline_download_tools(services: ServicesDep) -> Response:
+    """The offline download tools that are ready: SimpleHttp always, the others once
+    they have answered (at start or after their settings were saved)."""
+    return ok(services.offline.ready())
 
 
 async def list_settings(services: ServicesDep, group: str = "", groups: str = "") -> Response:

@@ -43,6 +43,7 @@ from manifold.drivers.base import (
     RESERVED_PREFIX,
     Driver,
     ErrorTable,
+    FileSource,
     LinkArgs,
     run_blocking,
     translating,
@@ -246,6 +247,16 @@ class LocalDriver(Driver[Addition]):
         folder = await self._run(self._folder, dst_dir.path)
         temp = os.path.join(folder, _temp_name())
         target = os.path.join(folder, name)
+        if isinstance(stream, FileSource):
+            with _in_flight(temp):
+                try:
+                    linked = await self._run(_link_or_copy, stream.path, temp, size)
+                    stream.sent(linked)
+                    await self._run(_place, temp, target, modified, overwrite)
+                except BaseException:
+                    _discard_path(temp)
+                    raise
+            return await self._run(self._stat, os.path.join(dst_dir.path, name))
         with _in_flight(temp):
             file = await self._run(_create, temp)
             try:
@@ -468,6 +479,38 @@ def _commit(
     file.flush()
     os.fsync(file.fileno())
     file.close()
+    _place(temp, target, modified, overwrite)
+
+
+def _link_or_copy(source: str, temp: str, size: int | None) -> int:
+    """Put the regular file ``source`` at ``temp``: a hard link where both are on one
+    file system (no byte is copied), else a copy by the kernel; synced to the disk
+    either way. Returns the file's size."""
+    st = os.lstat(source)
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidRequest("the source is not a regular file")
+    if size is not None and st.st_size != size:
+        raise InvalidRequest(f"upload size mismatch: got {st.st_size} bytes, want {size}")
+    try:
+        os.link(source, temp, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        with open(source, "rb") as src, open(temp, "xb") as dst:
+            shutil.copyfileobj(src, dst)  # sendfile/copy_file_range where the OS has them
+    fd = os.open(temp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return st.st_size
+
+
+_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EACCES})
+
+
+def _place(temp: str, target: str, modified: datetime | None, overwrite: bool) -> None:
+    """Rename the finished ``temp`` to ``target`` (with its modified time)."""
     if modified is not None:
         seconds = modified.timestamp()
         os.utime(temp, (seconds, seconds))
@@ -552,6 +595,10 @@ def _create(path: str) -> IO[bytes]:
 def _discard(file: IO[bytes], temp: str) -> None:
     with suppress(OSError):
         file.close()
+    _discard_path(temp)
+
+
+def _discard_path(temp: str) -> None:
     with suppress(FileNotFoundError):
         os.unlink(temp)
 

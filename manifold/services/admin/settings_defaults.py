@@ -349,6 +349,10 @@ ALIST_SETTINGS: tuple[SettingDefault, ...] = (
 DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     *ALIST_SETTINGS,
     SettingDefault(MANIFOLD_VERSION_KEY, "", _S, Group.SITE, _RO),
+    # SimpleHttp: whether loopback and private addresses may be fetched (no SSRF by
+    # default), and the largest file it fetches in bytes (0: no limit).
+    SettingDefault("offline_download_allow_private", "false", _B, Group.OFFLINE_DOWNLOAD, _PRIV),
+    SettingDefault("offline_download_max_size", "0", _N, Group.OFFLINE_DOWNLOAD, _PRIV),
 )
 
 

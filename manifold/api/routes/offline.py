@@ -1,0 +1,59 @@
+"""Offline downloads: ``/api/fs/add_offline_download`` and the tools' settings
+(``/api/admin/setting/set_aria2``, ``set_qbit``, ``set_transmission``), in AList
+v3.45's shapes (``server/handles/offline_download.go``)."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.envelope import ok
+from manifold.api.routes.tasks import task_json
+from manifold.api.schemas import RequestBody
+from manifold.errors import PermissionDenied
+from manifold.models import Perm
+
+
+class AddBody(RequestBody):
+    urls: list[str] = []
+    path: str = ""
+    tool: str = ""
+    delete_policy: str = ""
+
+
+class Aria2Body(RequestBody):
+    uri: str = ""
+    secret: str = ""
+
+
+class SeedBody(RequestBody):
+    """qBittorrent's ``url`` or Transmission's ``uri``, and the minutes to seed (a
+    string, as AList takes it)."""
+
+    url: str = ""
+    uri: str = ""
+    seedtime: str = ""
+
+
+async def add_offline_download(body: AddBody, caller: CallerDep, services: ServicesDep) -> Response:
+    if not caller.user.can(Perm.OFFLINE_DOWNLOAD):
+        raise PermissionDenied()
+    tasks = await services.offline.add(caller, body.urls, body.path, body.tool, body.delete_policy)
+    return ok({"tasks": [task_json(t) for t in tasks]})
+
+
+async def set_aria2(body: Aria2Body, services: ServicesDep) -> Response:
+    values = [("aria2_uri", body.uri), ("aria2_secret", body.secret)]
+    return ok(await services.offline.configure("aria2", values))
+
+
+async def set_qbit(body: SeedBody, services: ServicesDep) -> Response:
+    values = [("qbittorrent_url", body.url), ("qbittorrent_seedtime", body.seedtime)]
+    await services.offline.configure("qBittorrent", values)
+    return ok("ok")
+
+
+async def set_transmission(body: SeedBody, services: ServicesDep) -> Response:
+    values = [("transmission_uri", body.uri), ("transmission_seedtime", body.seedtime)]
+    await services.offline.configure("Transmission", values)
+    return ok("ok")

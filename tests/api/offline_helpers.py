@@ -1,0 +1,172 @@
+"""What the offline download tests share: a local HTTP server with ranges (the files,
+torrents and web seeds), two storages to download into, and task helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.fs_helpers import make_tree, mount_local
+from tests.conftest import Api
+
+USER_PW = "user-password-1"
+BIG = os.urandom(3 << 20)
+SMALL = b"small file body\n"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Files(BaseHTTPRequestHandler):
+    """Serves ``FILES`` with ranges; ``/drop/...`` cuts its first answer short,
+    ``/slow/...`` trickles, ``/named`` has a Content-Disposition, ``/hop`` redirects."""
+
+    files: dict[str, bytes] = {"big.bin": BIG, "small.txt": SMALL}
+    dropped: set[str] = set()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/hop":
+            self.send_response(302)
+            self.send_header("Location", "/small.txt")
+            self.end_headers()
+            return
+        if path == "/named":
+            self._send(SMALL, {"Content-Disposition": 'attachment; filename="report 1.txt"'})
+            return
+        parts = path.strip("/").split("/")
+        name = parts[-1]
+        body = self.files.get(name)
+        if body is None:
+            self.send_error(404)
+            return
+        span = _span(self.headers.get("Range", ""), len(body))
+        if parts[0] == "slow":
+            self._send(body, {}, span, pace=0.05)
+            return
+        if parts[0] == "drop" and path not in self.dropped:
+            self.dropped.add(path)
+            self._send(body, {}, span, cut=len(body) // 3)
+            return
+        self._send(body, {}, span)
+
+    def _send(
+        self,
+        body: bytes,
+        headers: dict[str, str],
+        span: tuple[int, int] | None = None,
+        cut: int = 0,
+        pace: float = 0.0,
+    ) -> None:
+        """The whole body, or the ``span`` asked for (206); ``cut`` drops the connection
+        after that many bytes, ``pace`` sleeps between 16 KiB pieces."""
+        start, end = span if span is not None else (0, len(body))
+        self.send_response(206 if span is not None else 200)
+        if span is not None:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(body)}")
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("Accept-Ranges", "bytes")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        data = body[start:end]
+        if cut:
+            self.wfile.write(data[:cut])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        step = 16384 if pace else max(len(data), 1)
+        try:
+            for offset in range(0, len(data), step):
+                self.wfile.write(data[offset : offset + step])
+                time.sleep(pace)
+        except OSError:
+            pass  # the client went away (a cancelled download)
+
+
+def _span(header: str, size: int) -> tuple[int, int] | None:
+    """``bytes=a-b`` (or ``a-``) as a half-open span, or None for the whole body."""
+    if not header.startswith("bytes="):
+        return None
+    first, _, last = header[6:].split(",", 1)[0].partition("-")
+    start = int(first)
+    end = int(last) + 1 if last else size
+    return start, min(end, size)
+
+
+@pytest.fixture(scope="session")
+def files_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+async def world(api: Api, tmp_path: Path) -> AsyncIterator[tuple[Path, Path]]:
+    """/local (a Local) and /alias (an Alias over a second Local), private fetches on."""
+    local = make_tree(tmp_path / "local", {"keep.txt": "k"})
+    other = make_tree(tmp_path / "other", {"inside/keep.txt": "k"})
+    await api.as_admin()
+    await mount_local(api, "/local", local)
+    await mount_local(api, "/other", other)
+    alias = {
+        "mount_path": "/alias",
+        "driver": "Alias",
+        "addition": json.dumps({"paths": "/other/inside", "writable": True}),
+    }
+    assert (await api.post("/api/admin/storage/create", alias))["code"] == 200
+    await api.post(
+        "/api/admin/setting/save", [{"key": "offline_download_allow_private", "value": "true"}]
+    )
+    api.services.offline.poll_seconds = 0.2
+    yield local, other / "inside"
+
+
+async def add(api: Api, urls: list[str], path: str, tool: str, policy: str = "") -> dict[str, Any]:
+    body = {"urls": urls, "path": path, "tool": tool, "delete_policy": policy}
+    return await api.post("/api/fs/add_offline_download", body)
+
+
+async def settle(api: Api, task_id: str) -> Any:
+    """Wait for a download task and every transfer task; the download task."""
+    task = await api.services.tasks.wait_done(task_id)
+    while True:
+        undone = await api.get("/api/admin/task/offline_download_transfer/undone")
+        if not undone["data"]:
+            return task
+        for info in undone["data"]:
+            await api.services.tasks.wait_done(info["id"])
+
+
+async def transfers(api: Api) -> list[dict[str, Any]]:
+    done = await api.get("/api/admin/task/offline_download_transfer/done")
+    return list(done["data"])
+
+
+async def task_ident(api: Api, task_id: str) -> str:
+    for _ in range(200):
+        ident = api.services.tasks.get(task_id).payload.get("ident")
+        if ident:
+            return str(ident)
+        await asyncio.sleep(0.05)
+    raise AssertionError("the download never reached its tool")

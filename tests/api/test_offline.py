@@ -1,0 +1,366 @@
+"""Offline downloads with SimpleHttp and a real aria2: into a Local storage and, by
+transfer tasks, into an Alias; delete policies, cancel, a tool that stops, SSRF."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from manifold.app import create_app
+from manifold.models import Perm, TaskState
+from manifold.services.offline import simple_http
+from manifold.services.offline.tools import ToolError
+from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.offline_helpers import (
+    BIG,
+    SMALL,
+    USER_PW,
+    add,
+    free_port,
+    settle,
+    task_ident,
+    transfers,
+)
+from tests.conftest import Api, start_services
+
+
+class Aria2Process:
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.secret = secrets.token_hex(8)
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}/jsonrpc"
+
+    def start(self) -> None:
+        command = [
+            shutil.which("aria2c") or "aria2c",
+            "--enable-rpc",
+            f"--rpc-listen-port={self.port}",
+            f"--rpc-secret={self.secret}",
+            f"--dir={self.folder}",
+            "--quiet",
+            "--no-conf",
+            "--max-tries=1",
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                body = {"jsonrpc": "2.0", "method": "aria2.getVersion", "id": 1,
+                        "params": [f"token:{self.secret}"]}  # fmt: skip
+                if httpx.post(self.uri, json=body, timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("aria2 did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def aria2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Aria2Process]:
+    tool = Aria2Process(tmp_path_factory.mktemp("aria2"))
+    tool.start()
+    yield tool
+    tool.stop()
+
+
+# -- SimpleHttp ------------------------------------------------------------------------
+
+
+async def test_simple_http_into_local_and_into_an_alias(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    local, behind_alias = world
+    body = await add(api, [f"{files_url}/big.bin", f"{files_url}/named"], "/local", "SimpleHttp")
+    assert body["code"] == 200, body
+    names = [t["name"] for t in body["data"]["tasks"]]
+    assert names == [
+        f"download {files_url}/big.bin to (/local)",
+        f"download {files_url}/named to (/local)",
+    ]
+    for info in body["data"]["tasks"]:
+        task = await settle(api, info["id"])
+        assert task.state == TaskState.SUCCEEDED, task.error
+    assert (local / "big.bin").read_bytes() == BIG
+    assert (local / "report 1.txt").read_bytes() == SMALL  # from Content-Disposition
+
+    body = await add(api, [f"{files_url}/hop"], "/alias", "SimpleHttp", "delete_on_upload_succeed")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (behind_alias / "small.txt").read_bytes() == SMALL  # the redirect's target
+    assert any(t["name"].endswith("to [/alias](/)") for t in await transfers(api))
+
+
+async def test_simple_http_resumes_a_dropped_connection(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    local, _ = world
+    body = await add(api, [f"{files_url}/drop/big.bin"], "/local", "SimpleHttp")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (local / "big.bin").read_bytes() == BIG
+
+
+async def test_a_missing_url_fails_its_task(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    body = await add(api, [f"{files_url}/nothing-here"], "/local", "SimpleHttp")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.FAILED
+    assert task.error == "http status code 404"
+
+
+async def test_the_size_limit_stops_a_download(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    local, _ = world
+    await api.post(
+        "/api/admin/setting/save", [{"key": "offline_download_max_size", "value": "1000"}]
+    )
+    body = await add(api, [f"{files_url}/big.bin"], "/local", "SimpleHttp")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.FAILED
+    assert "larger than the limit of 1000 bytes" in task.error
+    assert not (local / "big.bin").exists()
+
+
+async def test_private_addresses_are_refused_unless_allowed(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    await api.post(
+        "/api/admin/setting/save", [{"key": "offline_download_allow_private", "value": "false"}]
+    )
+    body = await add(api, [f"{files_url}/small.txt"], "/local", "SimpleHttp")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.FAILED
+    assert "loopback, private or link-local" in task.error
+
+
+async def test_a_public_name_that_resolves_to_loopback_is_refused(files_url: str) -> None:
+    port = int(files_url.rsplit(":", 1)[1])
+
+    def resolver(host: str, _: int) -> list[str]:
+        return ["127.0.0.1"] if host == "files.example.com" else ["93.184.216.34"]
+
+    url = f"http://files.example.com:{port}/small.txt"
+    with pytest.raises(ToolError, match="loopback, private or link-local"):
+        await simple_http.download(url, "/nonexistent", 0, lambda *_: None, lambda: False, resolver)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "::1",
+     "fe80::1", "::ffff:127.0.0.1", "0.0.0.0", "224.0.0.1", "100.64.0.1"],
+)  # fmt: skip
+def test_only_global_addresses_are_public(address: str) -> None:
+    assert not simple_http.is_public(address)
+    assert simple_http.is_public("93.184.216.34")
+    assert simple_http.is_public("2606:2800:220:1:248:1893:25c8:1946")
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "gopher://x/", "javascript:alert(1)", "/local/file"]
+)
+async def test_other_url_schemes_are_refused(api: Api, world: tuple[Path, Path], url: str) -> None:
+    body = await add(api, [url], "/local", "SimpleHttp")
+    assert body["code"] == 400
+    assert "is not allowed" in body["message"]
+    magnet = await add(api, ["magnet:?xt=urn:btih:abc"], "/local", "SimpleHttp")
+    assert magnet["code"] == 400
+
+
+async def test_offline_downloads_need_the_bit_and_write_access(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    await api.make_user("nobit", USER_PW, permission=int(Perm.WRITE), base_path="/")
+    await api.make_user("nowrite", USER_PW, permission=int(Perm.OFFLINE_DOWNLOAD), base_path="/")
+    for user in ("nobit", "nowrite"):
+        token = await api.login(user, USER_PW)
+        body = {"urls": [f"{files_url}/small.txt"], "path": "/local", "tool": "SimpleHttp"}
+        refused = await api.post("/api/fs/add_offline_download", body, token=token)
+        assert (refused["code"], refused["message"]) == (403, "permission denied"), user
+    escape = await api.post(
+        "/api/fs/add_offline_download",
+        {"urls": [f"{files_url}/small.txt"], "path": "/../local", "tool": "SimpleHttp"},
+    )
+    assert escape["code"] == 403
+
+
+async def test_unknown_tools_and_paths_answer_alists_errors(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    url = f"{files_url}/small.txt"
+    unknown = await add(api, [url], "/local", "Nope")
+    assert (unknown["code"], unknown["message"]) == (500, "failed get tool: tool Nope not found")
+    nowhere = await add(api, [url], "/nowhere", "SimpleHttp")
+    assert nowhere["message"].startswith("failed get storage: storage not found")
+    file_target = await add(api, [url], "/local/keep.txt", "SimpleHttp")
+    assert (file_target["code"], file_target["message"]) == (500, "not a folder")
+
+
+async def test_the_tools_list_shows_simple_http_always(api: Api) -> None:
+    body = await api.get("/api/public/offline_download_tools")
+    assert "SimpleHttp" in body["data"]
+    assert "aria2" not in body["data"]  # nothing listens on aria2's default port here
+
+
+# -- aria2 -------------------------------------------------------------------------------
+
+
+async def set_aria2(api: Api, tool: Aria2Process, secret: str | None = None) -> dict[str, Any]:
+    body = {"uri": tool.uri, "secret": tool.secret if secret is None else secret}
+    return await api.post("/api/admin/setting/set_aria2", body)
+
+
+async def test_set_aria2_checks_the_connection(api: Api, aria2: Aria2Process) -> None:
+    await api.as_admin()
+    wrong = await set_aria2(api, aria2, "not-the-secret")
+    assert wrong["code"] == 500
+    assert wrong["message"].startswith("failed get aria2 version: ")
+    assert "not-the-secret" not in wrong["message"]
+    assert "aria2" not in (await api.get("/api/public/offline_download_tools"))["data"]
+    bad = await api.post("/api/admin/setting/set_aria2", {"uri": "ftp://x/", "secret": ""})
+    assert bad["message"] == "failed to init aria2 client: invalid parameter"
+    good = await set_aria2(api, aria2)
+    assert good["code"] == 200
+    assert good["data"].startswith("aria2 version: 1.")
+    assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [
+        ("delete_on_upload_succeed", False),
+        ("delete_always", False),
+        ("delete_never", True),
+        ("delete_on_upload_failed", True),
+    ],
+)
+async def test_aria2_into_local_and_alias_with_each_policy(
+    api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str, policy: str, kept: bool
+) -> None:
+    local, behind_alias = world
+    assert (await set_aria2(api, aria2))["code"] == 200
+    body = await add(api, [f"{files_url}/big.bin"], "/local", "aria2", policy)
+    (info,) = body["data"]["tasks"]
+    task = await settle(api, info["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (local / "big.bin").read_bytes() == BIG
+    body = await add(api, [f"{files_url}/small.txt"], "/alias", "aria2", policy)
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (behind_alias / "small.txt").read_bytes() == SMALL
+    folder = Path(task.payload["folder"])
+    assert (folder / "small.txt").exists() is kept
+    assert folder.is_relative_to(api.services.config.data_dir / "temp")
+
+
+async def test_aria2_reports_a_missing_url(
+    api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str
+) -> None:
+    assert (await set_aria2(api, aria2))["code"] == 200
+    body = await add(api, [f"{files_url}/nothing-here"], "/local", "aria2")
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.FAILED
+    assert task.error.startswith("failed to download ")
+
+
+async def test_cancel_removes_the_download_from_aria2(
+    api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str
+) -> None:
+    assert (await set_aria2(api, aria2))["code"] == 200
+    body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "aria2")
+    task_id = body["data"]["tasks"][0]["id"]
+    ident = await task_ident(api, task_id)
+    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
+    assert cancel["code"] == 200, cancel
+    task = await api.services.tasks.wait_done(task_id)
+    assert task.state == TaskState.CANCELED
+    with pytest.raises(ToolError):
+        await api.services.offline.tools["aria2"].status(ident)
+
+
+async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
+    api: Api, world: tuple[Path, Path], files_url: str, tmp_path: Path
+) -> None:
+    local, _ = world
+    tool = Aria2Process(tmp_path / "aria2-own")
+    tool.folder.mkdir()
+    tool.start()
+    try:
+        assert (await set_aria2(api, tool))["code"] == 200
+        body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "aria2")
+        task_id = body["data"]["tasks"][0]["id"]
+        await task_ident(api, task_id)
+        tool.stop()
+        task = await api.services.tasks.wait_done(task_id)
+        assert task.state == TaskState.FAILED
+        # Retried once by itself while aria2 was still down: either way, a clear reason.
+        assert "failed to get status of" in task.error or "aria2 is unreachable" in task.error
+        tool.start()  # a fresh aria2 that has forgotten the download: it is started again
+        assert (await api.post(f"/api/admin/task/offline_download/retry?tid={task_id}"))[
+            "code"
+        ] == 200
+        task = await settle(api, task_id)
+        assert task.state == TaskState.SUCCEEDED, task.error
+        assert (local / "big.bin").read_bytes() == BIG
+    finally:
+        tool.stop()
+
+
+@asynccontextmanager
+async def running(data: Path) -> AsyncIterator[Api]:
+    services = await start_services(data)
+    try:
+        app = create_app(services.config, services)
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as c:
+            api = Api(c, services)
+            await api.as_admin()
+            services.offline.poll_seconds = 0.2
+            yield api
+    finally:
+        await services.stop()
+
+
+async def test_a_download_survives_a_restart_of_manifold(
+    aria2: Aria2Process, files_url: str, tmp_path: Path
+) -> None:
+    local = make_tree(tmp_path / "local", {})
+    async with running(tmp_path / "data") as api:
+        await mount_local(api, "/local", local)
+        assert (await set_aria2(api, aria2))["code"] == 200
+        body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "aria2")
+        task_id = body["data"]["tasks"][0]["id"]
+        ident = await task_ident(api, task_id)
+    async with running(tmp_path / "data") as api:
+        (shown,) = (await api.get("/api/admin/task/offline_download/done"))["data"]
+        assert (shown["id"], shown["state"]) == (task_id, int(TaskState.FAILED))
+        assert shown["error"] == "interrupted by a restart"
+        # Its folder in the data folder was kept for it, and aria2 kept downloading.
+        retry = await api.post(f"/api/admin/task/offline_download/retry?tid={task_id}")
+        assert retry["code"] == 200, retry
+        task = await settle(api, task_id)
+        assert task.state == TaskState.SUCCEEDED, task.error
+        assert task.payload["ident"] == ident  # the same download, followed to its end
+        assert (local / "big.bin").read_bytes() == BIG

@@ -1,0 +1,329 @@
+"""Offline downloads through a real qBittorrent and a real Transmission.
+
+Fully offline: each test makes a torrent whose only source is a web seed (BEP 19
+``url-list``) on the local HTTP server, which also serves the ``.torrent`` file.
+Every tool: set-up with a wrong and a right password, into a Local and (by transfer
+tasks) into an Alias with each delete policy, a torrent URL that 404s, cancel in
+the middle, and the tool stopped in the middle then the task retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import pytest
+
+from manifold.models import TaskState
+from manifold.services.offline.tools import ToolError
+from tests.api.offline_helpers import Files, add, free_port, settle, task_ident
+from tests.conftest import Api
+
+PIECE = 1 << 16
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("qbittorrent-nox") and shutil.which("transmission-daemon")),
+    reason="qbittorrent-nox and transmission-daemon come from scripts/test",
+)
+
+
+def bencode(value: Any) -> bytes:
+    if isinstance(value, int):
+        return b"i%de" % value
+    if isinstance(value, str):
+        value = value.encode()
+    if isinstance(value, bytes):
+        return b"%d:%s" % (len(value), value)
+    if isinstance(value, list):
+        return b"l" + b"".join(bencode(v) for v in value) + b"e"
+    items = sorted(value.items())
+    return b"d" + b"".join(bencode(k) + bencode(v) for k, v in items) + b"e"
+
+
+def seeded(files_url: str, size: int = 1 << 20, slow: bool = False) -> tuple[str, str, bytes]:
+    """A fresh file served by the local server and a torrent for it whose web seed is
+    that server; returns the torrent's URL, the file's name and its bytes."""
+    name = f"seeded-{secrets.token_hex(4)}.bin"
+    data = os.urandom(size)
+    pieces = b"".join(hashlib.sha1(data[i : i + PIECE]).digest() for i in range(0, size, PIECE))
+    info = {"name": name, "length": size, "piece length": PIECE, "pieces": pieces}
+    seed = f"{files_url}/{'slow' if slow else 'seed'}/"
+    torrent = bencode({"info": info, "url-list": [seed], "created by": "manifold tests"})
+    Files.files[name] = data
+    Files.files[f"{name}.torrent"] = torrent
+    return f"{files_url}/t/{name}.torrent", name, data
+
+
+class ToolProcess(Protocol):
+    name: str
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]: ...
+
+
+def _wait_answering(url: str, what: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{what} exited"
+        try:
+            httpx.post(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} did not start")
+
+
+class QBitProcess:
+    name = "qBittorrent"
+
+    def __init__(self, profile: Path) -> None:
+        self.profile = profile
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        config = profile / "qBittorrent" / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "qBittorrent.conf").write_text(
+            "[LegalNotice]\nAccepted=true\n\n"
+            "[BitTorrent]\n"
+            f"Session\\Port={free_port()}\nSession\\DHTEnabled=false\n"
+            "Session\\LSDEnabled=false\nSession\\PeXEnabled=false\n"
+            "Session\\AddTorrentPaused=false\n\n"
+            "[Network]\nPortForwardingEnabled=false\n\n"
+            "[Preferences]\n"
+            f"WebUI\\Address=127.0.0.1\nWebUI\\Port={self.port}\n"
+            "WebUI\\LocalHostAuth=true\nWebUI\\MaxAuthenticationFailCount=1000\n"
+            "WebUI\\CSRFProtection=false\nWebUI\\HostHeaderValidation=false\n"
+            "Connection\\UPnP=false\n"
+        )
+
+    def start(self) -> None:
+        command = [
+            shutil.which("qbittorrent-nox") or "qbittorrent-nox",
+            f"--profile={self.profile}",
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_answering(f"http://127.0.0.1:{self.port}/api/v2/app/version", "qBittorrent",
+                        self.process)  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]:
+        url = f"http://admin:{password or 'adminadmin'}@127.0.0.1:{self.port}/"
+        return "/api/admin/setting/set_qbit", {"url": url, "seedtime": "0"}
+
+
+class TransmissionProcess:
+    name = "Transmission"
+    password = "transmission-pw"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "rpc-port": self.port,
+            "rpc-bind-address": "127.0.0.1",
+            "rpc-whitelist-enabled": False,
+            "rpc-host-whitelist-enabled": False,
+            "rpc-authentication-required": True,
+            "rpc-username": "manifold",
+            "rpc-password": self.password,
+            "peer-port": free_port(),
+            "dht-enabled": False,
+            "lpd-enabled": False,
+            "pex-enabled": False,
+            "utp-enabled": False,
+            "port-forwarding-enabled": False,
+            "download-dir": str(folder / "downloads"),
+            "incomplete-dir-enabled": False,
+            "start-added-torrents": True,
+            "message-level": 0,
+        }
+        (folder / "settings.json").write_text(json.dumps(settings))
+
+    def start(self) -> None:
+        daemon = shutil.which("transmission-daemon") or "transmission-daemon"
+        command = [daemon, "--foreground", "--config-dir", str(self.folder)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_answering(f"http://127.0.0.1:{self.port}/transmission/rpc", "Transmission",
+                        self.process)  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+    def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]:
+        uri = f"http://manifold:{password or self.password}@127.0.0.1:{self.port}/transmission/rpc"
+        return "/api/admin/setting/set_transmission", {"uri": uri, "seedtime": "0"}
+
+
+def _started(tool: ToolProcess) -> Iterator[ToolProcess]:
+    tool.start()
+    try:
+        yield tool
+    finally:
+        tool.stop()
+
+
+@pytest.fixture(scope="session")
+def qbit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolProcess]:
+    yield from _started(QBitProcess(tmp_path_factory.mktemp("qbit")))
+
+
+@pytest.fixture(scope="session")
+def transmission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolProcess]:
+    yield from _started(TransmissionProcess(tmp_path_factory.mktemp("transmission")))
+
+
+@pytest.fixture(params=["qBittorrent", "Transmission"])
+def tool(request: pytest.FixtureRequest) -> ToolProcess:
+    fixture = "qbit" if request.param == "qBittorrent" else "transmission"
+    found: ToolProcess = request.getfixturevalue(fixture)
+    return found
+
+
+async def configure(api: Api, tool: ToolProcess, password: str | None = None) -> dict[str, Any]:
+    path, body = tool.settings(password)
+    return await api.post(path, body)
+
+
+async def test_set_up_checks_the_password(api: Api, tool: ToolProcess) -> None:
+    await api.as_admin()
+    wrong = await configure(api, tool, "not-the-password")
+    assert wrong["code"] == 500, wrong
+    if tool.name == "qBittorrent":
+        assert wrong["message"].startswith("failed to login into qBittorrent webui with url: ")
+    else:
+        assert wrong["message"].startswith("failed get transmission version: ")
+    assert "not-the-password" not in wrong["message"]
+    assert tool.name not in (await api.get("/api/public/offline_download_tools"))["data"]
+    good = await configure(api, tool)
+    assert good == {"code": 200, "message": "success", "data": "ok"}
+    assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [
+        ("delete_on_upload_succeed", False),
+        ("delete_always", False),
+        ("delete_never", True),
+        ("delete_on_upload_failed", True),
+    ],
+)
+async def test_into_local_and_alias_with_each_policy(
+    api: Api,
+    world: tuple[Path, Path],
+    tool: ToolProcess,
+    files_url: str,
+    policy: str,
+    kept: bool,
+) -> None:
+    local, behind_alias = world
+    assert (await configure(api, tool))["code"] == 200
+    for path, folder in (("/local", local), ("/alias", behind_alias)):
+        url, name, data = seeded(files_url)
+        body = await add(api, [url], path, tool.name, policy)
+        assert body["code"] == 200, body
+        task = await settle(api, body["data"]["tasks"][0]["id"])
+        assert task.state == TaskState.SUCCEEDED, task.error
+        assert (folder / name).read_bytes() == data
+        downloaded = Path(task.payload["folder"])
+        assert downloaded.is_relative_to(api.services.config.data_dir / "temp")
+        assert (downloaded / name).exists() is kept
+        with pytest.raises(ToolError):  # seedtime 0: the tool has forgotten it
+            await api.services.offline.tools[tool.name].status(task.payload["ident"])
+
+
+async def test_a_torrent_url_that_404s_fails_at_once(
+    api: Api, world: tuple[Path, Path], tool: ToolProcess, files_url: str
+) -> None:
+    assert (await configure(api, tool))["code"] == 200
+    body = await add(api, [f"{files_url}/t/missing.torrent"], "/local", tool.name)
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.FAILED
+    assert "http status code 404" in task.error
+
+
+async def test_cancel_removes_the_torrent_from_the_tool(
+    api: Api, world: tuple[Path, Path], tool: ToolProcess, files_url: str
+) -> None:
+    assert (await configure(api, tool))["code"] == 200
+    url, _, _ = seeded(files_url, size=8 << 20, slow=True)
+    body = await add(api, [url], "/local", tool.name)
+    task_id = body["data"]["tasks"][0]["id"]
+    ident = await task_ident(api, task_id)
+    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
+    assert cancel["code"] == 200, cancel
+    task = await api.services.tasks.wait_done(task_id)
+    assert task.state == TaskState.CANCELED
+    with pytest.raises(ToolError):
+        await api.services.offline.tools[tool.name].status(ident)
+
+
+@pytest.mark.parametrize("kind", ["qBittorrent", "Transmission"])
+async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
+    api: Api, world: tuple[Path, Path], files_url: str, tmp_path: Path, kind: str
+) -> None:
+    local, _ = world
+    own: ToolProcess
+    if kind == "qBittorrent":
+        own = QBitProcess(tmp_path / "own-qbit")
+    else:
+        own = TransmissionProcess(tmp_path / "own-transmission")
+    own.start()
+    try:
+        assert (await configure(api, own))["code"] == 200
+        url, name, data = seeded(files_url, size=4 << 20, slow=True)
+        body = await add(api, [url], "/local", kind)
+        task_id = body["data"]["tasks"][0]["id"]
+        await task_ident(api, task_id)
+        own.stop()
+        task = await api.services.tasks.wait_done(task_id)
+        assert task.state == TaskState.FAILED
+        assert "unreachable" in task.error, task.error
+        own.start()  # it kept the torrent: the retry follows the same download
+        retry = await api.post(f"/api/admin/task/offline_download/retry?tid={task_id}")
+        assert retry["code"] == 200, retry
+        task = await settle(api, task_id)
+        assert task.state == TaskState.SUCCEEDED, task.error
+        assert (local / name).read_bytes() == data
+    finally:
+        own.stop()
+
+
+async def test_a_seed_time_keeps_the_torrent_in_the_tool(
+    api: Api, world: tuple[Path, Path], qbit: ToolProcess, files_url: str
+) -> None:
+    local, _ = world
+    path, body = qbit.settings()
+    assert (await api.post(path, {**body, "seedtime": "5"}))["code"] == 200
+    url, name, data = seeded(files_url)
+    added = await add(api, [url], "/local", "qBittorrent", "delete_never")
+    task = await settle(api, added["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (local / name).read_bytes() == data
+    tool = api.services.offline.tools["qBittorrent"]
+    assert (await tool.status(task.payload["ident"])).done  # still seeding
+    await tool.remove(task.payload["ident"])
