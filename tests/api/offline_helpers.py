@@ -147,15 +147,23 @@ async def add(api: Api, urls: list[str], path: str, tool: str, policy: str = "")
     return await api.post("/api/fs/add_offline_download", body)
 
 
+WAIT = 120.0  # a task that takes longer has hung: fail rather than stall the suite
+
+
+async def finished(api: Api, task_id: str) -> Any:
+    """The task once it has ended."""
+    return await asyncio.wait_for(api.services.tasks.wait_done(task_id), WAIT)
+
+
 async def settle(api: Api, task_id: str) -> Any:
     """Wait for a download task and every transfer task; the download task."""
-    task = await api.services.tasks.wait_done(task_id)
+    task = await finished(api, task_id)
     while True:
         undone = await api.get("/api/admin/task/offline_download_transfer/undone")
         if not undone["data"]:
             return task
         for info in undone["data"]:
-            await api.services.tasks.wait_done(info["id"])
+            await finished(api, info["id"])
 
 
 async def transfers(api: Api) -> list[dict[str, Any]]:

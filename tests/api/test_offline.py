@@ -3,6 +3,7 @@ transfer tasks, into an Alias; delete policies, cancel, a tool that stops, SSRF.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from tests.api.offline_helpers import (
     SMALL,
     USER_PW,
     add,
+    finished,
     free_port,
     settle,
     task_ident,
@@ -119,6 +121,44 @@ async def test_simple_http_resumes_a_dropped_connection(
     task = await settle(api, body["data"]["tasks"][0]["id"])
     assert task.state == TaskState.SUCCEEDED, task.error
     assert (local / "big.bin").read_bytes() == BIG
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [
+        ("delete_on_upload_succeed", False),
+        ("delete_always", False),
+        ("delete_never", True),
+        ("delete_on_upload_failed", True),
+    ],
+)
+async def test_simple_http_with_each_policy(
+    api: Api, world: tuple[Path, Path], files_url: str, policy: str, kept: bool
+) -> None:
+    _, behind_alias = world
+    body = await add(api, [f"{files_url}/small.txt"], "/alias", "SimpleHttp", policy)
+    task = await settle(api, body["data"]["tasks"][0]["id"])
+    assert task.state == TaskState.SUCCEEDED, task.error
+    assert (behind_alias / "small.txt").read_bytes() == SMALL
+    assert (Path(task.payload["folder"]) / "small.txt").exists() is kept
+
+
+async def test_cancel_stops_a_simple_http_download(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    local, _ = world
+    body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "SimpleHttp")
+    task_id = body["data"]["tasks"][0]["id"]
+    for _ in range(200):  # until bytes are flowing
+        if api.services.tasks.get(task_id).payload.get("folder"):
+            break
+        await asyncio.sleep(0.05)
+    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
+    assert cancel["code"] == 200, cancel
+    task = await finished(api, task_id)
+    assert task.state == TaskState.CANCELED
+    assert not (local / "big.bin").exists()
+    assert not (await api.get("/api/admin/task/offline_download_transfer/undone"))["data"]
 
 
 async def test_a_missing_url_fails_its_task(
@@ -245,6 +285,10 @@ async def test_set_aria2_checks_the_connection(api: Api, aria2: Aria2Process) ->
     assert good["code"] == 200
     assert good["data"].startswith("aria2 version: 1.")
     assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
+    # A wrong secret now is refused and not kept: the working set-up stays.
+    assert (await set_aria2(api, aria2, "wrong-again"))["code"] == 500
+    assert api.services.settings.get("aria2_secret") == aria2.secret
+    assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
 
 
 @pytest.mark.parametrize(
@@ -294,7 +338,7 @@ async def test_cancel_removes_the_download_from_aria2(
     ident = await task_ident(api, task_id)
     cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
     assert cancel["code"] == 200, cancel
-    task = await api.services.tasks.wait_done(task_id)
+    task = await finished(api, task_id)
     assert task.state == TaskState.CANCELED
     with pytest.raises(ToolError):
         await api.services.offline.tools["aria2"].status(ident)
@@ -313,7 +357,7 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
         task_id = body["data"]["tasks"][0]["id"]
         await task_ident(api, task_id)
         tool.stop()
-        task = await api.services.tasks.wait_done(task_id)
+        task = await finished(api, task_id)
         assert task.state == TaskState.FAILED
         # Retried once by itself while aria2 was still down: either way, a clear reason.
         assert "failed to get status of" in task.error or "aria2 is unreachable" in task.error

@@ -25,7 +25,7 @@ import pytest
 
 from manifold.models import TaskState
 from manifold.services.offline.tools import ToolError
-from tests.api.offline_helpers import Files, add, free_port, settle, task_ident
+from tests.api.offline_helpers import Files, add, finished, free_port, settle, task_ident
 from tests.conftest import Api
 
 PIECE = 1 << 16
@@ -221,6 +221,11 @@ async def test_set_up_checks_the_password(api: Api, tool: ToolProcess) -> None:
     good = await configure(api, tool)
     assert good == {"code": 200, "message": "success", "data": "ok"}
     assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
+    _, body = tool.settings()
+    key = "qbittorrent_url" if tool.name == "qBittorrent" else "transmission_uri"
+    assert (await configure(api, tool, "wrong-again"))["code"] == 500
+    assert api.services.settings.get(key) == next(iter(body.values()))  # not kept
+    assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
 
 
 @pytest.mark.parametrize(
@@ -276,7 +281,7 @@ async def test_cancel_removes_the_torrent_from_the_tool(
     ident = await task_ident(api, task_id)
     cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
     assert cancel["code"] == 200, cancel
-    task = await api.services.tasks.wait_done(task_id)
+    task = await finished(api, task_id)
     assert task.state == TaskState.CANCELED
     with pytest.raises(ToolError):
         await api.services.offline.tools[tool.name].status(ident)
@@ -300,7 +305,7 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
         task_id = body["data"]["tasks"][0]["id"]
         await task_ident(api, task_id)
         own.stop()
-        task = await api.services.tasks.wait_done(task_id)
+        task = await finished(api, task_id)
         assert task.state == TaskState.FAILED
         assert "unreachable" in task.error, task.error
         own.start()  # it kept the torrent: the retry follows the same download

@@ -13,6 +13,7 @@ an http URL is found once qBittorrent has it, whatever its hash turns out to be.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ TIMEOUT = httpx.Timeout(10.0)
 # qBittorrent's states for a torrent that has every byte (it may go on seeding).
 DONE = {"uploading", "pausedUP", "stoppedUP", "queuedUP", "stalledUP", "forcedUP", "checkingUP"}
 FAILED = {"error", "missingFiles", "unknown"}
+PAUSED = {"pausedDL", "stoppedDL"}
 # How long a just-added torrent may be missing from the list (qBittorrent adds in the
 # background) before it counts as forgotten.
 APPEAR_SECONDS = 30.0
@@ -123,6 +125,12 @@ class QBittorrent:
         if state in FAILED:
             error = f"failed to download {ident}, error: qBittorrent state {state}"
             return ToolStatus(False, progress, total, error, name)
+        if state in PAUSED:  # paused by hand or by a restart: a task wants it running
+            hashes = {"hashes": str(torrent.get("hash", ""))}
+            with contextlib.suppress(ToolError):  # 4.x names it resume, 5.x start
+                await self._request("POST", "torrents/resume", data=hashes)
+            with contextlib.suppress(ToolError):
+                await self._request("POST", "torrents/start", data=hashes)
         return ToolStatus(False, progress, total, "", name)
 
     async def remove(self, ident: str) -> None:

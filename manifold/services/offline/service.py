@@ -134,10 +134,18 @@ class OfflineService:
     # -- settings endpoints ---------------------------------------------------------------
 
     async def configure(self, name: str, values: list[tuple[str, str]]) -> str:
-        """Save a tool's settings, then connect: AList saves first, so a tool that is
-        down now is still set up for when it comes back."""
+        """Set a tool's settings and connect with them; when the tool does not answer or
+        refuses them, the previous settings are put back (AList keeps the broken ones)."""
+        tool = self.tools[name]
+        previous = [(key, self._settings.get(key)) for key, _ in values]
         await self._settings.save(values)
-        return await self.tools[name].init()
+        try:
+            return await tool.init()
+        except ToolError:
+            await self._settings.save(previous)
+            with contextlib.suppress(ToolError):
+                await tool.init()  # back to how it was, working or not
+            raise
 
     # -- adding ---------------------------------------------------------------------------
 

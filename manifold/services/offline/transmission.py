@@ -28,6 +28,7 @@ RPC_VERSION = 15
 FIELDS = ["hashString", "name", "status", "percentDone", "sizeWhenDone", "leftUntilDone",
           "totalSize", "error", "errorString"]  # fmt: skip
 VERSION_FIELDS = ["version", "rpc-version", "rpc-version-minimum"]
+STOPPED = 0
 SEEDING = (5, 6)  # queued to seed, seeding
 
 
@@ -94,9 +95,12 @@ class Transmission:
             error = f"failed to download {ident}, error: {torrent['errorString']}"
             return ToolStatus(False, progress, size, error, name)
         left = int(torrent.get("leftUntilDone") or 0)
+        state = int(torrent.get("status") or 0)
         complete = size > 0 and left == 0 and progress >= 100
-        if complete or int(torrent.get("status") or 0) in SEEDING:
+        if complete or state in SEEDING:
             return ToolStatus(True, 100.0, size, "", name)
+        if state == STOPPED:  # stopped by a restart of Transmission: a task wants it running
+            await self._call("torrent-start", {"ids": [ident]})
         return ToolStatus(False, progress, size, "", name)
 
     async def remove(self, ident: str) -> None:
