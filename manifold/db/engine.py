@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +16,7 @@ from alembic.config import Config as AlembicConfig
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from manifold.config import make_private
 from manifold.errors import ServerError
@@ -43,6 +47,31 @@ def open_engine(url: str) -> AsyncEngine:
         _private_sqlite_files(parsed.database or "")
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
+
+
+# One writer at a time per SQLite database in this process (see ``writing``).
+_WRITE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def writing(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A write transaction, committed when the block ends.
+
+    SQLite lets one connection write at a time and makes the others spin in its busy
+    handler, each holding a pooled connection and a thread. Here its writers queue on
+    one lock instead, before they take a connection, so a write never waits on
+    another inside the database and never meets its busy timeout. PostgreSQL and
+    MySQL keep their own concurrency.
+    """
+    if engine.dialect.name != "sqlite":
+        async with engine.begin() as conn:
+            yield conn
+        return
+    gate = _WRITE_GATES.get(engine.sync_engine)
+    if gate is None:
+        gate = _WRITE_GATES[engine.sync_engine] = asyncio.Lock()
+    async with gate, engine.begin() as conn:
+        yield conn
 
 
 def _private_sqlite_files(database: str) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.db import tables as t
+from manifold.db.engine import writing
 from manifold.errors import ServerError
 from manifold.models import Meta, SettingItem, SshKey, Storage, User
 
@@ -30,7 +31,7 @@ class Repo:
 
     async def _write(self, stmt: Any, duplicate: str = "") -> Any:
         try:
-            async with self.engine.begin() as conn:
+            async with writing(self.engine) as conn:
                 return await conn.execute(stmt)
         except IntegrityError as exc:
             raise DuplicateError(duplicate or "duplicate value") from exc
@@ -97,7 +98,7 @@ class SettingRepo(Repo):
         Every start merges the defaults in: comparing with what is stored first keeps
         an unchanged database to one SELECT instead of one UPDATE a setting.
         """
-        async with self.engine.begin() as conn:
+        async with writing(self.engine) as conn:
             stored = {r.key: r._mapping for r in await conn.execute(select(t.settings))}
             fresh, changed = [], []
             for item in items:

@@ -44,6 +44,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from manifold.db import tables as t
+from manifold.db.engine import writing
 from manifold.db.repos import Repo
 from manifold.vfs.paths import split_path
 
@@ -164,18 +165,21 @@ class SearchRepo(Repo):
         return len(rows)
 
     async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        async with self.engine.begin() as conn:
+        async with writing(self.engine) as conn:
             await conn.execute(insert(nodes), rows)
 
-    async def replace(self, node: Node) -> None:
-        """``node`` takes the place of whatever was at its path, and of everything below."""
-        await retrying(lambda: self._replace(node))
+    async def replace(self, batch: Sequence[Node]) -> None:
+        """Each node takes the place of whatever was at its path, and of everything
+        below it; one transaction for the batch."""
+        await retrying(lambda: self._replace(batch))
 
-    async def _replace(self, node: Node) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(delete(nodes).where(self._tree(node.path)))
-            if _fits(node):
-                await conn.execute(insert(nodes).values(_row(node)))
+    async def _replace(self, batch: Sequence[Node]) -> None:
+        async with writing(self.engine) as conn:
+            for node in batch:
+                await conn.execute(delete(nodes).where(self._tree(node.path)))
+            rows = [_row(node) for node in batch if _fits(node)]
+            if rows:
+                await conn.execute(insert(nodes), rows)
 
     async def delete_tree(self, path: str) -> None:
         """The node at ``path`` and everything below it; the root clears the index."""
@@ -193,7 +197,7 @@ class SearchRepo(Repo):
     async def _move_tree(self, src: str, dst: str) -> bool:
         src_parent, src_name = split_path(src)
         dst_parent, dst_name = split_path(dst)
-        async with self.engine.begin() as conn:
+        async with writing(self.engine) as conn:
             found = await conn.execute(select(nodes.c.id).where(_at(src_parent, src_name)))
             node_id = found.scalar()
             if node_id is None:
@@ -227,14 +231,22 @@ class SearchRepo(Repo):
         """
         async with self.engine.connect() as conn:
             where = await self._where(conn, query, full_text)
-            stmt = select(*_NODE_COLUMNS).where(*where).order_by(nodes.c.name, nodes.c.id)
-            if per_page >= 1:
-                stmt = stmt.limit(per_page).offset((max(page, 1) - 1) * per_page)
-            found = [_node(row) for row in (await conn.execute(stmt)).all()]
+            order = (nodes.c.name, nodes.c.id)
             if per_page < 1:
+                stmt = select(*_NODE_COLUMNS).where(*where).order_by(*order)
+                found = [_node(row) for row in (await conn.execute(stmt)).all()]
                 return found, len(found)
-            counted = select(func.count()).select_from(nodes).where(*where)
-            return found, int((await conn.execute(counted)).scalar_one())
+            # The page and the number of matches in one query (a window count).
+            total = func.count().over().label("total")
+            stmt = select(*_NODE_COLUMNS, total).where(*where).order_by(*order)
+            stmt = stmt.limit(per_page).offset((max(page, 1) - 1) * per_page)
+            rows = (await conn.execute(stmt)).all()
+            if rows:
+                return [_node(row[:4]) for row in rows], int(rows[0].total)
+            if page <= 1:
+                return [], 0
+            counted = select(func.count()).select_from(nodes).where(*where)  # past the end
+            return [], int((await conn.execute(counted)).scalar_one())
 
     # -- conditions ------------------------------------------------------------
 

@@ -594,6 +594,8 @@ async def test_get_lists_related_siblings_as_list_entries(api: Api, tmp_path: Pa
     got = await fs_get(api, "/v/movie.mp4")
     related = got["data"]["related"]
     assert {r["name"] for r in related} == {"movie.srt", "movie.zh.ass", "movie2.mkv", "movie"}
+    in_listing = [n for n in listed if n.startswith("movie") and n != "movie.mp4"]
+    assert [r["name"] for r in related] == in_listing  # in the listing's order
     for entry in related:
         assert entry == listed[entry["name"]]
     assert listed["movie"]["type"] == 1

@@ -68,6 +68,8 @@ async def progress(api: Api) -> dict[str, Any]:
 
 
 async def search(api: Api, token: str | None = None, **fields: Any) -> dict[str, Any]:
+    # The index is written in the background: what was changed before is written first.
+    await api.services.search.indexer.settled()
     request = {"parent": "/", "keywords": "", "scope": 0, "page": 1, "per_page": 100}
     request["password"] = ""
     return await api.post("/api/fs/search", {**request, **fields}, token=token)

@@ -75,10 +75,32 @@ class TestIndexUnderWriteLoad:
         caplog.set_level(logging.DEBUG)
         with database_held(admin):
             await asyncio.gather(*(put(admin, f"/local/{SECRET_NAME}-{i}", b"x") for i in range(4)))
+            # The uploads have answered; the index writer meets the held lock after them.
+            for _ in range(400):
+                if any("OperationalError" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.025)
         await admin.services.search.indexer.settled()
+        hits = found(await search(admin, keywords=SECRET_NAME))
+        assert len(hits) == 4  # written once the lock was let go
         logged = [r.getMessage() for r in caplog.records if r.name.startswith("manifold")]
         busy = [line for line in logged if "OperationalError" in line]
         assert len(busy) == 1, logged
         for line in logged:
             assert SECRET_NAME not in line
             assert "SQL" not in line and "search_nodes" not in line, line
+
+
+async def test_no_index_update_is_lost_under_concurrent_uploads(
+    admin: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many uploads at once, with a busy timeout of 20 ms: every one is in the index
+    afterwards (a count), and the database was never found busy."""
+    caplog.set_level(logging.WARNING)
+    names = [f"crowd-{i:03d}.bin" for i in range(120)]
+    answers = await asyncio.gather(*(put(admin, f"/local/sub/{n}", b"c" * 10) for n in names))
+    assert [a["code"] for a in answers] == [200] * len(names)
+    hits = found(await search(admin, keywords="crowd-", per_page=1000))
+    assert len(hits) == len(names)
+    busy = [r.getMessage() for r in caplog.records if "busy" in r.getMessage()]
+    assert busy == []

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import httpx
+import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, text
+from sqlalchemy import func, insert, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from manifold.app import create_app
 from manifold.container import Services
-from manifold.db.engine import MIGRATIONS, migrate, open_engine
+from manifold.db import engine as engine_module
+from manifold.db import tables
+from manifold.db.engine import MIGRATIONS, migrate, open_engine, writing
 from tests.conftest import Api, start_services
 
 TABLES = {
@@ -140,3 +144,30 @@ async def test_unique_constraints_answer_the_envelope(database_url: str, tmp_pat
     finally:
         await client.aclose()
         await services.stop()
+
+
+async def test_writers_never_meet_each_other_in_the_database(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many write transactions at once, each holding its transaction a while: on SQLite
+    they queue in the process (a busy timeout of 10 ms is never reached); every engine
+    commits them all."""
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 10)
+    engine = open_engine(database_url)
+    try:
+        await migrate(engine)
+
+        async def one(i: int) -> None:
+            async with writing(engine) as conn:
+                row = {"key": f"crowd-{i}", "value": "", "help": "", "type": "string",
+                       "options": "", "group": 0, "flag": 0, "index": 0}  # fmt: skip
+                await conn.execute(insert(tables.settings).values(**row))
+                await asyncio.sleep(0.02)
+
+        await asyncio.gather(*(one(i) for i in range(40)))
+        async with engine.connect() as conn:
+            crowd = select(func.count()).where(tables.settings.c.key.startswith("crowd-"))
+            count = (await conn.execute(crowd)).scalar_one()
+        assert count == 40
+    finally:
+        await engine.dispose()

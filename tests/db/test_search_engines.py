@@ -82,7 +82,7 @@ async def test_paths_are_exact_on_every_engine(repo: SearchRepo) -> None:
 
 async def test_names_differing_in_case_or_trailing_space_are_distinct(repo: SearchRepo) -> None:
     await repo.insert([file("/", "a.txt"), file("/", "A.txt"), file("/", "a.txt ")])
-    await repo.replace(file("/", "a.txt"))
+    await repo.replace([file("/", "a.txt")])
     await repo.delete_tree("/A.txt")
     assert await found(repo, "/") == {"/a.txt", "/a.txt "}
 

@@ -198,11 +198,31 @@ async def test_delete_tree_takes_the_node_and_everything_below(repo: SearchRepo)
 
 async def test_a_replaced_node_drops_what_was_below(repo: SearchRepo) -> None:
     await repo.insert([folder("/", "x"), file("/x", "inside"), file("/", "x")])
-    await repo.replace(file("/", "x", size=9))
+    await repo.replace([file("/", "x", size=9)])
     found, _ = await repo.search(NodeQuery("/"), 1, 0)
     assert found == [file("/", "x", size=9)]
-    await repo.replace(folder("/", "x"))
+    await repo.replace([folder("/", "x")])
     assert await repo.children("/") == [folder("/", "x")]
+
+
+async def test_a_batch_replaces_every_node_in_one_call(repo: SearchRepo) -> None:
+    await repo.insert([folder("/", "a"), file("/a", "inside"), file("/", "b", size=1)])
+    await repo.replace([file("/", "a", size=2), file("/", "b", size=3), file("/", "c")])
+    assert await repo.children("/") == [file("/", "a", size=2), file("/", "b", size=3),
+                                        file("/", "c")]  # fmt: skip
+    assert await repo.count() == 3
+
+
+async def test_a_page_carries_the_count_of_every_match(repo: SearchRepo) -> None:
+    await repo.insert([file("/", f"match-{i:02d}") for i in range(25)])
+    first, total = await repo.search(NodeQuery("/", ("match",)), 1, 10)
+    assert (len(first), total) == (10, 25)
+    last, total = await repo.search(NodeQuery("/", ("match",)), 3, 10)
+    assert ([n.name for n in last], total) == ([f"match-{i}" for i in range(20, 25)], 25)
+    past, total = await repo.search(NodeQuery("/", ("match",)), 9, 10)
+    assert (past, total) == ([], 25)
+    none, total = await repo.search(NodeQuery("/", ("nothing",)), 1, 10)
+    assert (none, total) == ([], 0)
 
 
 async def test_move_tree_reparents_the_subtree(repo: SearchRepo, full_text: bool) -> None:

@@ -4,11 +4,14 @@ One build or update runs at a time (``running``); changes told through the tree 
 while it runs wait and are applied when it ends, so the walk cannot write a node twice.
 A folder that appears through an event (a copy) is walked on its own in the background.
 
-Changes are applied one at a time, in the order told. One the database refuses because
-another writer holds it (after the repository's own quick retries) is kept, with every
-later one behind it, and applied again in the background with growing pauses until the
+Changes are written by one background writer, never by the request that made them: an
+upload's answer does not wait for the index. The writer applies them in the order told,
+new files in a row as one transaction (``BATCH_SIZE`` at most). A batch the database
+refuses because another writer holds it (after the repository's own quick retries) is
+kept, with every later change behind it, and tried again with growing pauses until the
 database takes it, so the index catches up instead of missing the file; the log gets one
 line naming the error class (a database error's text holds SQL and parameters).
+``settled`` waits until every change told so far is written.
 
 Walk rules (AList's): the start node has depth ``max_depth`` and a folder is listed only
 while its depth is not 0, its children getting one less (negative: no limit); the root is
@@ -47,6 +50,7 @@ BATCH_SIZE = 1000
 FLUSH_SECONDS = 5.0
 RETRY_FIRST = 0.5
 RETRY_LONGEST = 60.0
+CLOSE_WAIT = 5.0
 
 
 class IndexSink(Protocol):
@@ -54,7 +58,10 @@ class IndexSink(Protocol):
 
     async def index(self, batch: Sequence[Node]) -> None: ...
 
-    async def replace(self, node: Node) -> None: ...
+    async def replace(self, batch: Sequence[Node]) -> None:
+        """Each node takes the place of whatever was at its path, and of everything
+        below; the whole batch in one transaction."""
+        ...
 
     async def remove(self, path: str) -> None: ...
 
@@ -194,6 +201,22 @@ class Walker:
 Event = Callable[[], Awaitable[None]]
 
 
+@dataclass(slots=True)
+class Change:
+    """One tree event for the writer: ``created`` (with ``obj``), ``removed``, or
+    ``moved`` (to ``dst``)."""
+
+    kind: str
+    sink: IndexSink
+    path: str
+    obj: Obj | None = None
+    dst: str = ""
+
+    @property
+    def new_file(self) -> bool:
+        return self.kind == "created" and self.obj is not None and not self.obj.is_dir
+
+
 class Indexer:
     """Builds and updates the index in the background, and applies tree events to it."""
 
@@ -202,11 +225,10 @@ class Indexer:
         self._fs = fs
         self._task: asyncio.Task[None] | None = None
         self._walker: Walker | None = None
-        self._waiting: list[Event] = []
+        self._waiting: list[Change] = []
         self._side: dict[str, tuple[Walker, asyncio.Task[None]]] = {}
-        self._pending: deque[Event] = deque()
-        self._applying = asyncio.Lock()
-        self._retry: asyncio.Task[None] | None = None
+        self._pending: deque[Change] = deque()
+        self._writer: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -222,17 +244,27 @@ class Indexer:
     async def close(self) -> None:
         if self._walker is not None:
             self._walker.stop()
-        if self._retry is not None:
-            self._retry.cancel()
         await self._stop_side("/")
+        writer = self._writer
+        if writer is not None and not writer.done():
+            # The changes told so far get a moment to be written, not a wait on a
+            # database that refuses them.
+            _, pending = await asyncio.wait({writer}, timeout=CLOSE_WAIT)
+            for task in pending:
+                task.cancel()
         await self.settled()
 
     async def settled(self) -> None:
-        """Wait until the build or update, the background walks and the retries have ended."""
-        while self.running or self._side or self._retry is not None:
+        """Wait until the build or update, the background walks and every change told
+        so far have been written."""
+        while self.running or self._side or self._writing:
             tasks = [task for _, task in self._side.values()]
-            tasks += [task for task in (self._task, self._retry) if task is not None]
+            tasks += [task for task in (self._task, self._writer) if task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def _writing(self) -> bool:
+        return self._writer is not None and not self._writer.done()
 
     # -- admin -------------------------------------------------------------------
 
@@ -299,60 +331,85 @@ class Indexer:
     async def _finish(self) -> None:
         self._walker = None
         waiting, self._waiting = self._waiting, []
-        for event in waiting:
-            await self._apply(event)
+        for change in waiting:
+            self._tell(change)
 
     # -- tree events ---------------------------------------------------------------
 
     async def created(self, sink: IndexSink, path: str, obj: Obj) -> None:
-        await self._when_idle(lambda: self._created(sink, path, obj))
+        self._tell(Change("created", sink, path, obj))
 
     async def removed(self, sink: IndexSink, path: str) -> None:
-        await self._when_idle(lambda: self._removed(sink, path))
+        self._tell(Change("removed", sink, path))
 
     async def moved(self, sink: IndexSink, src: str, dst: str) -> None:
-        await self._when_idle(lambda: self._moved(sink, src, dst))
+        self._tell(Change("moved", sink, src, dst=dst))
 
-    async def _when_idle(self, event: Event) -> None:
-        if self._walker is not None:
-            self._waiting.append(event)
-        else:
-            await self._apply(event)
+    def _tell(self, change: Change) -> None:
+        if self._walker is not None:  # a build is walking: after it, or it writes twice
+            self._waiting.append(change)
+            return
+        self._pending.append(change)
+        if not self._writing:
+            self._writer = asyncio.create_task(self._write())
 
-    async def _apply(self, event: Event) -> None:
-        self._pending.append(event)
-        if self._retry is None:  # else the retry applies it, after those before it
-            await self._drain()
-
-    async def _drain(self) -> None:
-        """Apply the pending changes in order; stop at one the busy database refuses."""
-        async with self._applying:
-            if self._retry not in (None, asyncio.current_task()):
-                return  # refused while this call waited: the retry applies it
-            while self._pending:
-                try:
-                    await self._pending[0]()
-                except Exception as exc:
-                    if is_contention(exc):
-                        self._retry_later(exc)
-                        return
-                    log.warning("index: failed to apply a change: %s", error_text(exc))
+    async def _write(self) -> None:
+        """Write the pending changes in order until none is left."""
+        pause = RETRY_FIRST
+        while self._pending:
+            batch = self._front()
+            try:
+                await self._apply(batch)
+            except Exception as exc:
+                if is_contention(exc):
+                    if pause == RETRY_FIRST:
+                        log.warning("index: database busy (%s); changes kept for a retry",
+                                    type(exc).__name__)  # fmt: skip
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, RETRY_LONGEST)
+                    continue
+                log.warning("index: failed to apply a change: %s", error_text(exc))
+            pause = RETRY_FIRST
+            for _ in batch:
                 self._pending.popleft()
 
-    def _retry_later(self, exc: Exception) -> None:
-        if self._retry is None:
-            log.warning("index: database busy (%s); changes kept for a retry", type(exc).__name__)
-            self._retry = asyncio.create_task(self._retry_pending())
+    def _front(self) -> list[Change]:
+        """The first pending change, or the run of new files at the front (one sink)."""
+        first = self._pending[0]
+        if not first.new_file:
+            return [first]
+        batch: list[Change] = []
+        for change in self._pending:
+            if not change.new_file or change.sink is not first.sink or len(batch) >= BATCH_SIZE:
+                break
+            batch.append(change)
+        return batch
 
-    async def _retry_pending(self) -> None:
-        pause = RETRY_FIRST
-        try:
-            while self._pending:
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, RETRY_LONGEST)
-                await self._drain()
-        finally:
-            self._retry = None
+    async def _apply(self, batch: list[Change]) -> None:
+        change = batch[0]
+        if change.new_file:
+            await self._created_files(change.sink, batch)
+        elif change.kind == "created":
+            assert change.obj is not None
+            await self._created(change.sink, change.path, change.obj)
+        elif change.kind == "removed":
+            await self._removed(change.sink, change.path)
+        else:
+            await self._moved(change.sink, change.path, change.dst)
+
+    async def _created_files(self, sink: IndexSink, batch: list[Change]) -> None:
+        max_depth = self._settings.get_int("max_index_depth", 20)
+        skipped = self.skipped()
+        nodes = []
+        for change in batch:
+            path = change.path
+            if path == "/" or skipped(path) or 0 <= max_depth < level(path):
+                continue
+            await self._stop_side(path)
+            assert change.obj is not None
+            nodes.append(Node(*split_path(path), False, change.obj.size))
+        if nodes:
+            await sink.replace(nodes)
 
     async def _quietly(self, work: Event) -> None:
         try:
@@ -365,7 +422,7 @@ class Indexer:
         if path == "/" or self.skipped()(path) or 0 <= max_depth < level(path):
             return
         await self._stop_side(path)
-        await sink.replace(Node(*split_path(path), obj.is_dir, obj.size))
+        await sink.replace([Node(*split_path(path), obj.is_dir, obj.size)])
         remaining = max_depth - level(path) if max_depth >= 0 else -1
         if obj.is_dir and remaining != 0:
             self._walk_aside(sink, path, remaining)

@@ -64,8 +64,8 @@ class DatabaseSearcher:
     async def index(self, batch: Sequence[Node]) -> None:
         await self._repo.insert(batch)
 
-    async def replace(self, node: Node) -> None:
-        await self._repo.replace(node)
+    async def replace(self, batch: Sequence[Node]) -> None:
+        await self._repo.replace(batch)
 
     async def remove(self, path: str) -> None:
         await self._repo.delete_tree(path)
@@ -152,8 +152,7 @@ class SearchService:
         view = Visibility(caller.user, request.password, self._metas.nearest)
         if not view.folder(parent):
             return [], 0
-        metas, _ = await self._metas.page(1, 0)
-        excluded, check_names = view.plan(parent, metas)
+        excluded, check_names = view.plan(parent, self._metas.all())
         query = NodeQuery(parent, tuple(request.keywords.split()), request.scope, excluded)
         linked = self._fs.links_confine(caller)
         if not check_names and not linked:
