@@ -77,6 +77,7 @@ MIXES = {
         "upload": 10,
         "search": 5,
     },
+    "search": {"search": 1},  # search alone: its throughput
     "wide": {
         "list": 22,
         "list locked": 4,
@@ -522,9 +523,9 @@ def lost_index_updates(base: str, admin: str, uploaded: list[str], wait: float =
             while True:
                 body = {"parent": "/", "keywords": upload_prefix(client), "scope": 2,
                         "page": page, "per_page": 1000}  # fmt: skip
-                answer = call(base, "/api/fs/search", body, admin)
-                assert isinstance(answer, dict)
-                content = answer["data"]["content"] or []
+                answer = call(base, "/api/fs/search", body, admin)  # the envelope's data
+                assert isinstance(answer, dict), answer
+                content = answer["content"] or []
                 for hit in content:
                     missing.discard(f"{hit['parent'].rstrip('/')}/{hit['name']}")
                 if len(content) < 1000:
