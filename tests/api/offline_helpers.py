@@ -16,12 +16,23 @@ from typing import Any
 
 import pytest
 
+from manifold.models import TaskState
+from manifold.services.offline.tools import ToolError
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import Api
 
 USER_PW = "user-password-1"
 BIG = os.urandom(3 << 20)
 SMALL = b"small file body\n"
+
+
+# Each delete policy, and whether the downloaded copy is kept after a transfer that worked.
+POLICIES = [
+    ("delete_on_upload_succeed", False),
+    ("delete_always", False),
+    ("delete_never", True),
+    ("delete_on_upload_failed", True),
+]
 
 
 def free_port() -> int:
@@ -178,3 +189,15 @@ async def task_ident(api: Api, task_id: str) -> str:
             return str(ident)
         await asyncio.sleep(0.05)
     raise AssertionError("the download never reached its tool")
+
+
+async def cancel_forgets(api: Api, task_id: str, tool: str) -> None:
+    """Cancel the download task once the tool has it: the task ends cancelled, and the
+    tool no longer knows the download."""
+    ident = await task_ident(api, task_id)
+    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
+    assert cancel["code"] == 200, cancel
+    task = await finished(api, task_id)
+    assert task.state == TaskState.CANCELED
+    with pytest.raises(ToolError):
+        await api.services.offline.tools[tool].status(ident)

@@ -23,9 +23,11 @@ from manifold.services.offline.tools import ToolError
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.offline_helpers import (
     BIG,
+    POLICIES,
     SMALL,
     USER_PW,
     add,
+    cancel_forgets,
     finished,
     free_port,
     settle,
@@ -123,15 +125,7 @@ async def test_simple_http_resumes_a_dropped_connection(
     assert (local / "big.bin").read_bytes() == BIG
 
 
-@pytest.mark.parametrize(
-    ("policy", "kept"),
-    [
-        ("delete_on_upload_succeed", False),
-        ("delete_always", False),
-        ("delete_never", True),
-        ("delete_on_upload_failed", True),
-    ],
-)
+@pytest.mark.parametrize(("policy", "kept"), POLICIES)
 async def test_simple_http_with_each_policy(
     api: Api, world: tuple[Path, Path], files_url: str, policy: str, kept: bool
 ) -> None:
@@ -291,15 +285,7 @@ async def test_set_aria2_checks_the_connection(api: Api, aria2: Aria2Process) ->
     assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
 
 
-@pytest.mark.parametrize(
-    ("policy", "kept"),
-    [
-        ("delete_on_upload_succeed", False),
-        ("delete_always", False),
-        ("delete_never", True),
-        ("delete_on_upload_failed", True),
-    ],
-)
+@pytest.mark.parametrize(("policy", "kept"), POLICIES)
 async def test_aria2_into_local_and_alias_with_each_policy(
     api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str, policy: str, kept: bool
 ) -> None:
@@ -334,14 +320,7 @@ async def test_cancel_removes_the_download_from_aria2(
 ) -> None:
     assert (await set_aria2(api, aria2))["code"] == 200
     body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "aria2")
-    task_id = body["data"]["tasks"][0]["id"]
-    ident = await task_ident(api, task_id)
-    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
-    assert cancel["code"] == 200, cancel
-    task = await finished(api, task_id)
-    assert task.state == TaskState.CANCELED
-    with pytest.raises(ToolError):
-        await api.services.offline.tools["aria2"].status(ident)
+    await cancel_forgets(api, body["data"]["tasks"][0]["id"], "aria2")
 
 
 async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(

@@ -18,14 +18,23 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import pytest
 
 from manifold.models import TaskState
 from manifold.services.offline.tools import ToolError
-from tests.api.offline_helpers import Files, add, finished, free_port, settle, task_ident
+from tests.api.offline_helpers import (
+    POLICIES,
+    Files,
+    add,
+    cancel_forgets,
+    finished,
+    free_port,
+    settle,
+    task_ident,
+)
 from tests.conftest import Api
 
 PIECE = 1 << 16
@@ -63,14 +72,6 @@ def seeded(files_url: str, size: int = 1 << 20, slow: bool = False) -> tuple[str
     return f"{files_url}/t/{name}.torrent", name, data
 
 
-class ToolProcess(Protocol):
-    name: str
-
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-    def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]: ...
-
-
 def _wait_answering(url: str, what: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -83,13 +84,43 @@ def _wait_answering(url: str, what: str, process: subprocess.Popen[bytes]) -> No
     raise RuntimeError(f"{what} did not start")
 
 
-class QBitProcess:
+class Daemon:
+    """A tool's program on private ports, started and stopped by the tests."""
+
+    name = ""
+    port = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def probe(self) -> str:
+        """A URL that answers (any status) once the program is up."""
+        raise NotImplementedError
+
+    def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]:
+        """The set-up endpoint and its body (with ``password`` instead of the right one)."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_answering(self.probe(), self.name, self.process)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+class QBitProcess(Daemon):
     name = "qBittorrent"
 
     def __init__(self, profile: Path) -> None:
         self.profile = profile
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
         config = profile / "qBittorrent" / "config"
         config.mkdir(parents=True, exist_ok=True)
         (config / "qBittorrent.conf").write_text(
@@ -106,36 +137,24 @@ class QBitProcess:
             "Connection\\UPnP=false\n"
         )
 
-    def start(self) -> None:
-        command = [
-            shutil.which("qbittorrent-nox") or "qbittorrent-nox",
-            f"--profile={self.profile}",
-        ]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait_answering(f"http://127.0.0.1:{self.port}/api/v2/app/version", "qBittorrent",
-                        self.process)  # fmt: skip
+    def command(self) -> list[str]:
+        return [shutil.which("qbittorrent-nox") or "qbittorrent-nox", f"--profile={self.profile}"]
 
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            self.process = None
+    def probe(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v2/app/version"
 
     def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]:
         url = f"http://admin:{password or 'adminadmin'}@127.0.0.1:{self.port}/"
         return "/api/admin/setting/set_qbit", {"url": url, "seedtime": "0"}
 
 
-class TransmissionProcess:
+class TransmissionProcess(Daemon):
     name = "Transmission"
     password = "transmission-pw"
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
         folder.mkdir(parents=True, exist_ok=True)
         settings = {
             "rpc-port": self.port,
@@ -158,27 +177,19 @@ class TransmissionProcess:
         }
         (folder / "settings.json").write_text(json.dumps(settings))
 
-    def start(self) -> None:
+    def command(self) -> list[str]:
         daemon = shutil.which("transmission-daemon") or "transmission-daemon"
-        command = [daemon, "--foreground", "--config-dir", str(self.folder)]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait_answering(f"http://127.0.0.1:{self.port}/transmission/rpc", "Transmission",
-                        self.process)  # fmt: skip
+        return [daemon, "--foreground", "--config-dir", str(self.folder)]
 
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=30)
-            self.process = None
+    def probe(self) -> str:
+        return f"http://127.0.0.1:{self.port}/transmission/rpc"
 
     def settings(self, password: str | None = None) -> tuple[str, dict[str, str]]:
         uri = f"http://manifold:{password or self.password}@127.0.0.1:{self.port}/transmission/rpc"
         return "/api/admin/setting/set_transmission", {"uri": uri, "seedtime": "0"}
 
 
-def _started(tool: ToolProcess) -> Iterator[ToolProcess]:
+def _started(tool: Daemon) -> Iterator[Daemon]:
     tool.start()
     try:
         yield tool
@@ -187,28 +198,28 @@ def _started(tool: ToolProcess) -> Iterator[ToolProcess]:
 
 
 @pytest.fixture(scope="session")
-def qbit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolProcess]:
+def qbit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     yield from _started(QBitProcess(tmp_path_factory.mktemp("qbit")))
 
 
 @pytest.fixture(scope="session")
-def transmission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolProcess]:
+def transmission(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     yield from _started(TransmissionProcess(tmp_path_factory.mktemp("transmission")))
 
 
 @pytest.fixture(params=["qBittorrent", "Transmission"])
-def tool(request: pytest.FixtureRequest) -> ToolProcess:
+def tool(request: pytest.FixtureRequest) -> Daemon:
     fixture = "qbit" if request.param == "qBittorrent" else "transmission"
-    found: ToolProcess = request.getfixturevalue(fixture)
+    found: Daemon = request.getfixturevalue(fixture)
     return found
 
 
-async def configure(api: Api, tool: ToolProcess, password: str | None = None) -> dict[str, Any]:
+async def configure(api: Api, tool: Daemon, password: str | None = None) -> dict[str, Any]:
     path, body = tool.settings(password)
     return await api.post(path, body)
 
 
-async def test_set_up_checks_the_password(api: Api, tool: ToolProcess) -> None:
+async def test_set_up_checks_the_password(api: Api, tool: Daemon) -> None:
     await api.as_admin()
     wrong = await configure(api, tool, "not-the-password")
     assert wrong["code"] == 500, wrong
@@ -228,19 +239,11 @@ async def test_set_up_checks_the_password(api: Api, tool: ToolProcess) -> None:
     assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
 
 
-@pytest.mark.parametrize(
-    ("policy", "kept"),
-    [
-        ("delete_on_upload_succeed", False),
-        ("delete_always", False),
-        ("delete_never", True),
-        ("delete_on_upload_failed", True),
-    ],
-)
+@pytest.mark.parametrize(("policy", "kept"), POLICIES)
 async def test_into_local_and_alias_with_each_policy(
     api: Api,
     world: tuple[Path, Path],
-    tool: ToolProcess,
+    tool: Daemon,
     files_url: str,
     policy: str,
     kept: bool,
@@ -262,7 +265,7 @@ async def test_into_local_and_alias_with_each_policy(
 
 
 async def test_a_torrent_url_that_404s_fails_at_once(
-    api: Api, world: tuple[Path, Path], tool: ToolProcess, files_url: str
+    api: Api, world: tuple[Path, Path], tool: Daemon, files_url: str
 ) -> None:
     assert (await configure(api, tool))["code"] == 200
     body = await add(api, [f"{files_url}/t/missing.torrent"], "/local", tool.name)
@@ -272,19 +275,12 @@ async def test_a_torrent_url_that_404s_fails_at_once(
 
 
 async def test_cancel_removes_the_torrent_from_the_tool(
-    api: Api, world: tuple[Path, Path], tool: ToolProcess, files_url: str
+    api: Api, world: tuple[Path, Path], tool: Daemon, files_url: str
 ) -> None:
     assert (await configure(api, tool))["code"] == 200
     url, _, _ = seeded(files_url, size=8 << 20, slow=True)
     body = await add(api, [url], "/local", tool.name)
-    task_id = body["data"]["tasks"][0]["id"]
-    ident = await task_ident(api, task_id)
-    cancel = await api.post(f"/api/admin/task/offline_download/cancel?tid={task_id}")
-    assert cancel["code"] == 200, cancel
-    task = await finished(api, task_id)
-    assert task.state == TaskState.CANCELED
-    with pytest.raises(ToolError):
-        await api.services.offline.tools[tool.name].status(ident)
+    await cancel_forgets(api, body["data"]["tasks"][0]["id"], tool.name)
 
 
 @pytest.mark.parametrize("kind", ["qBittorrent", "Transmission"])
@@ -292,7 +288,7 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
     api: Api, world: tuple[Path, Path], files_url: str, tmp_path: Path, kind: str
 ) -> None:
     local, _ = world
-    own: ToolProcess
+    own: Daemon
     if kind == "qBittorrent":
         own = QBitProcess(tmp_path / "own-qbit")
     else:
@@ -319,7 +315,7 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
 
 
 async def test_a_seed_time_keeps_the_torrent_in_the_tool(
-    api: Api, world: tuple[Path, Path], qbit: ToolProcess, files_url: str
+    api: Api, world: tuple[Path, Path], qbit: Daemon, files_url: str
 ) -> None:
     local, _ = world
     path, body = qbit.settings()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -38,13 +37,9 @@ APPEAR_SECONDS = 30.0
 class QBittorrent:
     name = "qBittorrent"
 
-    def __init__(
-        self, settings: SettingsService, allow_private: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, settings: SettingsService) -> None:
         self._settings = settings
-        self._allow_private = allow_private or (
-            lambda: settings.get_bool("offline_download_allow_private")
-        )
+        self._allow_private = simple_http.private_allowed(settings)
         self._ready = False
         self._client: httpx.AsyncClient | None = None
         self._base = ""

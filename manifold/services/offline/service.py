@@ -214,10 +214,8 @@ class OfflineService:
                 ctx.set_total(total)
                 ctx.set_progress(done * 100 / total)
 
-        await simple_http.download(url, folder, limit, progress, self._allow_private)
-
-    def _allow_private(self) -> bool:
-        return self._settings.get_bool("offline_download_allow_private")
+        allowed = simple_http.private_allowed(self._settings)
+        await simple_http.download(url, folder, limit, progress, allowed)
 
     async def _through_tool(
         self, ctx: TaskContext, tool: Tool, payload: dict[str, Any], url: str, folder: str

@@ -29,6 +29,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpcore
 import httpx
 
+from manifold.services.admin.settings import SettingsService
 from manifold.services.offline.tools import ToolError
 
 MAX_REDIRECTS = 10
@@ -39,6 +40,11 @@ UNNAMED = "UnnamedURL"
 PROGRESS_BYTES = 4 << 20
 
 Resolver = Callable[[str, int], list[str]]
+
+
+def private_allowed(settings: SettingsService) -> Callable[[], bool]:
+    """The admin's ``offline_download_allow_private`` setting, read at each connection."""
+    return lambda: settings.get_bool("offline_download_allow_private")
 
 
 def system_resolver(host: str, port: int) -> list[str]:

@@ -11,7 +11,6 @@ of private addresses, the same size check (a torrent file is small).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,13 +34,9 @@ SEEDING = (5, 6)  # queued to seed, seeding
 class Transmission:
     name = "Transmission"
 
-    def __init__(
-        self, settings: SettingsService, allow_private: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, settings: SettingsService) -> None:
         self._settings = settings
-        self._allow_private = allow_private or (
-            lambda: settings.get_bool("offline_download_allow_private")
-        )
+        self._allow_private = simple_http.private_allowed(settings)
         self._ready = False
         self._session = ""
 
