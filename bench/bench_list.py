@@ -1,7 +1,9 @@
 """Directory listing: Manifold's /api/fs/list against rclone's rc /operations/list on the
 same 10,000-entry local folder, in one run (sequential latency and wrk throughput), then
 first-page and whole-listing times for a 100,000-entry folder, cold and warm.
-Targets: 10,000 entries >= 1.5x rclone; first page of 100,000 entries under 1 s cold.
+Targets: 10,000 entries >= 1.5x rclone, and rescanned within 1.5x of a raw os.scandir
++ stat of the same folder timed in the same run; first page of 100,000 entries under
+0.4 s cold.
 
 Manifold keeps a Local folder's scan for a few seconds (a snapshot, so that paging
 does not rescan) while rclone scans on every request; the "rescanning" rows send
@@ -122,7 +124,22 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def raw_scan(folder: Path, repeat: int) -> float:
+    """The floor for a rescan: ``os.scandir`` and one ``stat`` an entry, in this process
+    (best of ``repeat``)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                entry.stat()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def run(work: Path, files: Path, args: argparse.Namespace) -> None:
+    raw_ten = raw_scan(files / "ten", max(args.repeat, 5))
+    raw_hundred = raw_scan(files / "hundred", 3)
     with manifold_server(work / "data") as port:
         base = f"http://127.0.0.1:{port}"
         login = {"username": "admin", "password": ADMIN_PASSWORD}
@@ -190,12 +207,19 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         f"{rescan_rate / peer_rate:>8.2f}"
     )
     print("(ratio > 1: Manifold faster; target >= 1.5)")
+    print(
+        f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
+        f"{rescan_seq / raw_ten:.2f}x (target <= 1.5x)"
+    )
     print()
     print("100,000 entries, Manifold /api/fs/list, seconds")
     print(f"{'request':<28}{'cold':>10}{'warm':>10}")
     print(f"{'first page (per_page 30)':<28}{page_cold:>10.3f}{page_warm:>10.3f}")
     print(f"{'whole listing (per_page 0)':<28}{whole_cold:>10.3f}{whole_warm:>10.3f}")
-    print("(target: first page cold < 1 s)")
+    print(
+        f"(targets: first page cold < 0.4 s; raw os.scandir + stat of the folder "
+        f"{raw_hundred:.3f} s)"
+    )
 
 
 if __name__ == "__main__":
