@@ -12,16 +12,19 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from starlette import routing as starlette_routing
+from starlette._utils import get_route_path
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
 from manifold.api.deps import client_address, get_admin
-from manifold.api.guards import NOSNIFF, BodyLimit, Utf8Url
+from manifold.api.guards import NOSNIFF, RequestGuard
 from manifold.api.openapi import no_body
 from manifold.api.routes import (
     archive,
@@ -263,8 +266,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         for prefix, folder in asset_folders(page.dist):
             app.mount(prefix, folder)
     _install_error_handlers(app, services, page)
-    app.add_middleware(BodyLimit, config=config, streamed=STREAMED_BODIES)
-    app.add_middleware(Utf8Url)
+    app.add_middleware(RequestGuard, config=config, streamed=STREAMED_BODIES)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=config.cors_origins,
@@ -279,6 +281,7 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     }
     if base != "/":
         app.add_middleware(BasePath, base=base)
+    app.router.middleware_stack = RouteTable(app.router)
     return app
 
 
@@ -370,6 +373,51 @@ class ManifoldApp(FastAPI):
 
 
 FastBody = Callable[[Scope], Awaitable[bytes | None]]
+
+
+class RouteTable:
+    """Routing by one dict lookup for the routes with a fixed path (nearly all of them),
+    instead of Starlette's test of every route in turn; anything else (paths with
+    parameters, mounts, the web page's fallback, 405s) goes the usual way.
+
+    A fixed route is put in the table only when no route before it matches its path,
+    so the table picks exactly the route Starlette's ordered scan would.
+    """
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+        self._fixed: dict[str, list[BaseRoute]] = {}
+        for index, route in enumerate(router.routes):
+            if not isinstance(route, starlette_routing.Route) or route.param_convertors:
+                continue
+            if not _shadowed(route, router.routes[:index]):
+                self._fixed.setdefault(route.path, []).append(route)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route in self._fixed.get(get_route_path(scope), ()):
+                match, child_scope = route.matches(scope)
+                if match is Match.FULL:
+                    scope.setdefault("router", self._router)
+                    scope["route"] = route
+                    scope.update(child_scope)
+                    await route.handle(scope, receive, send)
+                    return
+        await self._router.app(scope, receive, send)
+
+
+def _shadowed(route: starlette_routing.Route, earlier: list[BaseRoute]) -> bool:
+    """Whether a route before ``route`` also matches its path (for any of its methods)."""
+    for method in route.methods or {"GET"}:
+        probe: Scope = {"type": "http", "path": route.path, "root_path": "", "method": method,
+                        "headers": [], "query_string": b""}  # fmt: skip
+        for other in earlier:
+            try:
+                if other.matches(probe)[0] is not Match.NONE:
+                    return True
+            except Exception:  # a route that cannot judge a bare scope: assume it matches
+                return True
+    return False
 
 
 def _fast_bodies(services: Services) -> dict[str, FastBody]:

@@ -1,9 +1,10 @@
 """Checks at the edge of every request, before any route reads it.
 
-- ``BodyLimit``: a request body over ``max_request_body`` is refused before it is read
-  whole (uploads stream to disk and are exempt).
-- ``Utf8Url``: a URL whose unescaped path or query is not UTF-8 is refused, rather than
-  having its bytes silently replaced and naming some other file.
+- ``RequestGuard``, one middleware layer for both:
+  - a URL whose unescaped path or query is not UTF-8 is refused, rather than having its
+    bytes silently replaced and naming some other file;
+  - a request body over ``max_request_body`` is refused before it is read whole
+    (uploads stream to disk and are exempt).
 - ``NOSNIFF``: the header every answer carries (``CatchAll`` and the fast paths add it)
   so browsers never guess a content type and run a downloaded file as a page of this site.
 
@@ -43,8 +44,10 @@ async def refuse(scope: Scope, receive: Receive, send: Send, code: int, message:
     await error(code, message, status=status)(scope, receive, send)
 
 
-class BodyLimit:
-    """Caps request bodies at ``config.max_request_body`` bytes, except on ``streamed`` paths.
+class RequestGuard:
+    """What every request passes before routing, in one layer: a URL whose path or query,
+    once unescaped, is not UTF-8 is refused; request bodies are capped at
+    ``config.max_request_body`` bytes, except on ``streamed`` paths.
 
     A declared length over the cap is refused at once, unread; otherwise the bytes are
     counted as they arrive and reading stops at the cap, so no more than the cap is
@@ -57,7 +60,13 @@ class BodyLimit:
         self.streamed = streamed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.streamed:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not _utf8_url(scope):
+            await refuse(scope, receive, send, 400, NOT_UTF8)
+            return
+        if scope["path"] in self.streamed:
             await self.app(scope, receive, send)
             return
         cap = self.config.max_request_body
@@ -85,19 +94,6 @@ def _counted(receive: Receive, cap: int) -> Receive:
         return message
 
     return counted
-
-
-class Utf8Url:
-    """Refuses a URL whose path or query, once unescaped, is not UTF-8."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _utf8_url(scope):
-            await refuse(scope, receive, send, 400, NOT_UTF8)
-            return
-        await self.app(scope, receive, send)
 
 
 def _utf8_url(scope: Scope) -> bool:

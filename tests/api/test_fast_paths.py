@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from starlette.routing import Match, Route
 
+from manifold.app import RouteTable
 from tests.conftest import Api
 
 ORIGIN = {"Origin": "http://elsewhere.example"}
@@ -37,3 +39,32 @@ async def test_a_logged_out_token_is_refused_on_the_fast_path(api: Api) -> None:
     await api.get("/api/auth/logout", token=token)
     refused = await api.get("/api/me", token=token)
     assert refused["code"] == 401
+
+
+def test_the_route_table_picks_what_the_ordered_scan_picks(api: Api) -> None:
+    """Every route with a fixed path is found by one lookup, and it is the route
+    Starlette's scan of the routes in order would have chosen."""
+    app = api.client._transport.app  # type: ignore[attr-defined]
+    table = app.router.middleware_stack
+    assert isinstance(table, RouteTable)
+    fixed = [r for r in app.router.routes if isinstance(r, Route) and not r.param_convertors]
+    assert fixed and sum(len(v) for v in table._fixed.values()) == len(fixed)
+    for route in fixed:
+        for method in route.methods or {"GET"}:
+            scope = {"type": "http", "path": route.path, "root_path": "", "method": method,
+                     "headers": [], "query_string": b""}  # fmt: skip
+            scanned = next(r for r in app.router.routes if r.matches(scope)[0] is Match.FULL)
+            looked_up = next(
+                r for r in table._fixed[route.path] if r.matches(scope)[0] is Match.FULL
+            )
+            assert looked_up is scanned, (method, route.path)
+
+
+async def test_paths_with_parameters_and_unknown_paths_still_route(api: Api) -> None:
+    token = await api.login()
+    tasks = await api.client.get("/api/admin/task/copy/done", headers={"Authorization": token})
+    assert tasks.json() == {"code": 200, "message": "success", "data": []}
+    missing = await api.client.get("/api/no/such/route")
+    assert missing.status_code == 404 or missing.json()["code"] == 404
+    wrong_method = await api.client.delete("/api/fs/mkdir", headers={"Authorization": token})
+    assert wrong_method.status_code == 405 or wrong_method.json()["code"] == 405

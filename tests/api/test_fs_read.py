@@ -243,6 +243,15 @@ async def test_get_folder_has_no_raw_url(api: Api, root: Path) -> None:
     assert (await fs_get(api, "/local"))["data"]["name"] == "local"
 
 
+async def test_get_of_the_root_is_alists_root_folder(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    data = (await fs_get(api, "/"))["data"]
+    assert (data["name"], data["is_dir"], data["size"]) == ("root", True, 0)
+    assert data["modified"] == "0001-01-01T00:00:00Z"
+    assert data["provider"] == "unknown"
+
+
 async def test_raw_url_uses_forwarded_headers_from_a_trusted_proxy(api: Api, root: Path) -> None:
     api.services.config.trusted_proxies = ["203.0.113.7"]
     await api.as_admin()

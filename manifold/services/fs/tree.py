@@ -159,7 +159,10 @@ class FileTree:
                 if found.is_root:
                     obj = replace(obj, name=split_path(path)[1])
                 return obj, found.mounted.storage.driver
-        if path == "/" or self._storages.virtual_children(path):
+        if path == "/":
+            # AList's root with no storage at "/": named "root", of the zero time.
+            return Obj(name="root", size=0, is_dir=True, modified=_EPOCH), "unknown"
+        if self._storages.virtual_children(path):
             parent, name = split_path(path)
             return self._virtual(parent, name), "unknown"
         raise self.missing(path)
