@@ -599,3 +599,19 @@ async def test_videos_get_no_thumbnail_without_ffmpeg(
     assert (await driver.list(await driver.root_obj()))[0].thumb == ""
     with pytest.raises(NotSupported):
         await driver.link(await driver.get("/clip.mp4"), LinkArgs(type="thumb"))
+
+
+async def test_real_paths_are_reused_for_a_second_then_resolved_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    (root / "alice").mkdir(parents=True)
+    (root / "bob").mkdir()
+    driver = await local_driver(root)
+    (root / "door").symlink_to(root / "alice")
+    assert await driver.real_paths(["/door"]) == ["/alice"]
+    (root / "door").unlink()
+    (root / "door").symlink_to(root / "bob")
+    assert await driver.real_paths(["/door"]) == ["/alice"]  # within the second
+    monkeypatch.setattr("manifold.drivers.local.driver.REAL_PATH_SECONDS", 0.0)
+    assert await driver.real_paths(["/door"]) == ["/bob"]

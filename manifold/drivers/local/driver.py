@@ -76,6 +76,10 @@ T = TypeVar("T")
 # complete; listings leave such names out so a half-written file is never seen.
 TEMP_PREFIX = RESERVED_PREFIX
 STALE_AFTER = 30 * 60
+# How long a resolved real path is reused (``real_paths``): a link made on the host
+# counts for confinement within this time; and how many are kept at most.
+REAL_PATH_SECONDS = 1.0
+REAL_PATHS_KEPT = 4096
 # Temporaries being written by this process, whichever storage (or an earlier
 # instance of it, before an edit restarted it) writes them: never swept.
 _IN_FLIGHT: set[str] = set()
@@ -170,6 +174,7 @@ class LocalDriver(Driver[Addition]):
         self._dir_mode = 0o777
         self._recycle_bin = ""
         self._thumbs: Thumbnailer | None = None
+        self._reals: dict[str, tuple[str | None, float]] = {}
 
     async def init(self) -> None:
         """Resolve the root (which must be an existing folder) and parse the options."""
@@ -209,7 +214,18 @@ class LocalDriver(Driver[Addition]):
         return await self._run(self._real_path, path)
 
     async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
-        return await self._run(self._real_paths, paths)
+        """Where links take ``paths``. Answers from the last second are reused without a
+        thread hop: a user's every listing and fetch asks this for the same folders."""
+        now = time.monotonic()
+        kept = [self._reals.get(path) for path in paths]
+        if all(k is not None and now - k[1] < REAL_PATH_SECONDS for k in kept):
+            return [k[0] for k in kept if k is not None]
+        found = await self._run(self._real_paths, paths)
+        if len(self._reals) > REAL_PATHS_KEPT:
+            self._reals.clear()
+        for path, real in zip(paths, found, strict=True):
+            self._reals[path] = (real, now)
+        return found
 
     async def get(self, path: str) -> Obj:
         return await self._run(self._stat, self._host_path(path))
