@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from manifold.db import engine
+from manifold.services.search import indexer
 from tests.api.fs_helpers import make_tree, mount_local, save_settings
 from tests.api.test_fs_write import put
 from tests.api.test_search import found, search
@@ -104,3 +105,21 @@ async def test_no_index_update_is_lost_under_concurrent_uploads(
     assert len(hits) == len(names)
     busy = [r.getMessage() for r in caplog.records if "busy" in r.getMessage()]
     assert busy == []
+
+
+async def test_changes_wait_for_the_writer_past_the_pending_limit(
+    admin: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that refuses writes for long does not grow the queue without bound:
+    past the limit, the next change waits, and goes through once the writer catches up."""
+    monkeypatch.setattr(indexer, "MAX_PENDING", 2)
+    with database_held(admin):
+        answers = [await put(admin, f"/local/sub/early-{i}", b"e") for i in range(2)]
+        assert [a["code"] for a in answers] == [200] * 2
+        late = asyncio.ensure_future(put(admin, "/local/sub/late", b"l"))
+        await asyncio.sleep(0.3)
+        assert not late.done()  # held: three changes wait and the database refuses them
+    assert (await late)["code"] == 200
+    hits = found(await search(admin, keywords="early-"))
+    assert len(hits) == 2
+    assert found(await search(admin, keywords="late")) == ["/local/sub/late"]

@@ -51,6 +51,7 @@ FLUSH_SECONDS = 5.0
 RETRY_FIRST = 0.5
 RETRY_LONGEST = 60.0
 CLOSE_WAIT = 5.0
+MAX_PENDING = 50_000
 
 
 class IndexSink(Protocol):
@@ -229,6 +230,8 @@ class Indexer:
         self._side: dict[str, tuple[Walker, asyncio.Task[None]]] = {}
         self._pending: deque[Change] = deque()
         self._writer: asyncio.Task[None] | None = None
+        self._room = asyncio.Event()  # set while the pending changes are within the limit
+        self._room.set()
 
     @property
     def running(self) -> bool:
@@ -338,23 +341,40 @@ class Indexer:
 
     async def created(self, sink: IndexSink, path: str, obj: Obj) -> None:
         self._tell(Change("created", sink, path, obj))
+        await self._keep_up()
 
     async def removed(self, sink: IndexSink, path: str) -> None:
         self._tell(Change("removed", sink, path))
+        await self._keep_up()
 
     async def moved(self, sink: IndexSink, src: str, dst: str) -> None:
         self._tell(Change("moved", sink, src, dst=dst))
+        await self._keep_up()
+
+    async def _keep_up(self) -> None:
+        """Memory stays bounded: past ``MAX_PENDING`` waiting changes (a database that
+        refuses writes for long), the changes being made wait for the writer."""
+        if len(self._pending) > MAX_PENDING and self._writing:
+            await self._room.wait()
 
     def _tell(self, change: Change) -> None:
         if self._walker is not None:  # a build is walking: after it, or it writes twice
             self._waiting.append(change)
             return
         self._pending.append(change)
+        if len(self._pending) > MAX_PENDING:
+            self._room.clear()
         if not self._writing:
             self._writer = asyncio.create_task(self._write())
 
     async def _write(self) -> None:
         """Write the pending changes in order until none is left."""
+        try:
+            await self._write_pending()
+        finally:
+            self._room.set()
+
+    async def _write_pending(self) -> None:
         pause = RETRY_FIRST
         while self._pending:
             batch = self._front()
@@ -372,6 +392,8 @@ class Indexer:
             pause = RETRY_FIRST
             for _ in batch:
                 self._pending.popleft()
+            if len(self._pending) <= MAX_PENDING:
+                self._room.set()
 
     def _front(self) -> list[Change]:
         """The first pending change, or the run of new files at the front (one sink)."""
