@@ -152,7 +152,12 @@ ROUTES: tuple[Route, ...] = (
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
-    Route(POST, "/api/fs/add_offline_download", offline.add_offline_download),
+    Route(
+        POST,
+        "/api/fs/add_offline_download",
+        offline.add_offline_download,
+        openapi=offline.ADD_INPUT,
+    ),
     Route(GET, "/api/admin/storage/list", storages.list_storages, admin=True),
     Route(GET, "/api/admin/storage/get", storages.get_storage, admin=True),
     Route(POST, "/api/admin/storage/create", storages.create_storage, admin=True),

@@ -233,6 +233,12 @@ async def test_offline_downloads_need_the_bit_and_write_access(
         body = {"urls": [f"{files_url}/small.txt"], "path": "/local", "tool": "SimpleHttp"}
         refused = await api.post("/api/fs/add_offline_download", body, token=token)
         assert (refused["code"], refused["message"]) == (403, "permission denied"), user
+    # As AList, the bit is checked before the body is read: a malformed body is 403 too.
+    token = await api.login("nobit", USER_PW)
+    malformed = await api.post("/api/fs/add_offline_download", {"urls": "x"}, token=token)
+    assert (malformed["code"], malformed["message"]) == (403, "permission denied")
+    wrong_type = await api.post("/api/fs/add_offline_download", {"urls": "x", "path": "/local"})
+    assert wrong_type["code"] == 400  # with the bit: the body is judged
     escape = await api.post(
         "/api/fs/add_offline_download",
         {"urls": [f"{files_url}/small.txt"], "path": "/../local", "tool": "SimpleHttp"},

@@ -4,10 +4,13 @@ v3.45's shapes (``server/handles/offline_download.go``)."""
 
 from __future__ import annotations
 
+from starlette.requests import Request
 from starlette.responses import Response
 
-from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.binding import bind
+from manifold.api.deps import ServicesDep, get_caller, get_services
 from manifold.api.envelope import ok
+from manifold.api.openapi import bound
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
 from manifold.errors import PermissionDenied
@@ -35,9 +38,17 @@ class SeedBody(RequestBody):
     seedtime: str = ""
 
 
-async def add_offline_download(body: AddBody, caller: CallerDep, services: ServicesDep) -> Response:
+ADD_INPUT = bound(AddBody)
+
+
+async def add_offline_download(request: Request) -> Response:
+    # As AList: the permission bit is checked before the body is read, so a user
+    # without it gets 403 whatever they send.
+    caller = await get_caller(request)
     if not caller.user.can(Perm.OFFLINE_DOWNLOAD):
         raise PermissionDenied()
+    body = await bind(request, AddBody)
+    services = get_services(request)
     tasks = await services.offline.add(caller, body.urls, body.path, body.tool, body.delete_policy)
     return ok({"tasks": [task_json(t) for t in tasks]})
 
