@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from manifold.api.routes.fs import DirsBody, GetBody, ListBody, OtherBody
+from manifold.api.routes.offline import AddBody
 from manifold.api.routes.search import SearchBody, UpdateIndexBody
 from manifold.app import ROUTES, Route, create_app
 from manifold.config import Config, load_config
@@ -35,6 +36,7 @@ BOUND_MODELS: dict[str, type[BaseModel]] = {
     "/api/fs/other": OtherBody,
     "/api/fs/search": SearchBody,
     "/api/admin/index/update": UpdateIndexBody,
+    "/api/fs/add_offline_download": AddBody,
 }
 
 
