@@ -92,7 +92,7 @@ def _server(args: argparse.Namespace) -> int:
     import uvicorn
 
     from manifold.app import create_app
-    from manifold.server import uvicorn_config
+    from manifold.server import tune_collector, uvicorn_config
 
     config = _config(args)
     if args.host:
@@ -108,6 +108,7 @@ def _server(args: argparse.Namespace) -> int:
     sys.stdout.write(f"listening on http://{config.address}:{config.port}\n")
     sys.stdout.flush()
     server = uvicorn.Server(uvicorn_config(create_app(config), config))
+    tune_collector()
     # uvicorn shuts down cleanly on Ctrl-C, then raises it again; that is a normal stop.
     with contextlib.suppress(KeyboardInterrupt):
         server.run()

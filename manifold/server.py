@@ -6,6 +6,7 @@ tests that run a real server start the same thing.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import uvicorn
@@ -16,6 +17,26 @@ from manifold.config import Config
 MAX_HEADERS = 100
 MAX_HEADER_LINE = 16 << 10  # a File-Path of 4 KiB of UTF-8, percent-escaped, fits
 MAX_HEAD = 64 << 10  # request line and every header together
+# New container objects between two collections of the youngest generation
+# (Python's default is 700).
+YOUNG_COLLECTION_EVERY = 10_000
+
+
+def tune_collector() -> None:
+    """Set the garbage collector for a long-running server, before it starts.
+
+    What the process made while starting (modules, the app, its routes) lives until
+    it ends: ``gc.freeze`` takes it out of every later collection, which otherwise
+    walks all of it on each full collection. A listing of 100,000 entries makes some
+    200,000 objects that all survive; with the default threshold that is hundreds of
+    young collections and a full one or two, about a fifth of a cold scan's time.
+    Cycles still get collected, after 10,000 new objects rather than 700 (at 50,000
+    the middle generation grows big enough that collecting it costs 0.1 s).
+    """
+    gc.collect()
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, oldest)
 
 
 def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config:

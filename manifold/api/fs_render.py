@@ -98,10 +98,12 @@ class _Fragments:
     """The encoded entries of one visible listing; ``b""`` marks one not encoded yet.
 
     A listing that replaces an older one of the same folder (a rescan) takes over the
-    fragments of the entries that did not change, found by name and compared whole.
+    fragments of the entries that did not change: an entry that is the very object
+    the older listing held at the same place (drivers reuse unchanged objects) at
+    once, any other found by name and compared whole.
     """
 
-    __slots__ = ("complete", "entries", "key", "parts", "previous")
+    __slots__ = ("_by_name", "complete", "entries", "key", "old", "parts")
 
     def __init__(
         self, key: tuple[object, ...], entries: list[Obj], older: _Fragments | None
@@ -110,27 +112,41 @@ class _Fragments:
         self.entries = entries
         self.parts = [b""] * len(entries)
         self.complete = False
-        self.previous: dict[str, tuple[Obj, bytes]] = {}
-        if older is not None and older.key == key:
-            self.previous = older.by_name()
-
-    def by_name(self) -> dict[str, tuple[Obj, bytes]]:
-        """The encoded entries so far, by name (only this generation's: no chains)."""
-        pairs = zip(self.entries, self.parts, strict=True)
-        return {obj.name: (obj, part) for obj, part in pairs if part}
+        # The older listing's entries and fragments (not the older object itself,
+        # which may hold its own predecessor: no chains of generations).
+        same = older is not None and older.key == key
+        self.old: tuple[list[Obj], list[bytes]] | None = (
+            (older.entries, older.parts) if older is not None and same else None
+        )
+        self._by_name: dict[str, tuple[Obj, bytes]] | None = None
 
     def fill(self, start: int, stop: int, encode: Callable[[Obj], bytes]) -> None:
         if self.complete:
             return
-        parts, entries, previous = self.parts, self.entries, self.previous
+        parts, entries, old = self.parts, self.entries, self.old
+        old_entries, old_parts = old if old is not None else ([], [])
+        kept = len(old_entries)
         for index in range(start, stop):
-            if not parts[index]:
-                obj = entries[index]
-                before = previous.get(obj.name)
-                parts[index] = before[1] if before is not None and before[0] == obj else encode(obj)
+            if parts[index]:
+                continue
+            obj = entries[index]
+            part = b""
+            if index < kept and old_entries[index] is obj:
+                part = old_parts[index]
+            elif old is not None:
+                before = self._old_by_name(old).get(obj.name)
+                if before is not None and (before[0] is obj or before[0] == obj):
+                    part = before[1]
+            parts[index] = part or encode(obj)
         if start == 0 and stop == len(parts):
             self.complete = True
-            self.previous = {}
+            self.old = self._by_name = None
+
+    def _old_by_name(self, old: tuple[list[Obj], list[bytes]]) -> dict[str, tuple[Obj, bytes]]:
+        if self._by_name is None:
+            pairs = zip(*old, strict=True)
+            self._by_name = {obj.name: (obj, part) for obj, part in pairs if part}
+        return self._by_name
 
 
 class ListingRenderer:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import operator
 import re
 import time
 from collections import OrderedDict
@@ -145,12 +146,12 @@ class StorageOps:
     async def list(self, path: str, refresh: bool = False) -> builtins.list[Obj]:
         path = clean_path(path)
         key = self._prefix + path
+        cached = self._cache.get(key)
         if refresh:
             self._cache.drop(key)
-        cached = self._cache.get(key)
-        if cached is not None and (not self._revalidates or await self._unchanged(key)):
+        elif cached is not None and (not self._revalidates or await self._unchanged(key)):
             return cached
-        return await self._flight.run(key, lambda: self._list_fresh(path, key))
+        return await self._flight.run(key, lambda: self._list_fresh(path, key, cached))
 
     async def _unchanged(self, key: str) -> bool:
         """Whether the folder a kept listing came from still has its fingerprint."""
@@ -162,13 +163,19 @@ class StorageOps:
         except ManifoldError:
             return False  # gone or unreadable: the rescan says which
 
-    async def _list_fresh(self, path: str, key: str) -> builtins.list[Obj]:
+    async def _list_fresh(
+        self, path: str, key: str, before: builtins.list[Obj] | None
+    ) -> builtins.list[Obj]:
         folder = await self.get(path)
         if not folder.is_dir:
             raise NotAFolder()
         # Taken before the scan: a change during the scan shows as a new fingerprint.
         token = await self.driver.fingerprint(folder) if self._revalidates else None
         objs = self._sorted(await self.driver.list(folder))
+        if before is not None and _same_objects(objs, before):
+            # A rescan that found nothing changed hands out the list it replaces, so
+            # that what was derived from it (``vfs.memo``) is still found.
+            objs = before
         if objs:  # as AList: an empty listing is not kept
             self._cache.put(key, objs, self._ttl)
             if self._revalidates:
@@ -324,3 +331,9 @@ _SORT_KEYS: dict[str, Callable[[Obj], Any]] = {
     "size": lambda o: o.size,
     "modified": lambda o: o.modified,
 }
+
+
+def _same_objects(new: builtins.list[Obj], old: builtins.list[Obj]) -> bool:
+    """Whether two listings hold the very same objects in the same order (drivers
+    that reuse unchanged objects across scans, as Local does, make this common)."""
+    return len(new) == len(old) and all(map(operator.is_, new, old))

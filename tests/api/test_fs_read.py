@@ -717,6 +717,8 @@ async def test_a_rescan_encodes_only_what_changed(
     encodes = count_encodes(monkeypatch)
     await fs_list(api, "/m")
     assert encodes.calls == 7
+    await fs_list(api, "/m", refresh=True)
+    assert encodes.calls == 7  # rescanned, nothing changed: nothing encoded again
     (root / "f0.txt").write_text("grown")
     (root / "new.txt").write_text("")
     (root / "f6.txt").unlink()

@@ -22,6 +22,7 @@ from PIL import Image
 from manifold.drivers.base import FileSource, LinkArgs
 from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
+from manifold.drivers.local.seen import SeenFolders
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -34,7 +35,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
-from manifold.models import THUMB_SELF, Obj, Storage
+from manifold.models import THUMB_SELF, Obj, Storage, new_obj
 from manifold.testing.conformance import (
     DriverConformance,
     DriverFactory,
@@ -615,3 +616,92 @@ async def test_real_paths_are_reused_for_a_second_then_resolved_again(
     assert await driver.real_paths(["/door"]) == ["/alice"]  # within the second
     monkeypatch.setattr("manifold.drivers.local.driver.REAL_PATH_SECONDS", 0.0)
     assert await driver.real_paths(["/door"]) == ["/bob"]
+
+
+# --- rescans reuse what did not change ---------------------------------------------
+
+
+async def scanned(driver: LocalDriver) -> list[Obj]:
+    return await driver.list(await driver.root_obj())
+
+
+async def test_a_rescan_of_an_unchanged_folder_hands_back_the_same_list(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for n in range(5):
+        (root / f"f{n}.txt").write_text("x" * n)
+    (root / "sub").mkdir()
+    driver = await local_driver(root)
+    first = await scanned(driver)
+    again = await scanned(driver)
+    assert again is first
+    assert {o.name: o.size for o in again} == {**{f"f{n}.txt": n for n in range(5)}, "sub": 0}
+    await driver.drop()
+
+
+async def test_a_rescan_makes_new_objects_for_exactly_what_changed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for n in range(6):
+        (root / f"f{n}.txt").write_text("x")
+    driver = await local_driver(root)
+    first = {o.name: o for o in await scanned(driver)}
+    (root / "f1.txt").write_text("grown")  # size
+    os.utime(root / "f2.txt", (0, 0))  # time only, to the epoch itself
+    (root / "f3.txt").unlink()
+    (root / "f3.txt").mkdir()  # same name, now a folder
+    (root / "f4.txt").unlink()
+    (root / "new.txt").write_text("")
+    second = {o.name: o for o in await scanned(driver)}
+    assert set(second) == {"f0.txt", "f1.txt", "f2.txt", "f3.txt", "f5.txt", "new.txt"}
+    assert second["f0.txt"] is first["f0.txt"]
+    assert second["f5.txt"] is first["f5.txt"]
+    assert second["f1.txt"].size == 5
+    assert second["f2.txt"].modified == datetime(1970, 1, 1, tzinfo=UTC)
+    assert (second["f3.txt"].is_dir, second["f3.txt"].size) == (True, 0)
+    # Every object, reused or not, is what a scan by a fresh driver makes.
+    fresh = await local_driver(root)
+    assert {o.name: o for o in await scanned(fresh)} == second
+    third = {o.name: o for o in await scanned(driver)}
+    assert all(third[name] is second[name] for name in second)
+    await driver.drop()
+    await fresh.drop()
+
+
+async def test_an_edited_storage_never_reuses_the_old_ones_objects(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    Image.new("RGB", (4, 4)).save(root / "pic.png")
+    plain = await local_driver(root)
+    assert (await scanned(plain))[0].thumb == ""
+    with_thumbs = await local_driver(root, thumbnail=True)
+    assert (await scanned(with_thumbs))[0].thumb == THUMB_SELF
+    await plain.drop()
+    await with_thumbs.drop()
+
+
+def test_seen_folders_keep_to_their_budget() -> None:
+    seen = SeenFolders(budget=10)
+    owner = object()
+    objs = [Obj(name=f"f{n}", size=0, is_dir=False, modified=WHEN) for n in range(4)]
+    for folder in ("/a", "/b", "/c"):
+        seen.put(owner, folder, objs, [0] * 4)
+    assert len(seen) == 8
+    assert seen.get(owner, "/a") == ([], [])  # the least recently listed went first
+    assert seen.get(owner, "/b")[0] is objs
+    seen.put(owner, "/d", objs * 3, [0] * 12)  # bigger than the whole budget: not kept
+    assert seen.get(owner, "/d") == ([], [])
+    assert len(seen) == 8
+    seen.forget(owner)
+    assert len(seen) == 0
+    assert seen.get(owner, "/b") == ([], [])
+
+
+def test_new_obj_builds_what_the_constructor_does() -> None:
+    made = new_obj("a.png", 3, False, WHEN, None, "/x/a.png", THUMB_SELF)
+    assert made == Obj("a.png", 3, False, WHEN, None, "/x/a.png", thumb=THUMB_SELF)
+    assert hash(made) == hash(Obj("a.png", 3, False, WHEN, None, "/x/a.png", thumb=THUMB_SELF))
+    with pytest.raises(AttributeError):
+        made.size = 4  # type: ignore[misc]

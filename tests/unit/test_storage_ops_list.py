@@ -103,6 +103,21 @@ async def test_refresh_and_forget_rescan(
     assert scans.count == 3
 
 
+async def test_a_rescan_that_finds_nothing_changed_keeps_the_list(
+    snapshot_ops: tuple[StorageOps, Scans], root: Path
+) -> None:
+    """Whatever was derived from a listing (filtered, encoded) is kept by the list's
+    identity, so a refresh of an unchanged folder hands out the same list."""
+    ops, scans = snapshot_ops
+    first = await ops.list("/")
+    assert await ops.list("/", refresh=True) is first
+    (root / "a.txt").write_text("longer")
+    changed = await ops.list("/", refresh=True)
+    assert changed is not first
+    assert {o.name: o.size for o in changed} == {"a.txt": 6, "empty": 0}
+    assert scans.count == 3
+
+
 async def test_empty_listings_are_not_kept(snapshot_ops: tuple[StorageOps, Scans]) -> None:
     ops, scans = snapshot_ops
     assert await ops.list("/empty") == []

@@ -9,7 +9,8 @@ link itself. New names pass
 ``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
 
 Listing is one ``scandir`` over the open folder, each entry costing one ``fstatat``
-by name. With the ``thumbnail`` option, pictures (and videos, where ffmpeg is
+by name; an entry whose stat did not change since the folder's last scan is that
+scan's object again (``seen``), and an unchanged folder gives the very same list. With the ``thumbnail`` option, pictures (and videos, where ffmpeg is
 installed) carry ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the
 API makes absolute and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
 
@@ -51,6 +52,7 @@ from manifold.drivers.base import (
 )
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
+from manifold.drivers.local.seen import SEEN
 from manifold.drivers.local.thumbs import (
     Thumbnailer,
     VideoPosition,
@@ -68,7 +70,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
-from manifold.models import THUMB_SELF, Link, Obj, Storage
+from manifold.models import THUMB_SELF, Link, Obj, Storage, new_obj
 
 T = TypeVar("T")
 
@@ -120,8 +122,13 @@ _S_ISDIR = stat.S_ISDIR
 _S_ISREG = stat.S_ISREG
 
 
-def _created(st: os.stat_result) -> datetime | None:
+def _birth(st: os.stat_result) -> float | None:
     birth: float | None = getattr(st, "st_birthtime", None)
+    return birth
+
+
+def _created(st: os.stat_result) -> datetime | None:
+    birth = _birth(st)
     return _from_timestamp(birth, UTC) if birth is not None else None
 
 
@@ -175,6 +182,9 @@ class LocalDriver(Driver[Addition]):
         self._recycle_bin = ""
         self._thumbs: Thumbnailer | None = None
         self._reals: dict[str, tuple[str | None, float]] = {}
+        # This storage's folders in ``SEEN``: one token per instance, so that a storage
+        # edited (a new instance, maybe other options) never reuses the old one's objects.
+        self._token = object()
 
     async def init(self) -> None:
         """Resolve the root (which must be an existing folder) and parse the options."""
@@ -188,6 +198,7 @@ class LocalDriver(Driver[Addition]):
 
     async def drop(self) -> None:
         """Remove the private thumbnail folder; nothing else is held between calls."""
+        SEEN.forget(self._token)
         thumbs, self._thumbs = self._thumbs, None
         if thumbs is not None:
             await asyncio.to_thread(thumbs.close)
@@ -365,14 +376,24 @@ class LocalDriver(Driver[Addition]):
         return real
 
     def _list(self, path: str) -> builtins.list[Obj]:
-        """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name."""
+        """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name.
+
+        An entry whose stat is what the last scan of this folder found is that scan's
+        object (``seen``); only new and changed entries make new objects.
+        """
         real = self._folder(path)
         prefix = path if path.endswith(os.sep) else path + os.sep
         show_hidden = self.options.show_hidden
         thumbs = self._thumbs if self.options.thumbnail else None
+        last_objs, last_stamps = SEEN.get(self._token, path)
+        known = len(last_objs)
+        at = 0  # where the last scan's entry for the next name is expected
+        places: dict[str, int] | None = None  # the last scan's names, once its order differs
+        reused = 0
         objs: builtins.list[Obj] = []
+        stamps: builtins.list[object] = []
         temps: builtins.list[str] = []
-        append = objs.append
+        append, stamped = objs.append, stamps.append
         fd = os.open(real, _DIR_FLAGS)
         try:
             with os.scandir(fd) as entries:
@@ -399,18 +420,45 @@ class LocalDriver(Driver[Addition]):
                         size, is_dir = 0, True
                     else:
                         continue  # pipes, sockets, devices
-                    created = _created(st) if _HAS_BIRTH else None
-                    modified = _from_timestamp(st.st_mtime, UTC)
+                    stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+                    # A folder's order is the same from one scan to the next until it
+                    # changes: the last scan's entry is looked for where it was first.
+                    if at < known and last_objs[at].name == name:
+                        place = at
+                    elif known:
+                        if places is None:
+                            places = {o.name: i for i, o in enumerate(last_objs)}
+                        place = places.get(name, -1)
+                    else:
+                        place = -1
+                    if place >= 0:
+                        at = place + 1
+                        last = last_objs[place]
+                        if (
+                            last_stamps[place] == stamp
+                            and last.size == size
+                            and last.is_dir == is_dir
+                        ):
+                            reused += 1
+                            append(last)
+                            stamped(stamp)
+                            continue
                     thumb = (
                         THUMB_SELF
                         if thumbs is not None and not is_dir and thumbs.offers(name)
                         else ""
                     )
-                    append(Obj(name, size, is_dir, modified, created, prefix + name, thumb=thumb))
+                    created = _created(st) if _HAS_BIRTH else None
+                    modified = _from_timestamp(st.st_mtime, UTC)
+                    append(new_obj(name, size, is_dir, modified, created, prefix + name, thumb))
+                    stamped(stamp)
         finally:
             os.close(fd)
         if temps:
             _sweep(real, temps)
+        if reused == len(objs) == known:
+            return last_objs  # nothing changed: the very list of the last scan
+        SEEN.put(self._token, path, objs, stamps)
         return objs
 
     def _stays_inside(self, folder: str, name: str) -> bool:
