@@ -27,6 +27,7 @@ from sqlalchemy import (
     ColumnElement,
     String,
     and_,
+    bindparam,
     column,
     delete,
     false,
@@ -126,6 +127,31 @@ def _glob_escape(value: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in value)
 
 
+# LIKE's escape character, as SQLAlchemy's ``autoescape`` uses it.
+_ESCAPE = "/"
+
+
+def _like_escape(value: str) -> str:
+    """``value`` matching itself in a LIKE pattern with ``ESCAPE '/'``."""
+    return value.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+
+class _Shape(NamedTuple):
+    """What a search statement's text depends on (its values are parameters)."""
+
+    root: bool  # below "/": no folder condition
+    excluded: tuple[bool, ...]  # per excluded folder: whether it is "/"
+    scope: int
+    fts: bool
+    likes: int  # keywords matched by LIKE
+
+
+# Statement kinds: every match, one page with the total, the total alone.
+_ALL, _PAGE, _COUNT = 0, 1, 2
+# Statements kept by shape; an odd query (dozens of keywords) may pass it, then all go.
+_STATEMENTS_KEPT = 256
+
+
 def _row(node: Node) -> dict[str, Any]:
     return {
         "parent": node.parent,
@@ -152,6 +178,7 @@ class SearchRepo(Repo):
         super().__init__(engine)
         self._dialect: str = engine.dialect.name
         self._has_fts: bool | None = None
+        self._statements: dict[tuple[_Shape, int], Any] = {}
 
     # -- writing ---------------------------------------------------------------
 
@@ -230,44 +257,106 @@ class SearchRepo(Repo):
         ``per_page < 1`` returns every match.
         """
         async with self.engine.connect() as conn:
-            where = await self._where(conn, query, full_text)
-            order = (nodes.c.name, nodes.c.id)
+            shape, params = await self._shape(conn, query, full_text)
             if per_page < 1:
-                stmt = select(*_NODE_COLUMNS).where(*where).order_by(*order)
-                found = [_node(row) for row in (await conn.execute(stmt)).all()]
+                rows = (await conn.execute(self._statement(shape, _ALL), params)).all()
+                found = [_node(row) for row in rows]
                 return found, len(found)
             # The page and the number of matches in one query (a window count).
-            total = func.count().over().label("total")
-            stmt = select(*_NODE_COLUMNS, total).where(*where).order_by(*order)
-            stmt = stmt.limit(per_page).offset((max(page, 1) - 1) * per_page)
-            rows = (await conn.execute(stmt)).all()
+            params["limit"] = per_page
+            params["offset"] = (max(page, 1) - 1) * per_page
+            rows = (await conn.execute(self._statement(shape, _PAGE), params)).all()
             if rows:
                 return [_node(row[:4]) for row in rows], int(rows[0].total)
             if page <= 1:
                 return [], 0
-            counted = select(func.count()).select_from(nodes).where(*where)  # past the end
-            return [], int((await conn.execute(counted)).scalar_one())
+            counted = await conn.execute(self._statement(shape, _COUNT), params)  # past the end
+            return [], int(counted.scalar_one())
 
     # -- conditions ------------------------------------------------------------
 
-    async def _where(
+    # A search's statement depends only on its shape (is the folder the root, which
+    # excluded folders are, the scope, full text or not, how many LIKE keywords);
+    # the values go in as parameters. Statements are built once per shape and kept,
+    # so a search costs SQLAlchemy no building and no cache-key walk.
+
+    async def _shape(
         self, conn: AsyncConnection, query: NodeQuery, full_text: bool
-    ) -> list[ColumnElement[bool]]:
-        where = [self._below(query.parent)]
-        where += [not_(self._below(folder)) for folder in query.excluded]
-        if query.scope == SCOPE_FOLDERS:
-            where.append(nodes.c.is_dir == true())
-        elif query.scope == SCOPE_FILES:
-            where.append(nodes.c.is_dir == false())
+    ) -> tuple[_Shape, dict[str, Any]]:
+        params: dict[str, Any] = {}
+        if query.parent != "/":
+            params["parent"], params["under"] = query.parent, self._under(query.parent)
+        for index, folder in enumerate(query.excluded):
+            if folder != "/":
+                params[f"x{index}"], params[f"xu{index}"] = folder, self._under(folder)
         keywords = [fold(k) for k in query.keywords if k]
         long = [k for k in keywords if len(k) >= TRIGRAM]
-        if full_text and long and await self._fts_ready(conn):
+        fts = full_text and bool(long) and await self._fts_ready(conn)
+        if fts:
             keywords = [k for k in keywords if len(k) < TRIGRAM]
-            match = " ".join(_fts_phrase(k) for k in long)
+            params["match"] = " ".join(_fts_phrase(k) for k in long)
+        for index, keyword in enumerate(keywords):
+            params[f"k{index}"] = f"%{_like_escape(keyword)}%"
+        shape = _Shape(
+            query.parent == "/",
+            tuple(folder == "/" for folder in query.excluded),
+            query.scope,
+            fts,
+            len(keywords),
+        )
+        return shape, params
+
+    def _statement(self, shape: _Shape, kind: int) -> Any:
+        key = (shape, kind)
+        stmt = self._statements.get(key)
+        if stmt is None:
+            if len(self._statements) >= _STATEMENTS_KEPT:
+                self._statements.clear()  # shapes are few; only odd queries get here
+            stmt = self._statements[key] = self._build(shape, kind)
+        return stmt
+
+    def _build(self, shape: _Shape, kind: int) -> Any:
+        where: list[ColumnElement[bool]] = []
+        if not shape.root:
+            where.append(self._below_param("parent", "under"))
+        for index, excluded_root in enumerate(shape.excluded):
+            if excluded_root:
+                where.append(false())
+            else:
+                where.append(not_(self._below_param(f"x{index}", f"xu{index}")))
+        if shape.scope == SCOPE_FOLDERS:
+            where.append(nodes.c.is_dir == true())
+        elif shape.scope == SCOPE_FILES:
+            where.append(nodes.c.is_dir == false())
+        if shape.fts:
             fts = text("SELECT rowid FROM search_fts WHERE search_fts MATCH :match")
-            where.append(nodes.c.id.in_(fts.bindparams(match=match).columns(column("rowid"))))
-        where += [nodes.c.name_key.contains(k, autoescape=True) for k in keywords]
-        return where
+            where.append(nodes.c.id.in_(fts.columns(column("rowid"))))
+        for index in range(shape.likes):
+            where.append(nodes.c.name_key.like(bindparam(f"k{index}"), escape=_ESCAPE))
+        if kind == _COUNT:
+            return select(func.count()).select_from(nodes).where(*where)
+        order = (nodes.c.name, nodes.c.id)
+        if kind == _ALL:
+            return select(*_NODE_COLUMNS).where(*where).order_by(*order)
+        total = func.count().over().label("total")
+        stmt = select(*_NODE_COLUMNS, total).where(*where).order_by(*order)
+        return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
+
+    def _under(self, folder: str) -> str:
+        """The pattern of paths strictly below ``folder`` (see ``_below_param``)."""
+        prefix = folder.rstrip("/") + "/"
+        if self._dialect == "sqlite":
+            return _glob_escape(prefix) + "*"
+        return _like_escape(prefix) + "%"
+
+    def _below_param(self, folder: str, under: str) -> ColumnElement[bool]:
+        """``_below`` with the folder and its ``_under`` pattern as parameters."""
+        inside: ColumnElement[bool]
+        if self._dialect == "sqlite":
+            inside = nodes.c.parent.op("GLOB")(bindparam(under))
+        else:
+            inside = nodes.c.parent.like(bindparam(under), escape=_ESCAPE)
+        return or_(nodes.c.parent == bindparam(folder), inside)
 
     async def _fts_ready(self, conn: AsyncConnection) -> bool:
         if self._dialect != "sqlite":

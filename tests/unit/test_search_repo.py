@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from manifold.db import search_repo
 from manifold.db.engine import migrate, open_engine
 from manifold.db.search_repo import (
     SCOPE_FILES,
@@ -283,3 +284,25 @@ async def test_full_text_answers_long_keywords_from_the_fts_table(repo: SearchRe
     assert await paths(repo, True, "/", "needle") == []
     assert await paths(repo, True, "/", "ne") == ["/needle.txt"]
     assert await paths(repo, False, "/", "needle") == ["/needle.txt"]
+
+
+async def test_a_statement_is_built_once_per_shape_of_query(
+    repo: SearchRepo, full_text: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values are parameters: searches differing only in folder, keywords or page run
+    the statement built for the first, and still find their own matches."""
+    await repo.insert([folder("/", "a"), file("/a", "report.txt"), file("/b", "photo.jpg")])
+    kept = repo._statements
+    assert await paths(repo, full_text, "/a", "report") == ["/a/report.txt"]
+    built = dict(kept)
+    assert await paths(repo, full_text, "/b", "photo") == ["/b/photo.jpg"]
+    assert await paths(repo, full_text, "/b", "report") == []
+    assert kept == built
+    for page in (1, 2):
+        await repo.search(NodeQuery("/", ("o",)), page, 1, full_text)
+    assert len(kept) == len(built) + 1
+    monkeypatch.setattr(search_repo, "_STATEMENTS_KEPT", 8)
+    for count in range(1, 20):  # a shape of its own each time
+        excluded = tuple(f"/x{n}" for n in range(count))
+        await repo.search(NodeQuery("/", ("o",), excluded=excluded), 1, 10, full_text)
+        assert len(kept) <= 8

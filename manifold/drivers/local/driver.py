@@ -10,9 +10,10 @@ link itself. New names pass
 
 Listing is one ``scandir`` over the open folder, each entry costing one ``fstatat``
 by name; an entry whose stat did not change since the folder's last scan is that
-scan's object again (``seen``), and an unchanged folder gives the very same list. With the ``thumbnail`` option, pictures (and videos, where ffmpeg is
-installed) carry ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the
-API makes absolute and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
+scan's object again (``seen``), and an unchanged folder gives the very same list.
+With the ``thumbnail`` option, pictures (and videos, where ffmpeg is installed) carry
+``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the API makes absolute
+and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
 
 Uploads and copies are written under a ``TEMP_PREFIX`` name in the target folder and
 renamed into place when whole (without replacing anything unless asked). A process
