@@ -199,5 +199,13 @@ async def cancel_forgets(api: Api, task_id: str, tool: str) -> None:
     assert cancel["code"] == 200, cancel
     task = await finished(api, task_id)
     assert task.state == TaskState.CANCELED
+    # A tool may answer the removal before it has dropped the download (Transmission
+    # queues it for its session thread): allow it a moment, then it must be gone.
+    for _ in range(100):
+        try:
+            await api.services.offline.tools[tool].status(ident)
+        except ToolError:
+            return
+        await asyncio.sleep(0.05)
     with pytest.raises(ToolError):
         await api.services.offline.tools[tool].status(ident)
