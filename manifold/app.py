@@ -12,10 +12,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from starlette import routing as starlette_routing
 from starlette._utils import get_route_path
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Router
@@ -375,6 +377,24 @@ class ManifoldApp(FastAPI):
                 await send({"type": "http.response.body", "body": body})
                 return
         await super().__call__(scope, receive, send)
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """FastAPI's stack less three layers every request would pass for nothing:
+        the server-error layer (``CatchAll``, outermost of this app's own, answers
+        every unexpected error first), the telemetry layer (no OpenTelemetry here)
+        and the app-wide body limit (``RequestGuard`` holds the limits). What the
+        routes rely on stays: the exception handlers and the exit stack of a request.
+        """
+        handlers = {
+            key: handler
+            for key, handler in self.exception_handlers.items()
+            if key not in (500, Exception)
+        }
+        app: ASGIApp = AsyncExitStackMiddleware(self.router)
+        app = ExceptionMiddleware(app, handlers=handlers, debug=self.debug)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
 
 
 FastBody = Callable[[Scope], Awaitable[bytes | None]]
