@@ -64,6 +64,12 @@ async def get_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     return caller
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
+async def services_of(request: Request) -> Services:
+    """``get_services`` as a dependency: a plain ``def`` one would cost every request
+    a trip to the thread pool."""
+    return get_services(request)
+
+
+ServicesDep = Annotated[Services, Depends(services_of)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 AdminDep = Annotated[Caller, Depends(get_admin)]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 
 from manifold.app import RouteTable
@@ -68,3 +72,26 @@ async def test_paths_with_parameters_and_unknown_paths_still_route(api: Api) -> 
     assert missing.status_code == 404 or missing.json()["code"] == 404
     wrong_method = await api.client.delete("/api/fs/mkdir", headers={"Authorization": token})
     assert wrong_method.status_code == 405 or wrong_method.json()["code"] == 405
+
+
+def test_no_route_or_dependency_runs_in_the_thread_pool(api: Api) -> None:
+    """FastAPI runs a plain ``def`` endpoint or dependency in its thread pool: one more
+    trip off the event loop for every request, which waits its turn under load."""
+    app = api.client._transport.app  # type: ignore[attr-defined]
+    routes = [r for r in app.router.routes if isinstance(r, APIRoute)]
+    assert len(routes) > 50
+
+    def sync_calls(dependant: Dependant) -> list[str]:
+        found = [] if dependant.call is None or is_async(dependant.call) else [repr(dependant.call)]
+        for sub in dependant.dependencies:
+            found += sync_calls(sub)
+        return found
+
+    threaded = {route.path: sync_calls(route.dependant) for route in routes}
+    assert {path: calls for path, calls in threaded.items() if calls} == {}
+
+
+def is_async(call: object) -> bool:
+    return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(
+        getattr(call, "__call__", None)  # noqa: B004 - a callable instance's method
+    )
