@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
+import threading
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +17,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from manifold.config import make_private
@@ -72,6 +74,60 @@ async def writing(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         gate = _WRITE_GATES[engine.sync_engine] = asyncio.Lock()
     async with gate, engine.begin() as conn:
         yield conn
+
+
+class SqliteReader:
+    """Reads of an SQLite database file answered in one trip to a worker thread.
+
+    Through the async driver a query is four or five trips between the event loop
+    and the connection's thread (cursor, execute, fetch, close, rollback), and under
+    load each trip waits its turn behind every ready callback of the loop. Here a
+    compiled statement runs and fetches in one call on the default executor, on a
+    connection of that worker thread's own, in autocommit: every read sees what was
+    committed before it started. ``open_reader`` gives one only for a database file.
+    """
+
+    def __init__(self, engine: AsyncEngine, database: str) -> None:
+        self._dialect = engine.dialect
+        self._database = database
+        self._local = threading.local()  # a connection per worker thread; closed with it
+
+    def compile(self, statement: Any) -> tuple[str, tuple[str, ...]]:
+        """``statement``'s SQL text and the names of its parameters, in order."""
+        compiled = statement.compile(dialect=self._dialect)
+        return str(compiled), tuple(compiled.positiontup or ())
+
+    async def rows(
+        self, compiled: tuple[str, tuple[str, ...]], params: dict[str, Any]
+    ) -> list[Any]:
+        sql, names = compiled
+        return await asyncio.to_thread(self._rows, sql, [params[name] for name in names])
+
+    def _rows(self, sql: str, args: list[Any]) -> list[Any]:
+        try:
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self._open()
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            # As the async driver would raise it; the parameters stay out of its text.
+            raise DBAPIError.instance(sql, None, exc, sqlite3.Error, hide_parameters=True) from exc
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._database, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+
+def open_reader(engine: AsyncEngine) -> SqliteReader | None:
+    """A one-trip reader for an SQLite database file; None for other databases."""
+    if engine.dialect.name != "sqlite":
+        return None
+    database = engine.url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return SqliteReader(engine, database)
 
 
 def _private_sqlite_files(database: str) -> None:

@@ -45,7 +45,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from manifold.db import tables as t
-from manifold.db.engine import writing
+from manifold.db.engine import open_reader, writing
 from manifold.db.repos import Repo
 from manifold.vfs.paths import split_path
 
@@ -179,6 +179,8 @@ class SearchRepo(Repo):
         self._dialect: str = engine.dialect.name
         self._has_fts: bool | None = None
         self._statements: dict[tuple[_Shape, int], Any] = {}
+        self._reader = open_reader(engine)
+        self._compiled: dict[tuple[_Shape, int], tuple[str, tuple[str, ...]]] = {}
 
     # -- writing ---------------------------------------------------------------
 
@@ -256,6 +258,8 @@ class SearchRepo(Repo):
 
         ``per_page < 1`` returns every match.
         """
+        if self._reader is not None:
+            return await self._search_sqlite(query, page, per_page, full_text)
         async with self.engine.connect() as conn:
             shape, params = await self._shape(conn, query, full_text)
             if per_page < 1:
@@ -273,6 +277,37 @@ class SearchRepo(Repo):
             counted = await conn.execute(self._statement(shape, _COUNT), params)  # past the end
             return [], int(counted.scalar_one())
 
+    async def _search_sqlite(
+        self, query: NodeQuery, page: int, per_page: int, full_text: bool
+    ) -> tuple[list[Node], int]:
+        """``search`` on an SQLite file: each statement one trip to a worker thread."""
+        if self._has_fts is None:
+            async with self.engine.connect() as conn:
+                await self._fts_ready(conn)
+        shape, params = self._shape_known(query, full_text)
+        if per_page < 1:
+            found = [_node_of(row) for row in await self._sqlite_rows(shape, _ALL, params)]
+            return found, len(found)
+        params["limit"] = per_page
+        params["offset"] = (max(page, 1) - 1) * per_page
+        rows = await self._sqlite_rows(shape, _PAGE, params)
+        if rows:
+            return [_node_of(row) for row in rows], int(rows[0][4])
+        if page <= 1:
+            return [], 0
+        counted = await self._sqlite_rows(shape, _COUNT, params)
+        return [], int(counted[0][0])
+
+    async def _sqlite_rows(self, shape: _Shape, kind: int, params: dict[str, Any]) -> list[Any]:
+        assert self._reader is not None
+        key = (shape, kind)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            if len(self._compiled) >= _STATEMENTS_KEPT:
+                self._compiled.clear()
+            compiled = self._compiled[key] = self._reader.compile(self._statement(shape, kind))
+        return await self._reader.rows(compiled, params)
+
     # -- conditions ------------------------------------------------------------
 
     # A search's statement depends only on its shape (is the folder the root, which
@@ -283,6 +318,12 @@ class SearchRepo(Repo):
     async def _shape(
         self, conn: AsyncConnection, query: NodeQuery, full_text: bool
     ) -> tuple[_Shape, dict[str, Any]]:
+        if full_text:
+            await self._fts_ready(conn)
+        return self._shape_known(query, full_text)
+
+    def _shape_known(self, query: NodeQuery, full_text: bool) -> tuple[_Shape, dict[str, Any]]:
+        """``_shape`` once ``_fts_ready`` has been asked (or is not needed)."""
         params: dict[str, Any] = {}
         if query.parent != "/":
             params["parent"], params["under"] = query.parent, self._under(query.parent)
@@ -291,7 +332,7 @@ class SearchRepo(Repo):
                 params[f"x{index}"], params[f"xu{index}"] = folder, self._under(folder)
         keywords = [fold(k) for k in query.keywords if k]
         long = [k for k in keywords if len(k) >= TRIGRAM]
-        fts = full_text and bool(long) and await self._fts_ready(conn)
+        fts = full_text and bool(long) and bool(self._has_fts)
         if fts:
             keywords = [k for k in keywords if len(k) < TRIGRAM]
             params["match"] = " ".join(_fts_phrase(k) for k in long)
@@ -388,6 +429,11 @@ class SearchRepo(Repo):
 
 def _node(row: Any) -> Node:
     return Node._make(row)
+
+
+def _node_of(row: Any) -> Node:
+    """A node from a driver's own row: SQLite gives ``is_dir`` as 0 or 1."""
+    return Node(row[0], row[1], bool(row[2]), row[3])
 
 
 def _at(parent: str, name: str) -> ColumnElement[bool]:

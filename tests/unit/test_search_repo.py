@@ -306,3 +306,42 @@ async def test_a_statement_is_built_once_per_shape_of_query(
         excluded = tuple(f"/x{n}" for n in range(count))
         await repo.search(NodeQuery("/", ("o",), excluded=excluded), 1, 10, full_text)
         assert len(kept) <= 8
+
+
+async def test_a_database_file_is_read_in_one_trip_with_the_same_answers(
+    repo: SearchRepo, full_text: bool
+) -> None:
+    """On an SQLite file searches go through the one-trip reader; what they find,
+    their order, totals, pages and types are what the engine's own path answers."""
+    assert repo._reader is not None
+    await repo.insert(
+        [folder("/", "docs"), file("/docs", "b_report.txt", 7), file("/docs", "a_report.md", 3)]
+        + [file("/other", f"report{n}.log") for n in range(5)]
+    )
+    queries = [
+        (NodeQuery("/", ("report",)), 1, 3),
+        (NodeQuery("/", ("report",)), 3, 3),  # the last, partial page
+        (NodeQuery("/", ("report",)), 9, 3),  # past the end: no rows, still the total
+        (NodeQuery("/docs", ("rep", "md")), 1, 0),
+        (NodeQuery("/", ("o",), SCOPE_FOLDERS), 1, 10),
+        (NodeQuery("/", ("report",), excluded=("/other",)), 1, 10),
+    ]
+    one_trip = [await repo.search(q, page, size, full_text) for q, page, size in queries]
+    reader, repo._reader = repo._reader, None
+    try:
+        through_engine = [await repo.search(q, page, size, full_text) for q, page, size in queries]
+    finally:
+        repo._reader = reader
+    assert one_trip == through_engine
+    assert one_trip[2] == ([], 7)
+    assert [type(n.is_dir) for n in one_trip[0][0]] == [bool] * 3
+    assert one_trip[4] == ([folder("/", "docs")], 1)
+
+
+async def test_the_one_trip_reader_sees_every_committed_write(repo: SearchRepo) -> None:
+    for n in range(20):
+        await repo.insert([file("/", f"new{n}.txt")])
+        found, total = await repo.search(NodeQuery("/", ("new",)), 1, 100)
+        assert total == n + 1 and f"new{n}.txt" in [node.name for node in found]
+    await repo.delete_tree("/new0.txt")
+    assert (await repo.search(NodeQuery("/", ("new0",)), 1, 100)) == ([], 0)
