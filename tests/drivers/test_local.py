@@ -254,6 +254,41 @@ async def test_large_upload_flushed_while_receiving_is_exact(
     assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
 
 
+MIB = 1 << 20  # what an upload may hold in memory before it writes a temporary
+
+
+@pytest.mark.parametrize("length", [0, 1, MIB - 1, MIB, MIB + 1, 3 * MIB + 5])
+async def test_uploads_either_side_of_the_held_amount_are_exact(
+    driver: LocalDriver, root: Path, length: int
+) -> None:
+    """Small uploads are stored in one trip, larger ones streamed: both whole and
+    exact, dated as asked, refused on a size mismatch or a taken name, and neither
+    leaves a temporary behind."""
+    data = os.urandom(length)
+    before = sorted(os.listdir(root))
+    root_obj = await driver.root_obj()
+    obj = await driver.put(root_obj, "f.bin", chunks(data, 300_000), length, WHEN)
+    assert (root / "f.bin").read_bytes() == data
+    assert (obj.name, obj.size, obj.is_dir, obj.modified) == ("f.bin", length, False, WHEN)
+    with pytest.raises(InvalidRequest):
+        await driver.put(root_obj, "g.bin", chunks(data, 300_000), length + 1, None)
+    with pytest.raises(ObjectExists):
+        await driver.put(root_obj, "f.bin", chunks(b"new"), 3, None, overwrite=False)
+    assert (root / "f.bin").read_bytes() == data
+    assert sorted(os.listdir(root)) == sorted([*before, "f.bin"])
+
+
+async def test_a_small_upload_into_a_folder_gone_meanwhile_is_refused(
+    driver: LocalDriver, root: Path
+) -> None:
+    folder = await driver.make_dir(await driver.root_obj(), "gone")
+    before = sorted(os.listdir(root))
+    (root / "gone").rmdir()
+    with pytest.raises(ObjectNotFound):
+        await driver.put(folder, "f.txt", chunks(b"x"), 1, None)
+    assert sorted(os.listdir(root)) == [n for n in before if n != "gone"]
+
+
 async def test_upload_temp_files_are_not_listed(driver: LocalDriver, root: Path) -> None:
     (root / f"{TEMP_PREFIX}0123").write_text("half written")
     names = [obj.name for obj in await driver.list(await driver.root_obj())]
@@ -294,9 +329,10 @@ class TestStaleTemporaries:
         self, driver: LocalDriver, root: Path
     ) -> None:
         arrived, release = asyncio.Event(), asyncio.Event()
+        first = b"f" * (1 << 20) + b" "  # past what is held in memory: a temporary exists
 
         async def slow() -> AsyncIterator[bytes]:
-            yield b"first half "
+            yield first
             arrived.set()
             await release.wait()
             yield b"second half"
@@ -312,7 +348,7 @@ class TestStaleTemporaries:
         assert temp.exists()
         release.set()
         await upload
-        assert (root / "slow.txt").read_bytes() == b"first half second half"
+        assert (root / "slow.txt").read_bytes() == first + b"second half"
 
 
 async def test_put_over_folder_is_refused(driver: LocalDriver, root: Path) -> None:

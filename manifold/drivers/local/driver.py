@@ -272,6 +272,17 @@ class LocalDriver(Driver[Addition]):
         overwrite: bool = True,
     ) -> Obj:
         validate_name(name)
+        if not isinstance(stream, FileSource):
+            head, whole = await _read_ahead(stream, _WRITE_BATCH)
+            if whole:  # small: the folder check, the write and the rename in one trip
+                if size is not None and len(head) != size:
+                    raise InvalidRequest(
+                        f"upload size mismatch: got {len(head)} bytes, want {size}"
+                    )
+                return await self._run(
+                    self._put_whole, dst_dir.path, name, head, modified, overwrite
+                )
+            stream = _prefixed(head, stream)
         folder = await self._run(self._folder, dst_dir.path)
         temp = os.path.join(folder, _temp_name())
         target = os.path.join(folder, name)
@@ -288,9 +299,7 @@ class LocalDriver(Driver[Addition]):
         with _in_flight(temp):
             file = await self._run(_create, temp)
             try:
-                written = await _write_stream(file, stream)
-                if size is not None and written != size:
-                    raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+                _check_size(await _write_stream(file, stream), size)
                 await self._run(_commit, file, temp, target, modified, overwrite)
             except BaseException:
                 # Synchronous on purpose: this also runs when the task is being cancelled.
@@ -303,6 +312,21 @@ class LocalDriver(Driver[Addition]):
     async def _run(self, func: Callable[..., T], *args: object) -> T:
         with os_errors():
             return await run_blocking(func, *args)
+
+    def _put_whole(
+        self, dst_dir: str, name: str, data: bytes, modified: datetime | None, overwrite: bool
+    ) -> Obj:
+        folder = self._folder(dst_dir)
+        temp = os.path.join(folder, _temp_name())
+        with _in_flight(temp):
+            file = _create(temp)
+            try:
+                file.write(data)
+                _commit(file, temp, os.path.join(folder, name), modified, overwrite)
+            except BaseException:
+                _discard(file, temp)
+                raise
+        return self._stat(os.path.join(dst_dir, name))
 
     def _setup(self) -> None:
         root = os.path.abspath(self.options.root_folder_path)
@@ -639,6 +663,27 @@ async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
                 syncing.exception()  # retrieved: the upload failed anyway
         raise
     return written
+
+
+def _check_size(written: int, size: int | None) -> None:
+    if size is not None and written != size:
+        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+
+
+async def _read_ahead(stream: AsyncIterator[bytes], limit: int) -> tuple[bytes, bool]:
+    """The first ``limit`` bytes or more of ``stream``, and whether that was all of it."""
+    head = bytearray()
+    async for chunk in stream:
+        head += chunk
+        if len(head) >= limit:
+            return bytes(head), False
+    return bytes(head), True
+
+
+async def _prefixed(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield head
+    async for chunk in rest:
+        yield chunk
 
 
 async def _synced(syncing: asyncio.Task[None] | None) -> None:
