@@ -70,6 +70,11 @@ async def test_copy_between_storages_runs_as_tasks(api: Api, two: tuple[Path, Pa
     assert all(t["progress"] == 100 for t in done["data"])
 
 
+# More than an upload holds in memory before it writes a temporary: the copy is then
+# visibly under way on the disk.
+PAST_HELD = b"a" * ((1 << 20) + 1)
+
+
 class Gate:
     """A source whose bytes arrive only when the test lets them: a FIFO behind a link."""
 
@@ -122,7 +127,7 @@ async def test_copy_cancelled_mid_copy_leaves_nothing(
     )
     tid = body["data"]["tasks"][0]["id"]
     await gate.open()
-    await gate.send(b"al")
+    await gate.send(PAST_HELD)
     await wait_for(lambda: leftovers(dst))
     body = await api.post("/api/admin/task/copy/cancel", params={"tid": tid})
     assert body["code"] == 200, body
@@ -149,7 +154,7 @@ async def test_restart_mid_copy_comes_back_failed_and_retries(tmp_path: Path) ->
         )
         tid = body["data"]["tasks"][0]["id"]
         await gate.open()
-        await gate.send(b"al")
+        await gate.send(PAST_HELD)
         await wait_for(lambda: leftovers(dst))
         await api.client.aclose()
     finally:
