@@ -226,10 +226,12 @@ class OfflineService:
                 await tool.status(ident)
             except ToolError:
                 ident = ""  # the tool forgot it (restarted without a session): start again
-        if not ident:
+        added = not ident
+        if added:
             ident = await tool.add(url, folder, f"manifold-{ctx.task_id}")
-            await ctx.save_payload(ident=ident)
         try:
+            if added:  # a cancel while the id is being stored still removes the download
+                await ctx.save_payload(ident=ident)
             await self._follow(ctx, tool, ident)
         except asyncio.CancelledError:
             if not ctx.shutting_down:  # a restart leaves it downloading for the retry
