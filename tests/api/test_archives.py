@@ -218,6 +218,33 @@ async def test_an_encrypted_zip_lists_but_needs_its_password_to_read(
     assert "wrong archive password" in task.error
 
 
+def lucky_wrong_password(archive: Path, member: str) -> str:
+    """A wrong password that passes ZipCrypto's one-byte check for ``member`` (one in
+    256 does), so it fails only once the member's bytes are decompressed."""
+    with zipfile.ZipFile(archive) as opened:
+        for n in range(20_000):
+            candidate = f"wrong-{n}"
+            try:
+                with opened.open(member, pwd=candidate.encode()):
+                    return candidate
+            except RuntimeError:  # the check byte refused it
+                continue
+    raise AssertionError("no password passed the check byte")
+
+
+async def test_a_wrong_password_passing_zipcrypto_check_is_still_the_wrong_password(
+    api: Api, arch: tuple[Path, Path]
+) -> None:
+    src, _ = arch
+    password = lucky_wrong_password(src / "locked.zip", "a.txt")
+    refused = await fetch_member(api, "/src/locked.zip", "/a.txt", **{"pass": password})
+    assert (refused.status_code, refused.json()["code"]) == (403, 202)
+    assert refused.json()["message"] == "wrong archive password"
+    [task] = await decompress(api, dst_dir="/dst", name="locked.zip", archive_pass=password)
+    assert task.state == TaskState.FAILED
+    assert "wrong archive password" in task.error
+
+
 async def decompress(api: Api, **fields: Any) -> list[Any]:
     body = await api.post("/api/fs/archive/decompress", {"src_dir": "/src", **fields})
     assert body["code"] == 200, body

@@ -267,9 +267,19 @@ def _member_path(entry: ArchiveEntry, source_name: str) -> str:
     return clean_inner(entry.pathname or "")
 
 
-def _translated(exc: ArchiveError) -> ManifoldError:
+def _encrypted(entry: ArchiveEntry) -> bool:
+    return bool(_lib.archive_entry_is_encrypted(entry._entry_p))
+
+
+def _translated(exc: ArchiveError, locked: bool = False) -> ManifoldError:
+    """``exc`` as the API's error; ``locked`` when it came reading an encrypted member.
+
+    ZipCrypto checks a password against one byte, so one wrong password in 256 passes
+    that check and fails only in the decompression: for an encrypted member that
+    failure is the password's too.
+    """
     text = str(exc).split(" (errno=")[0]
-    if "passphrase" in text.lower():
+    if "passphrase" in text.lower() or locked:
         return WrongArchivePassword()
     if "Unrecognized archive format" in text:
         return UnknownArchiveFormat()
@@ -301,7 +311,7 @@ def scan(source: Source, password: str) -> Catalog:
             for entry in archive:
                 if not _wanted(entry):
                     continue
-                if _lib.archive_entry_is_encrypted(entry._entry_p):
+                if _encrypted(entry):
                     catalog.encrypted = True
                 path = _member_path(entry, source.name)
                 size = entry.size or 0
@@ -323,15 +333,17 @@ def read_member(
 ) -> None:
     """Pass bytes ``[offset, offset + length)`` of member ``inner`` to ``deliver``."""
     inner = clean_inner(inner)
+    locked = False  # reading an encrypted member's bytes
     try:
         with _opened(source, password) as archive:
             for entry in archive:
                 if not entry.isreg or _member_path(entry, source.name) != inner:
                     continue
+                locked = _encrypted(entry)
                 _deliver_range(entry, offset, length, deliver, source.cancelled)
                 return
     except ArchiveError as exc:
-        raise _translated(exc) from exc
+        raise _translated(exc, locked) from exc
     raise ServerError("object not found")
 
 
@@ -366,6 +378,7 @@ def extract(
     inner = clean_inner(inner)
     prefix = posixpath.dirname(inner) if inner != "/" else "/"
     written = 0
+    locked = False  # reading an encrypted member's bytes
     try:
         with _opened(source, password) as archive:
             for entry in archive:
@@ -382,6 +395,7 @@ def extract(
                     os.makedirs(target, mode=0o700, exist_ok=True)
                     continue
                 os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+                locked = _encrypted(entry)
                 with open(target, "wb") as out:
                     for block in entry.get_blocks(BLOCK):
                         if source.cancelled.is_set():
@@ -389,8 +403,9 @@ def extract(
                         out.write(block)
                         written += len(block)
                         progress(written)
+                locked = False
     except ArchiveError as exc:
-        raise _translated(exc) from exc
+        raise _translated(exc, locked) from exc
 
 
 async def member_stream(
