@@ -90,7 +90,9 @@ class SqliteReader:
     def __init__(self, engine: AsyncEngine, database: str) -> None:
         self._dialect = engine.dialect
         self._database = database
-        self._local = threading.local()  # a connection per worker thread; closed with it
+        self._local = threading.local()  # a connection per worker thread
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
 
     def compile(self, statement: Any) -> tuple[str, tuple[str, ...]]:
         """``statement``'s SQL text and the names of its parameters, in order."""
@@ -113,10 +115,19 @@ class SqliteReader:
             # As the async driver would raise it; the parameters stay out of its text.
             raise DBAPIError.instance(sql, None, exc, sqlite3.Error, hide_parameters=True) from exc
 
+    def close(self) -> None:
+        """Close every connection opened so far; a later read opens new ones."""
+        with self._lock:
+            opened, self._opened, self._local = self._opened, [], threading.local()
+        for conn in opened:
+            conn.close()  # closable from here: opened with check_same_thread=False
+
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._database, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
         conn.execute("PRAGMA query_only=ON")
+        with self._lock:
+            self._opened.append(conn)
         return conn
 
 

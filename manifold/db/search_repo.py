@@ -182,6 +182,11 @@ class SearchRepo(Repo):
         self._reader = open_reader(engine)
         self._compiled: dict[tuple[_Shape, int], tuple[str, tuple[str, ...]]] = {}
 
+    def close(self) -> None:
+        """Close the one-trip reader's connections (before the engine is disposed)."""
+        if self._reader is not None:
+            self._reader.close()
+
     # -- writing ---------------------------------------------------------------
 
     # Each write is one transaction run through ``retrying``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -345,3 +346,18 @@ async def test_the_one_trip_reader_sees_every_committed_write(repo: SearchRepo) 
         assert total == n + 1 and f"new{n}.txt" in [node.name for node in found]
     await repo.delete_tree("/new0.txt")
     assert (await repo.search(NodeQuery("/", ("new0",)), 1, 100)) == ([], 0)
+
+
+async def test_closing_the_reader_closes_its_connections_and_reads_go_on(
+    repo: SearchRepo,
+) -> None:
+    await repo.insert([file("/", "kept.txt")])
+    assert (await repo.search(NodeQuery("/", ("kept",)), 1, 10))[1] == 1
+    assert repo._reader is not None
+    opened = list(repo._reader._opened)
+    assert opened
+    repo.close()
+    for conn in opened:
+        with pytest.raises(sqlite3.ProgrammingError):  # closed
+            conn.execute("SELECT 1")
+    assert (await repo.search(NodeQuery("/", ("kept",)), 1, 10))[1] == 1

@@ -111,6 +111,7 @@ class SearchService:
             DATABASE_NON_FULL_TEXT: DatabaseSearcher(repo, full_text=False),
         }
         self.indexer = Indexer(settings, fs)
+        self._repo = repo
         self._storages = storages
         self._fs = fs
         settings.guard(MODE_KEY, self._check_mode)
@@ -120,6 +121,7 @@ class SearchService:
 
     async def stop(self) -> None:
         await self.indexer.close()
+        self._repo.close()
 
     def searcher(self) -> Searcher:
         """The searcher the setting names; ``search not available`` when there is none."""
