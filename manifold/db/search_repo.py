@@ -42,7 +42,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.db import tables as t
 from manifold.db.engine import open_reader, writing
@@ -263,54 +263,36 @@ class SearchRepo(Repo):
 
         ``per_page < 1`` returns every match.
         """
-        if self._reader is not None:
-            return await self._search_sqlite(query, page, per_page, full_text)
-        async with self.engine.connect() as conn:
-            shape, params = await self._shape(conn, query, full_text)
-            if per_page < 1:
-                rows = (await conn.execute(self._statement(shape, _ALL), params)).all()
-                found = [_node(row) for row in rows]
-                return found, len(found)
-            # The page and the number of matches in one query (a window count).
-            params["limit"] = per_page
-            params["offset"] = (max(page, 1) - 1) * per_page
-            rows = (await conn.execute(self._statement(shape, _PAGE), params)).all()
-            if rows:
-                return [_node(row[:4]) for row in rows], int(rows[0].total)
-            if page <= 1:
-                return [], 0
-            counted = await conn.execute(self._statement(shape, _COUNT), params)  # past the end
-            return [], int(counted.scalar_one())
-
-    async def _search_sqlite(
-        self, query: NodeQuery, page: int, per_page: int, full_text: bool
-    ) -> tuple[list[Node], int]:
-        """``search`` on an SQLite file: each statement one trip to a worker thread."""
-        if self._has_fts is None:
-            async with self.engine.connect() as conn:
-                await self._fts_ready(conn)
-        shape, params = self._shape_known(query, full_text)
+        if full_text and self._has_fts is None:
+            await self._fts_ready()
+        shape, params = self._shape(query, full_text)
         if per_page < 1:
-            found = [_node_of(row) for row in await self._sqlite_rows(shape, _ALL, params)]
+            found = [_node(row) for row in await self._query(shape, _ALL, params)]
             return found, len(found)
+        # The page and the number of matches in one query (a window count).
         params["limit"] = per_page
         params["offset"] = (max(page, 1) - 1) * per_page
-        rows = await self._sqlite_rows(shape, _PAGE, params)
+        rows = await self._query(shape, _PAGE, params)
         if rows:
-            return [_node_of(row) for row in rows], int(rows[0][4])
+            return [_node(row) for row in rows], int(rows[0][4])
         if page <= 1:
             return [], 0
-        counted = await self._sqlite_rows(shape, _COUNT, params)
+        counted = await self._query(shape, _COUNT, params)  # past the end
         return [], int(counted[0][0])
 
-    async def _sqlite_rows(self, shape: _Shape, kind: int, params: dict[str, Any]) -> list[Any]:
-        assert self._reader is not None
+    async def _query(self, shape: _Shape, kind: int, params: dict[str, Any]) -> Sequence[Any]:
+        """The rows of a search statement: on an SQLite file in one trip to a worker
+        thread (``SqliteReader``), else through the engine."""
+        statement = self._statement(shape, kind)
+        if self._reader is None:
+            async with self.engine.connect() as conn:
+                return (await conn.execute(statement, params)).all()
         key = (shape, kind)
         compiled = self._compiled.get(key)
         if compiled is None:
             if len(self._compiled) >= _STATEMENTS_KEPT:
                 self._compiled.clear()
-            compiled = self._compiled[key] = self._reader.compile(self._statement(shape, kind))
+            compiled = self._compiled[key] = self._reader.compile(statement)
         return await self._reader.rows(compiled, params)
 
     # -- conditions ------------------------------------------------------------
@@ -320,15 +302,8 @@ class SearchRepo(Repo):
     # the values go in as parameters. Statements are built once per shape and kept,
     # so a search costs SQLAlchemy no building and no cache-key walk.
 
-    async def _shape(
-        self, conn: AsyncConnection, query: NodeQuery, full_text: bool
-    ) -> tuple[_Shape, dict[str, Any]]:
-        if full_text:
-            await self._fts_ready(conn)
-        return self._shape_known(query, full_text)
-
-    def _shape_known(self, query: NodeQuery, full_text: bool) -> tuple[_Shape, dict[str, Any]]:
-        """``_shape`` once ``_fts_ready`` has been asked (or is not needed)."""
+    def _shape(self, query: NodeQuery, full_text: bool) -> tuple[_Shape, dict[str, Any]]:
+        """The statement's shape and values; full text once ``_fts_ready`` was asked."""
         params: dict[str, Any] = {}
         if query.parent != "/":
             params["parent"], params["under"] = query.parent, self._under(query.parent)
@@ -404,13 +379,14 @@ class SearchRepo(Repo):
             inside = nodes.c.parent.like(bindparam(under), escape=_ESCAPE)
         return or_(nodes.c.parent == bindparam(folder), inside)
 
-    async def _fts_ready(self, conn: AsyncConnection) -> bool:
+    async def _fts_ready(self) -> None:
+        """Find out, once, whether the FTS5 table exists (SQLite only)."""
         if self._dialect != "sqlite":
-            return False
-        if self._has_fts is None:
-            found = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'")
+            self._has_fts = False
+            return
+        found = text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search_fts'")
+        async with self.engine.connect() as conn:
             self._has_fts = (await conn.execute(found)).first() is not None
-        return self._has_fts
 
     def _below(self, folder: str) -> ColumnElement[bool]:
         """Rows whose parent is ``folder`` or lies below it."""
@@ -433,11 +409,7 @@ class SearchRepo(Repo):
 
 
 def _node(row: Any) -> Node:
-    return Node._make(row)
-
-
-def _node_of(row: Any) -> Node:
-    """A node from a driver's own row: SQLite gives ``is_dir`` as 0 or 1."""
+    """A node from a row of the engine or of SQLite itself (``is_dir`` as 0 or 1)."""
     return Node(row[0], row[1], bool(row[2]), row[3])
 
 

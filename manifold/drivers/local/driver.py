@@ -275,10 +275,7 @@ class LocalDriver(Driver[Addition]):
         if not isinstance(stream, FileSource):
             head, whole = await _read_ahead(stream, _WRITE_BATCH)
             if whole:  # small: the folder check, the write and the rename in one trip
-                if size is not None and len(head) != size:
-                    raise InvalidRequest(
-                        f"upload size mismatch: got {len(head)} bytes, want {size}"
-                    )
+                _check_size(len(head), size)
                 return await self._run(
                     self._put_whole, dst_dir.path, name, head, modified, overwrite
                 )
