@@ -180,7 +180,6 @@ class SearchRepo(Repo):
         self._has_fts: bool | None = None
         self._statements: dict[tuple[_Shape, int], Any] = {}
         self._reader = open_reader(engine)
-        self._compiled: dict[tuple[_Shape, int], tuple[str, tuple[str, ...]]] = {}
 
     def close(self) -> None:
         """Close the one-trip reader's connections (before the engine is disposed)."""
@@ -287,13 +286,7 @@ class SearchRepo(Repo):
         if self._reader is None:
             async with self.engine.connect() as conn:
                 return (await conn.execute(statement, params)).all()
-        key = (shape, kind)
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            if len(self._compiled) >= _STATEMENTS_KEPT:
-                self._compiled.clear()
-            compiled = self._compiled[key] = self._reader.compile(statement)
-        return await self._reader.rows(compiled, params)
+        return await self._reader.rows(statement, params)
 
     # -- conditions ------------------------------------------------------------
 
@@ -328,12 +321,17 @@ class SearchRepo(Repo):
         return shape, params
 
     def _statement(self, shape: _Shape, kind: int) -> Any:
+        """The statement of this shape and kind, built once; compiled to SQLite's own
+        text and parameter order when the one-trip reader runs it."""
         key = (shape, kind)
         stmt = self._statements.get(key)
         if stmt is None:
             if len(self._statements) >= _STATEMENTS_KEPT:
                 self._statements.clear()  # shapes are few; only odd queries get here
-            stmt = self._statements[key] = self._build(shape, kind)
+            stmt = self._build(shape, kind)
+            if self._reader is not None:
+                stmt = self._reader.compile(stmt)
+            self._statements[key] = stmt
         return stmt
 
     def _build(self, shape: _Shape, kind: int) -> Any:

@@ -329,10 +329,12 @@ async def test_a_database_file_is_read_in_one_trip_with_the_same_answers(
     ]
     one_trip = [await repo.search(q, page, size, full_text) for q, page, size in queries]
     reader, repo._reader = repo._reader, None
+    repo._statements.clear()  # kept compiled for the reader; the engine takes them built
     try:
         through_engine = [await repo.search(q, page, size, full_text) for q, page, size in queries]
     finally:
         repo._reader = reader
+        repo._statements.clear()
     assert one_trip == through_engine
     assert one_trip[2] == ([], 7)
     assert [type(n.is_dir) for n in one_trip[0][0]] == [bool] * 3
