@@ -63,6 +63,44 @@ def split_path(path: str) -> tuple[str, str]:
     return parent or "/", name
 
 
+# C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text
+# (bidi embeddings, overrides and isolates, zero-width marks): a name holding one can
+# pose as another in a listing or a terminal.
+_UNSAFE = frozenset(
+    [chr(c) for c in range(0x20)]
+    + [chr(c) for c in range(0x7F, 0xA0)]
+    + list("\u061c\u200b\u200c\u200d\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e")
+    + list("\u2060\u2066\u2067\u2068\u2069\ufeff")
+)
+
+
+def has_unsafe_chars(name: str) -> bool:
+    """Whether ``name`` holds a control or text-reordering character (see ``safe_name``)."""
+    return not _UNSAFE.isdisjoint(name)
+
+
+def safe_name(name: str, replacement: str = "_") -> str:
+    """``name`` with every control and text-reordering character replaced.
+
+    For names Manifold takes from elsewhere (a download's ``Content-Disposition``, an
+    archive member); a name a client types itself is refused instead
+    (``validate_new_name``).
+    """
+    if not has_unsafe_chars(name):
+        return name
+    return "".join(replacement if c in _UNSAFE else c for c in name)
+
+
+def validate_new_name(name: str) -> str:
+    """``validate_name``, and no control or text-reordering character: for a name a
+    client gives to something new (an upload, a folder, a rename's target). Existing
+    entries with such names can still be read, moved and removed."""
+    validate_name(name)
+    if has_unsafe_chars(name):
+        raise InvalidRequest(f"invalid name: {name!r}: control characters are not allowed")
+    return name
+
+
 # Drivers write data in progress (uploads, copies) under names with this prefix and
 # sweep stale ones away, so no client may make, rename onto or touch such a name.
 RESERVED_PREFIX = ".manifold-upload-"
@@ -73,14 +111,14 @@ def validate_name(name: str) -> str:
 
     Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
     backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
-    any platform; and names under ``RESERVED_PREFIX`` (``InvalidRequest``), which
-    drivers keep for unfinished data.
+    any platform; and names under ``RESERVED_PREFIX`` in any letter case
+    (``InvalidRequest``), which drivers keep for unfinished data.
     """
     if name in (".", ".."):
         raise RelativePath()
     if not name or any(c in name for c in "/\\\x00"):
         raise InvalidRequest(f"invalid name: {name!r}")
-    if name.startswith(RESERVED_PREFIX):
+    if name.casefold().startswith(RESERVED_PREFIX):
         raise InvalidRequest(
             f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
         )

@@ -6,8 +6,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from manifold.errors import RelativePath
-from manifold.vfs.paths import clean_path, has_relative_segment, is_sub_path, join_base, split_path
+from manifold.errors import InvalidRequest, RelativePath
+from manifold.vfs.paths import (
+    clean_path,
+    has_relative_segment,
+    is_sub_path,
+    join_base,
+    safe_name,
+    split_path,
+    validate_name,
+    validate_new_name,
+)
 
 # Path-ish text: mostly the characters that matter to cleaning, with anything else mixed in.
 PIECES = st.sampled_from(["/", "\\", ".", "..", "a", "b", "é", " ", "%2e", "\x00", "//"])
@@ -188,3 +197,29 @@ def test_split_path_rejoins_to_the_clean_path(path: str) -> None:
         assert clean_path(parent + "/" + name) == cleaned
         assert "/" not in name
         assert name
+
+
+@pytest.mark.parametrize(
+    "name", [".manifold-upload-x", ".MANIFOLD-UPLOAD-x", ".Manifold-Upload-1.part"]
+)
+def test_reserved_prefix_is_refused_in_any_case(name: str) -> None:
+    with pytest.raises(InvalidRequest):
+        validate_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["a\nb", "evil\u202etxt.exe", "tab\there", "bell\x07", "c1\x85", "zw\u200bsp", "\x7f"]
+)
+def test_control_and_bidi_characters(name: str) -> None:
+    assert validate_name(name) == name  # existing entries stay reachable
+    with pytest.raises(InvalidRequest):
+        validate_new_name(name)
+    cleaned = safe_name(name)
+    assert len(cleaned) == len(name) and "_" in cleaned
+    assert validate_new_name(cleaned) == cleaned
+
+
+def test_safe_name_keeps_ordinary_unicode() -> None:
+    for name in ["résumé.pdf", "日本語.txt", "emoji 😀.png", "a b"]:
+        assert safe_name(name) == name
+        assert validate_new_name(name) == name
