@@ -40,7 +40,7 @@ python_env() {
     fi
     [ -x .venv/bin/python ] || "$python" -m venv .venv
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".${1:+[$1]}"
+    .venv/bin/python -m pip install -q -c constraints.txt -e ".${1:+[$1]}"
 }
 
 # The web interface: the OpenList frontend's built files, fetched from the npm registry
