@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from manifold.services.admin.settings_defaults import (
     ALIST_SETTINGS,
@@ -235,9 +236,10 @@ def test_bool_defaults_are_literal_true_or_false() -> None:
 
 
 def test_number_defaults_are_integers() -> None:
-    for item in ALIST_SETTINGS:
-        if item.type == "number":
-            int(item.value)
+    numbers = [item for item in ALIST_SETTINGS if item.type == "number"]
+    assert numbers
+    not_integers = [item.key for item in numbers if not re.fullmatch(r"-?[0-9]+", item.value)]
+    assert not_integers == []
 
 
 def test_iframe_previews_text_is_exact() -> None:
