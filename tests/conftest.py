@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from manifold.app import create_app
 from manifold.config import load_config
@@ -23,9 +24,12 @@ ADMIN_PASSWORD = "admin-secret-pw"
 class Api:
     """A client that speaks the envelope: every call returns the decoded body."""
 
-    def __init__(self, client: httpx.AsyncClient, services: Services) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, services: Services, app: FastAPI | None = None
+    ) -> None:
         self.client = client
         self.services = services
+        self.app = app
         self.token = ""
         # Tokens by (username, password): a login is an argon2 verify, and helpers log
         # in on every call. A kept token is reused only while the server accepts it.
@@ -138,4 +142,4 @@ async def api(services: Services) -> AsyncIterator[Api]:
     app = create_app(services.config, services)
     transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
-        yield Api(client, services)
+        yield Api(client, services, app)

@@ -9,7 +9,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import Match, Route
 
-from manifold.app import RouteTable
+from manifold.api.asgi import RouteTable
 from tests.conftest import Api
 
 ORIGIN = {"Origin": "http://elsewhere.example"}
@@ -48,18 +48,19 @@ async def test_a_logged_out_token_is_refused_on_the_fast_path(api: Api) -> None:
 def test_the_route_table_picks_what_the_ordered_scan_picks(api: Api) -> None:
     """Every route with a fixed path is found by one lookup, and it is the route
     Starlette's scan of the routes in order would have chosen."""
-    app = api.client._transport.app  # type: ignore[attr-defined]
+    app = api.app
+    assert app is not None
     table = app.router.middleware_stack
     assert isinstance(table, RouteTable)
     fixed = [r for r in app.router.routes if isinstance(r, Route) and not r.param_convertors]
-    assert fixed and sum(len(v) for v in table._fixed.values()) == len(fixed)
+    assert fixed and len(table) == len(fixed)
     for route in fixed:
         for method in route.methods or {"GET"}:
             scope = {"type": "http", "path": route.path, "root_path": "", "method": method,
                      "headers": [], "query_string": b""}  # fmt: skip
             scanned = next(r for r in app.router.routes if r.matches(scope)[0] is Match.FULL)
             looked_up = next(
-                r for r in table._fixed[route.path] if r.matches(scope)[0] is Match.FULL
+                r for r in table.routes_at(route.path) if r.matches(scope)[0] is Match.FULL
             )
             assert looked_up is scanned, (method, route.path)
 
@@ -77,8 +78,8 @@ async def test_paths_with_parameters_and_unknown_paths_still_route(api: Api) -> 
 def test_no_route_or_dependency_runs_in_the_thread_pool(api: Api) -> None:
     """FastAPI runs a plain ``def`` endpoint or dependency in its thread pool: one more
     trip off the event loop for every request, which waits its turn under load."""
-    app = api.client._transport.app  # type: ignore[attr-defined]
-    routes = [r for r in app.router.routes if isinstance(r, APIRoute)]
+    assert api.app is not None
+    routes = [r for r in api.app.router.routes if isinstance(r, APIRoute)]
     assert len(routes) > 50
 
     def sync_calls(dependant: Dependant) -> list[str]:
