@@ -120,18 +120,20 @@ class DriverRegistry:
         """Register the driver in ``package``, or list it unavailable if an import fails.
 
         Its name is its config's; a package whose ``meta`` cannot be imported is
-        listed under the package's own name.
+        listed under the package's own name. Any failure counts, not only a missing
+        module: a library's bindings can raise ``OSError`` (a shared object that will
+        not load) or anything else at import, and one driver must not stop the server.
         """
         try:
             meta = importlib.import_module(f"{package}.meta")
-        except ImportError as exc:
+        except Exception as exc:
             name = package.rpartition(".")[2]
             return self.register_unavailable(name, _NoOptions, DriverConfig(name), str(exc))
         config: DriverConfig = meta.CONFIG
         options: type[BaseModel] = meta.Addition
         try:
             driver_cls: type[Driver[Any]] = importlib.import_module(f"{package}.driver").DRIVER
-        except ImportError as exc:
+        except Exception as exc:
             return self.register_unavailable(config.name, options, config, str(exc))
         return self.register(config.name, driver_cls, options, config)
 

@@ -227,6 +227,21 @@ def test_driver_with_a_missing_library_is_listed_unavailable(
         table.build(Storage(id=1, mount_path="/f", driver="Fake"))
 
 
+@pytest.mark.parametrize(
+    "failure",
+    ['raise OSError("libfake.so: cannot open shared object file")', "raise RuntimeError('no')"],
+)
+def test_a_library_failing_at_import_in_any_way_leaves_the_driver_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = f"fake_raising_{abs(hash(failure))}"
+    package = write_package(tmp_path, name, f"{failure}\nDRIVER = None\n", FAKE_META)
+    info = DriverRegistry().load_package(package)
+    assert (info.available, info.config.name) == (False, "Fake")
+    assert info.reason
+
+
 def test_driver_whose_meta_fails_is_still_listed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
