@@ -28,13 +28,13 @@ from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import FileOps
 from manifold.services.fs.read import FsService
 from manifold.services.fs.streams import http_client
+from manifold.services.fs.transfers import Transfers
 from manifold.services.fs.tree import FileTree
 from manifold.services.fs.uploads import Uploads
 from manifold.services.fs.write import FsWriter
 from manifold.services.offline.service import OfflineService
+from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
-from manifold.tasks.service import TaskService
-from manifold.tasks.transfers import Transfers
 from manifold.vfs.storage_ops import MemoryListCache
 
 ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name

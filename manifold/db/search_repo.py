@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.db import tables as t
 from manifold.db.engine import open_reader, writing
 from manifold.db.repos import Repo
-from manifold.vfs.paths import split_path
+from manifold.paths import split_path
 
 log = logging.getLogger("manifold.search")
 

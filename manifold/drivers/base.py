@@ -32,7 +32,7 @@ from pydantic.fields import FieldInfo
 
 from manifold.errors import ManifoldError, NotSupported, PermissionDenied
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
-from manifold.vfs.paths import RESERVED_PREFIX, validate_name
+from manifold.paths import RESERVED_PREFIX, validate_name
 
 # Re-exported: drivers import what they need from this module alone.
 __all__ = ["RESERVED_PREFIX", "LinkArgs", "OtherArgs", "validate_name"]

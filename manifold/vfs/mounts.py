@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from manifold.vfs.paths import clean_path, is_sub_path
+from manifold.paths import clean_path, is_sub_path
 
 T = TypeVar("T")
 

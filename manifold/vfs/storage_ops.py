@@ -38,7 +38,7 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
-from manifold.vfs.paths import clean_path, split_path
+from manifold.paths import clean_path, split_path
 
 SNAPSHOT_SECONDS = 5.0
 # Fingerprints kept per storage: enough for every folder being paged through.

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from manifold.app import create_app
 from manifold.container import Services
-from manifold.vfs.paths import clean_path
+from manifold.paths import clean_path
 from tests.api.fs_helpers import RELATIVE, make_tree, mount_local
 from tests.conftest import Api
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from manifold.models import Task, TaskState, User
-from manifold.tasks.service import TASK_KINDS
+from manifold.services.runner import TASK_KINDS
 from tests.conftest import Api
 from tests.unit.test_tasks import Gate, settled, use_gate
 

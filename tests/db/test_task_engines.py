@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from manifold.models import TaskState
-from manifold.tasks.service import TaskContext
+from manifold.services.runner import TaskContext
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import start_services
 from tests.db.test_engines import _api

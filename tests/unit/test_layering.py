@@ -32,7 +32,7 @@ def test_no_route_module_reaches_a_driver(path: Path) -> None:
 
 @pytest.mark.parametrize("path", modules("drivers"), ids=lambda p: p.name)
 def test_drivers_import_only_the_contract_the_models_and_the_errors(path: Path) -> None:
-    allowed = ("manifold.drivers", "manifold.models", "manifold.errors", "manifold.vfs.paths",
+    allowed = ("manifold.drivers", "manifold.models", "manifold.errors", "manifold.paths",
                "manifold.concurrency")  # fmt: skip
     wrong = {m for m in imported(path) if m.startswith("manifold") and not m.startswith(allowed)}
     assert not wrong
@@ -52,3 +52,78 @@ def test_no_driver_name_is_written_outside_its_folder() -> None:
         and any(name in path.read_text() for name in names)
     ]
     assert offenders == []
+
+
+# The modules every layer may use: plain data, errors, path logic, small helpers.
+LEAVES = {"manifold", "errors", "models", "paths", "concurrency", "config", "logs"}
+# What each package may import besides itself and the leaves (STYLE's four layers, with
+# the database beside ``vfs``). The wiring (app, container, cli, server, web) is above all.
+ALLOWED = {
+    "drivers": set(),
+    "db": set(),
+    "vfs": {"drivers"},
+    "services": {"db", "vfs", "drivers"},
+    "api": {"services", "vfs", "container", "web"},
+}
+
+
+def _unit(module: str) -> str:
+    """The package (or top-level module) a ``manifold`` module belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "manifold"
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_each_package_imports_only_the_layers_below_it(package: str) -> None:
+    allowed = ALLOWED[package] | LEAVES | {package}
+    wrong = {
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in modules(package)
+        for module in imported(path)
+        if module.startswith("manifold") and _unit(module) not in allowed
+    }
+    assert wrong == set()
+
+
+def _module_graph() -> dict[str, set[str]]:
+    names = {
+        ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+            ".__init__"
+        ): path
+        for path in PACKAGE.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        tree = ast.parse(path.read_text())
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in names:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names} & names.keys()
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names} & names.keys()
+        graph[name] = found - {name}
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    """The import graph has no cycle: each module can be read, and tested, with only the
+    modules below it (the task runner below the services that submit tasks, the path
+    helpers below both the drivers and the mount table)."""
+    graph = _module_graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(graph[name]):
+            if state.get(other) == 1:
+                cycles.append([*trail[trail.index(other) :], other])
+            elif other not in state:
+                visit(other, [*trail, other])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []

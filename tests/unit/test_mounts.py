@@ -7,8 +7,8 @@ import posixpath
 from hypothesis import given
 from hypothesis import strategies as st
 
+from manifold.paths import clean_path, is_sub_path
 from manifold.vfs.mounts import MountTable, actual_mount_path
-from manifold.vfs.paths import clean_path, is_sub_path
 
 segment = st.sampled_from(["a", "b", "bc", "ab", "c", "x y", "é", "a.b", "d"])
 paths = st.lists(segment, max_size=4).map(lambda parts: "/" + "/".join(parts))

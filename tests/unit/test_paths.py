@@ -7,7 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from manifold.errors import InvalidRequest, RelativePath
-from manifold.vfs.paths import (
+from manifold.paths import (
     clean_path,
     has_relative_segment,
     is_sub_path,

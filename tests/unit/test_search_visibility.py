@@ -8,9 +8,9 @@ import pytest
 
 from manifold.db.search_repo import Node
 from manifold.models import Meta, Perm, User
+from manifold.paths import clean_path
 from manifold.services.search.indexer import Progress, read_progress
 from manifold.services.search.service import Visibility
-from manifold.vfs.paths import clean_path
 
 
 def user(base: str = "/", permission: int = 0) -> User:

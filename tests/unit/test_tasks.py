@@ -15,7 +15,7 @@ from manifold.db.task_repo import TaskRepo
 from manifold.errors import BadRequest, NotFound, NotSupported, ServerError, TaskNotFound
 from manifold.models import Task, TaskState, User
 from manifold.services.auth.users import UserInput
-from manifold.tasks.service import (
+from manifold.services.runner import (
     CANCELED_ERROR,
     ID_LENGTH,
     RESTART_ERROR,

@@ -32,8 +32,8 @@ from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import PageNumber, RequestBody
 from manifold.container import Services
 from manifold.errors import ManifoldError, WrongArchivePassword
+from manifold.paths import clean_path
 from manifold.services.archive.reader import Member
-from manifold.vfs.paths import clean_path
 
 
 class ArchiveMetaBody(RequestBody):

@@ -34,8 +34,8 @@ from manifold.errors import (
     UpstreamStatus,
 )
 from manifold.models import Link, LinkArgs, Obj
+from manifold.paths import clean_path
 from manifold.services.fs.downloads import DownloadService, Target, query_pairs
-from manifold.vfs.paths import clean_path
 
 # HTTP statuses of /d and /p errors, looked up along the error's class hierarchy.
 _STATUS: dict[type[ManifoldError], int] = {

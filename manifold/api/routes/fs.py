@@ -23,8 +23,8 @@ from manifold.api.fs_time import ORJSON_TIME, json_time
 from manifold.api.openapi import bound
 from manifold.api.schemas import PageNumber, RequestBody
 from manifold.container import Services
+from manifold.paths import split_path
 from manifold.services.fs.read import Found
-from manifold.vfs.paths import split_path
 
 
 class ListBody(RequestBody):

@@ -21,8 +21,8 @@ from manifold.api.schemas import RequestBody
 from manifold.container import Services
 from manifold.errors import BadRequest
 from manifold.models import LinkArgs
+from manifold.paths import clean_path
 from manifold.services.auth.service import Caller
-from manifold.vfs.paths import clean_path
 
 
 class PathBody(RequestBody):

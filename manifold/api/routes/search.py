@@ -16,8 +16,8 @@ from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import file_type
 from manifold.api.openapi import bound
 from manifold.api.schemas import Int64, PageNumber, RequestBody
+from manifold.paths import clean_path
 from manifold.services.search.service import SearchRequest
-from manifold.vfs.paths import clean_path
 
 
 class SearchBody(RequestBody):

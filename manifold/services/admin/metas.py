@@ -12,8 +12,8 @@ from dataclasses import replace
 from manifold.db.repos import MetaRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import Meta
+from manifold.paths import clean_path
 from manifold.services.fs import access
-from manifold.vfs.paths import clean_path
 
 
 class MetaService:

@@ -20,9 +20,9 @@ from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
 from manifold.models import Obj, Storage
+from manifold.paths import clean_path, is_sub_path
 from manifold.vfs.layers import wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
-from manifold.vfs.paths import clean_path, is_sub_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
 
 log = logging.getLogger("manifold.storages")

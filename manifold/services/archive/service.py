@@ -32,6 +32,7 @@ import httpx
 from manifold.config import make_private
 from manifold.errors import NotAFolder, ObjectNotFound, PermissionDenied, ServerError
 from manifold.models import Link, LinkArgs, Obj, Perm
+from manifold.paths import clean_path, split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.archive.reader import (
     Catalog,
@@ -47,8 +48,7 @@ from manifold.services.auth.sign import Signer
 from manifold.services.fs.read import FsService
 from manifold.services.fs.streams import file_stream
 from manifold.services.fs.write import FsWriter
-from manifold.tasks.service import TaskContext, TaskService
-from manifold.vfs.paths import clean_path, split_path
+from manifold.services.runner import TaskContext, TaskService
 
 # The extensions the page offers to open as archives: those libarchive reads here.
 EXTENSIONS = (

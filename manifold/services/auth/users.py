@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from manifold.db.repos import SshKeyRepo, UserRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
+from manifold.paths import clean_path
 from manifold.services.auth.passwords import hash_static_async, static_hash
-from manifold.vfs.paths import clean_path
 
 _ALPHABET = string.ascii_letters + string.digits
 

@@ -10,8 +10,8 @@ import hmac
 from functools import lru_cache
 
 from manifold.models import Meta, Perm, User
+from manifold.paths import is_sub_path, split_path
 from manifold.services.fs.patterns import Pattern, PatternError
-from manifold.vfs.paths import is_sub_path, split_path
 
 Hides = tuple[Pattern, ...]
 

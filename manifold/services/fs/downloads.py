@@ -22,11 +22,11 @@ from urllib.parse import parse_qsl, quote, urlencode
 from manifold.drivers.base import DriverConfig
 from manifold.errors import ServerError
 from manifold.models import Link, LinkArgs, Obj, Storage
+from manifold.paths import split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.sign import Signer
 from manifold.services.fs.read import FsService
-from manifold.vfs.paths import split_path
 
 # Never sent upstream from the client's request: they describe this connection.
 _HOP_HEADERS = frozenset(

@@ -19,11 +19,11 @@ import httpx
 
 from manifold.errors import PermissionDenied
 from manifold.models import LinkArgs, Obj, Perm
+from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.read import FsService
 from manifold.services.fs.streams import open_range
 from manifold.services.fs.write import FsWriter
-from manifold.vfs.paths import split_path
 
 # (read bit, write bit) of each protocol that has its own; the API has none.
 _PROTOCOL_BITS: dict[str, tuple[Perm, Perm]] = {

@@ -25,12 +25,12 @@ from manifold.errors import (
     PermissionDenied,
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
+from manifold.paths import clean_path, is_sub_path, join_base, split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
 # Derived lists kept at once, in objects: a few folders of 100,000 entries.
 _VIEW_BUDGET = 400_000

@@ -36,11 +36,11 @@ from manifold.errors import (
     StorageNotFound,
 )
 from manifold.models import Link, LinkArgs, Obj
+from manifold.paths import clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.paths import clean_path, split_path, validate_name
 from manifold.vfs.storage_ops import StorageOps
 
 LOADING = "Loading storage, please wait"

@@ -18,9 +18,9 @@ from datetime import datetime
 from manifold.errors import InvalidRequest
 from manifold.models import Task
 from manifold.services.auth.service import Caller
+from manifold.services.fs.transfers import Transfers
 from manifold.services.fs.write import FsWriter
-from manifold.tasks.service import TaskService
-from manifold.tasks.transfers import Transfers
+from manifold.services.runner import TaskService
 
 HASHES = ("md5", "sha1", "sha256")
 

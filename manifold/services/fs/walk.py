@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from manifold.errors import PermissionDenied
 from manifold.models import Meta, Obj, Perm
+from manifold.paths import clean_path, is_sub_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.read import FsService
-from manifold.vfs.paths import clean_path, is_sub_path
 
 
 @dataclass(frozen=True, slots=True)

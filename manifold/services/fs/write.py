@@ -26,14 +26,14 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj, Perm, Task
+from manifold.paths import clean_path, is_sub_path, split_path, validate_name
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access, patterns
 from manifold.services.fs.read import FsService
 from manifold.services.fs.tree import FileTree, Place, copy_task_name
 from manifold.services.fs.walk import TreeWalker
-from manifold.tasks.service import TaskService
-from manifold.vfs.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.services.runner import TaskService
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 

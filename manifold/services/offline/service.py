@@ -36,6 +36,7 @@ from manifold.config import make_private
 from manifold.drivers.base import FileSource
 from manifold.errors import BadRequest, NotAFolder, PermissionDenied, ServerError
 from manifold.models import Perm, Task
+from manifold.paths import clean_path
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.fs.write import FsWriter
@@ -44,8 +45,7 @@ from manifold.services.offline.aria2 import Aria2
 from manifold.services.offline.qbittorrent import QBittorrent
 from manifold.services.offline.tools import Tool, ToolError
 from manifold.services.offline.transmission import Transmission
-from manifold.tasks.service import TaskContext, TaskService
-from manifold.vfs.paths import clean_path
+from manifold.services.runner import TaskContext, TaskService
 
 log = logging.getLogger("manifold.offline")
 

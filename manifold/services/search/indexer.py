@@ -38,10 +38,10 @@ from manifold.db.search_repo import Node, is_contention
 from manifold.errors import IndexNotRunning, IndexRunning
 from manifold.logs import error_text
 from manifold.models import Obj
+from manifold.paths import split_path
 from manifold.services.admin.settings import SettingsService
 from manifold.services.fs.read import FsService
 from manifold.services.fs.walk import LoopGuard
-from manifold.vfs.paths import split_path
 
 log = logging.getLogger("manifold.search")
 

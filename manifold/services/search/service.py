@@ -21,6 +21,7 @@ from typing import Protocol
 from manifold.db.search_repo import Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
+from manifold.paths import clean_path, is_sub_path, join_base, split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
@@ -28,7 +29,6 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.read import FsService
 from manifold.services.search.indexer import Indexer, IndexSink, Progress
-from manifold.vfs.paths import clean_path, is_sub_path, join_base, split_path
 
 MODE_KEY = "search_index"
 DATABASE = "database"

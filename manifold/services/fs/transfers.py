@@ -23,7 +23,7 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
 from manifold.services.fs.tree import FileTree, copy_task_name
 from manifold.services.fs.write import FsWriter
-from manifold.tasks.service import TaskContext, TaskService
+from manifold.services.runner import TaskContext, TaskService
 
 SPOOL_PREFIX = "upload-"
 

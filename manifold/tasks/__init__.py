@@ -1,1 +1,0 @@
-"""Background tasks: the task service and the kinds it runs (copies, uploads)."""
