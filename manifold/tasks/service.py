@@ -272,6 +272,12 @@ class TaskService:
             for live in self._tasks.values()
         )
 
+    def of_kinds(self, kinds: Iterable[str]) -> list[Task]:
+        """Every task of ``kinds``, whoever made it: for a service that keeps files
+        for its tasks and must know which of them may still need them."""
+        wanted = set(kinds)
+        return [live.task for live in self._tasks.values() if live.task.kind in wanted]
+
     def done(self, kind: str, user: User) -> list[Task]:
         return [task for task in self._visible(kind, user) if task.done]
 

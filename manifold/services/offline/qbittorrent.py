@@ -22,7 +22,7 @@ import httpx
 
 from manifold.services.admin.settings import SettingsService
 from manifold.services.offline import simple_http
-from manifold.services.offline.tools import ToolError, ToolStatus
+from manifold.services.offline.tools import ToolError, ToolStatus, ToolUnreachable
 
 TIMEOUT = httpx.Timeout(10.0)
 # qBittorrent's states for a torrent that has every byte (it may go on seeding).
@@ -164,7 +164,7 @@ class QBittorrent:
                 answer = await self._client.request(method, self._api(path), **kwargs)
             except httpx.HTTPError as exc:
                 self._ready = False
-                raise ToolError(f"qBittorrent is unreachable: {type(exc).__name__}") from None
+                raise ToolUnreachable(f"qBittorrent is unreachable: {type(exc).__name__}") from None
             if answer.status_code != 403 or attempt:
                 break
             await self.init()  # the session expired (qBittorrent restarted): log in again

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,15 +36,24 @@ from urllib.parse import urlsplit
 
 from manifold.config import make_private
 from manifold.drivers.base import FileSource
-from manifold.errors import BadRequest, NotAFolder, PermissionDenied, ServerError
-from manifold.models import Perm, Task
+from manifold.errors import (
+    BadRequest,
+    FileExists,
+    ManifoldError,
+    NotAFolder,
+    ObjectExists,
+    PermissionDenied,
+    ServerError,
+)
+from manifold.models import Perm, Task, TaskState
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.fs.write import FsWriter
-from manifold.services.offline import simple_http
+from manifold.services.offline import addresses, simple_http
 from manifold.services.offline.aria2 import Aria2
+from manifold.services.offline.names import clean_name, numbered
 from manifold.services.offline.qbittorrent import QBittorrent
-from manifold.services.offline.tools import Tool, ToolError
+from manifold.services.offline.tools import Tool, ToolError, ToolUnreachable
 from manifold.services.offline.transmission import Transmission
 from manifold.tasks.service import TaskContext, TaskService
 from manifold.vfs.paths import clean_path
@@ -55,6 +66,10 @@ DELETE_ON_SUCCESS = "delete_on_upload_succeed"
 DELETE_ON_FAILURE = "delete_on_upload_failed"
 DELETE_ALWAYS = "delete_always"
 STATUS_FAILURES = 5
+FREE_NAME_TRIES = 100
+MAX_URLS = 100
+# How long a tool may take to drop a removed download before its folder goes anyway.
+FORGET_SECONDS = 10.0
 FOLDER = "offline"
 
 
@@ -78,13 +93,51 @@ class OfflineService:
     # -- life ---------------------------------------------------------------------------
 
     async def start(self, tasks: TaskService) -> None:
-        await asyncio.to_thread(self._prepare, _has_undone(tasks))
+        await asyncio.to_thread(self._sweep, self._needed(tasks))
         # The tools are asked in the background: one that is down must not hold up the start.
         self._starting = asyncio.create_task(self._init_all())
 
-    def _prepare(self, keep: bool) -> None:
-        if not keep and self._root.exists():
-            shutil.rmtree(self._root, ignore_errors=True)  # AList's CleanTempDir
+    def _needed(self, tasks: TaskService) -> set[Path]:
+        """The download folders a task may still use: a tool's download that a retry
+        follows on (the tool keeps downloading into it), and the files of transfers
+        not done yet. SimpleHttp starts again on a retry, so its folders are not kept."""
+        needed: set[Path] = set()
+        for task in tasks.of_kinds(("offline_download", "offline_download_transfer")):
+            if task.state in (TaskState.SUCCEEDED, TaskState.CANCELED):
+                continue
+            if task.kind == "offline_download_transfer":
+                place = str(task.payload.get("file") or "")
+            elif task.payload.get("tool") != SIMPLE_HTTP:
+                place = str(task.payload.get("folder") or "")
+            else:
+                continue
+            folder = self._download_folder(place) if place else None
+            if folder is not None:
+                needed.add(folder)
+        return needed
+
+    def _download_folder(self, path: str) -> Path | None:
+        """The folder of one download (``<root>/<tool>/<id>``) that ``path`` is in."""
+        try:
+            parts = Path(path).relative_to(self._root).parts
+        except ValueError:
+            return None
+        return self._root / parts[0] / parts[1] if len(parts) >= 2 else None
+
+    def _sweep(self, needed: set[Path]) -> None:
+        """Remove what no task can use any more: partial files of downloads that failed,
+        were cancelled or were cut by a stop, and files kept by a delete policy."""
+        if not self._root.is_dir():
+            return
+        for tool_folder in self._root.iterdir():
+            if tool_folder.is_symlink() or not tool_folder.is_dir():
+                _unlink(str(tool_folder))
+                continue
+            for folder in tool_folder.iterdir():
+                if folder not in needed:
+                    _remove_tree(folder)
+            with contextlib.suppress(OSError):
+                tool_folder.rmdir()
 
     def _new_folder(self, tool_name: str) -> str:
         """A private folder of its own for one download (made when first needed)."""
@@ -134,18 +187,11 @@ class OfflineService:
     # -- settings endpoints ---------------------------------------------------------------
 
     async def configure(self, name: str, values: list[tuple[str, str]]) -> str:
-        """Set a tool's settings and connect with them; when the tool does not answer or
-        refuses them, the previous settings are put back (AList keeps the broken ones)."""
-        tool = self.tools[name]
-        previous = [(key, self._settings.get(key)) for key, _ in values]
+        """Save a tool's settings, then connect with them, as AList does: the values
+        typed are kept whether or not the tool answers, and the tool's error is the
+        answer (the tool is then not ready until a save that works)."""
         await self._settings.save(values)
-        try:
-            return await tool.init()
-        except ToolError:
-            await self._settings.save(previous)
-            with contextlib.suppress(ToolError):
-                await tool.init()  # back to how it was, working or not
-            raise
+        return await self.tools[name].init()
 
     # -- adding ---------------------------------------------------------------------------
 
@@ -161,16 +207,41 @@ class OfflineService:
         found = await self._writer.exists(place)
         if found is not None and not found.is_dir:
             raise NotAFolder()
+        if len(urls) > MAX_URLS:
+            raise BadRequest(f"too many urls: at most {MAX_URLS} in one request")
+        for url in urls:
+            _check_url(url, tool_name)
+        await self._check_hosts(urls, tool_name)
         await self._tool(tool_name)  # a tool that is not ready is asked again
         tasks = []
         for url in urls:
-            _check_url(url, tool_name)
             payload = {"url": url, "dst_dir": target, "tool": tool_name, "policy": delete_policy}
             name = f"download {url} to ({target})"
             tasks.append(
                 await self._writer.tasks.submit("offline_download", name, caller.user, payload)
             )
         return tasks
+
+    async def _check_hosts(self, urls: list[str], tool_name: str) -> None:
+        """Refuse at once what the download would refuse when it connects: a URL whose
+        host is private while ``offline_download_allow_private`` is off. aria2 fetches
+        URLs itself, without Manifold's guard, so its URLs are not judged here."""
+        if tool_name == "aria2" or self._settings.get_bool(addresses.SETTING):
+            return
+        hosts = {
+            urlsplit(url).hostname or ""
+            for url in urls
+            if urlsplit(url).scheme.lower() in ("http", "https")
+        }
+        hosts.discard("")
+        ordered = sorted(hosts)
+        refused = await asyncio.gather(*(addresses.refused_host(h) for h in ordered))
+        for host, no in zip(ordered, refused, strict=True):
+            if no:
+                raise BadRequest(
+                    f"{host} is a loopback, private or link-local address; downloads from "
+                    f"such addresses are off: turn on {addresses.SETTING} (Settings, Traffic)"
+                )
 
     async def _tool(self, name: str) -> Tool | None:
         if name == SIMPLE_HTTP:
@@ -190,15 +261,18 @@ class OfflineService:
     async def run_download(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         url, tool_name = str(payload["url"]), str(payload["tool"])
         folder = str(payload.get("folder") or "")
-        if not folder or not await asyncio.to_thread(os.path.isdir, folder):
-            folder = await asyncio.to_thread(self._new_folder, tool_name)
-            await ctx.save_payload(folder=folder)
-        if tool_name == SIMPLE_HTTP:
-            await self._fetch(ctx, url, folder)
-        else:
-            tool = await self._tool(tool_name)
-            assert tool is not None
-            await self._through_tool(ctx, tool, payload, url, folder)
+        try:
+            if not folder or not await asyncio.to_thread(os.path.isdir, folder):
+                folder = await asyncio.to_thread(self._new_folder, tool_name)
+                await ctx.save_payload(folder=folder)
+            if tool_name == SIMPLE_HTTP:
+                await self._fetch(ctx, url, folder)
+            else:
+                tool = await self._tool(tool_name)
+                assert tool is not None
+                await self._through_tool(ctx, tool, payload, url, folder)
+        except BaseException as exc:
+            raise self._without_paths(exc) from None
         ctx.set_status("offline download completed, maybe transferring")
         await self._spawn_transfers(
             ctx, folder, str(payload["dst_dir"]), str(payload.get("policy", ""))
@@ -215,7 +289,13 @@ class OfflineService:
                 ctx.set_progress(done * 100 / total)
 
         allowed = simple_http.private_allowed(self._settings)
-        await simple_http.download(url, folder, limit, progress, allowed)
+        try:
+            await simple_http.download(url, folder, limit, progress, allowed)
+        except BaseException:
+            # Nothing of a download that did not finish stays, whatever ended it: a stop
+            # too (a retry starts again; the sweep at start removes what a crash left).
+            await asyncio.shield(_discard_folder(folder))
+            raise
 
     async def _through_tool(
         self, ctx: TaskContext, tool: Tool, payload: dict[str, Any], url: str, folder: str
@@ -224,18 +304,21 @@ class OfflineService:
         if ident:
             try:
                 await tool.status(ident)
+            except ToolUnreachable:
+                raise  # it may still have the download: keep its folder for a retry
             except ToolError:
                 ident = ""  # the tool forgot it (restarted without a session): start again
-        added = not ident
-        if added:
-            ident = await tool.add(url, folder, f"manifold-{ctx.task_id}")
         try:
-            if added:  # a cancel while the id is being stored still removes the download
+            if not ident:  # a cancel while the id is being stored still removes the download
+                ident = await tool.add(url, folder, f"manifold-{ctx.task_id}")
                 await ctx.save_payload(ident=ident)
             await self._follow(ctx, tool, ident)
-        except asyncio.CancelledError:
-            if not ctx.shutting_down:  # a restart leaves it downloading for the retry
-                await asyncio.shield(_quietly_remove(tool, ident))
+        except BaseException:
+            # A stop leaves it downloading for the retry after the restart. Otherwise the
+            # tool lets go of it first, so that it writes nothing into the folder after;
+            # a tool that does not answer may still download there, for a retry.
+            if not ctx.shutting_down and (not ident or await asyncio.shield(_forget(tool, ident))):
+                await asyncio.shield(_discard_folder(folder))
             raise
         minutes = tool.seed_minutes()
         if minutes > 0:
@@ -276,7 +359,8 @@ class OfflineService:
         self, ctx: TaskContext, folder: str, dst_dir: str, policy: str
     ) -> None:
         into = self._writer.place(dst_dir)
-        for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
+        entries = sorted(await asyncio.to_thread(os.listdir, folder))
+        for entry in entries:
             source = os.path.join(folder, entry)
             if entry.startswith(".") and entry.endswith((".aria2", ".part")):
                 continue  # a tool's own control file
@@ -284,12 +368,20 @@ class OfflineService:
             await ctx.spawn(
                 "offline_download_transfer",
                 f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": entry, "dst_dir": dst_dir, "policy": policy},
+                {"file": source, "name": clean_name(entry), "dst_dir": dst_dir, "policy": policy},
             )
+        if not entries:
+            await asyncio.to_thread(self._prune, folder)
 
     # -- transferring -----------------------------------------------------------------
 
     async def run_transfer(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
+        try:
+            await self._transfer(ctx, payload)
+        except BaseException as exc:
+            raise self._without_paths(exc) from None
+
+    async def _transfer(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         file, name = str(payload["file"]), str(payload["name"])
         dst_dir, policy = str(payload["dst_dir"]), str(payload.get("policy", ""))
         if not _inside(file, self._root):
@@ -304,27 +396,46 @@ class OfflineService:
             stat = await asyncio.to_thread(os.stat, file)
             ctx.set_status("")
             ctx.set_total(stat.st_size)
-            target = clean_path(f"{dst_dir}/{name}")
-            modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
             # A Local target on the same file system links the file instead of copying it.
-            source = FileSource(file, ctx.add_done)
-            await self._writer.store(
-                self._writer.place(target), source, stat.st_size, modified, True
-            )
+            await self._store_new(dst_dir, name, lambda: FileSource(file, ctx.add_done), stat)
         except BaseException:
             if policy in (DELETE_ON_FAILURE, DELETE_ALWAYS) and ctx.last_attempt:
-                await asyncio.to_thread(_unlink, file)
+                await asyncio.to_thread(self._discard_file, file)
             raise
         if policy in (DELETE_ON_SUCCESS, DELETE_ALWAYS):
-            await asyncio.to_thread(_unlink, file)
+            await asyncio.to_thread(self._discard_file, file)
+
+    async def _free_name(self, dst_dir: str, name: str, start: int = 0) -> tuple[str, int]:
+        """The first of ``name``, ``name (1)``, ... from ``start`` that ``dst_dir`` lacks."""
+        for number in range(start, FREE_NAME_TRIES):
+            candidate = numbered(name, number)
+            target = clean_path(f"{dst_dir}/{candidate}")
+            if await self._writer.exists(self._writer.place(target)) is None:
+                return target, number
+        raise ObjectExists(f"[{name}] and each of its numbered names up to ({number}) exist")
+
+    async def _store_new(
+        self, dst_dir: str, name: str, source: Callable[[], FileSource], stat: os.stat_result
+    ) -> None:
+        """Store the file under a name ``dst_dir`` does not have yet: an offline download
+        never replaces an entry that is there (one taken meanwhile moves on a number)."""
+        modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+        number = 0
+        while True:
+            target, number = await self._free_name(dst_dir, name, number)
+            place = self._writer.place(target)
+            try:
+                await self._writer.store(place, source(), stat.st_size, modified, False)
+                return
+            except FileExists:
+                number += 1
 
     async def _transfer_folder(
         self, ctx: TaskContext, folder: str, name: str, dst_dir: str, policy: str
     ) -> None:
         ctx.set_status("src object is dir, listing objs")
-        target = clean_path(f"{dst_dir}/{name}")
-        if await self._writer.exists(self._writer.place(target)) is None:
-            await self._writer.tree.make_dir(target)
+        target, _ = await self._free_name(dst_dir, name)
+        await self._writer.tree.make_dir(target)
         into = self._writer.place(target)
         for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
             source = os.path.join(folder, entry)
@@ -332,9 +443,43 @@ class OfflineService:
             await ctx.spawn(
                 "offline_download_transfer",
                 f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": entry, "dst_dir": target, "policy": policy},
+                {"file": source, "name": clean_name(entry), "dst_dir": target, "policy": policy},
             )
         ctx.set_status("src object is dir, added all transfer tasks of files")
+
+    # -- leaving nothing behind -----------------------------------------------------------
+
+    def _discard_file(self, path: str) -> None:
+        """Delete a downloaded file the policy no longer keeps, and every folder of its
+        download that it leaves empty."""
+        _unlink(path)
+        self._prune(os.path.dirname(path))
+
+    def _prune(self, folder: str) -> None:
+        top = self._download_folder(folder)
+        path = Path(folder)
+        while top is not None and path.is_relative_to(top):
+            try:
+                path.rmdir()
+            except OSError:
+                return  # not empty: another file of the download is still to be moved
+            path = path.parent
+
+    def _without_paths(self, exc: BaseException) -> BaseException:
+        """``exc`` with no path of the server's data folder in its text: task errors are
+        shown to users. A file system error keeps only its reason."""
+        if isinstance(exc, OSError):
+            return ServerError(exc.strerror or type(exc).__name__)
+        if not isinstance(exc, ManifoldError):
+            return exc
+        text = exc.message
+        for root in {str(self._root), os.path.realpath(self._root)}:
+            text = text.replace(root, "")
+        if text == exc.message:
+            return exc
+        clone = copy.copy(exc)
+        clone.message, clone.args = text, (text,)
+        return clone
 
 
 def builtin_tools(settings: SettingsService) -> list[Tool]:
@@ -342,7 +487,12 @@ def builtin_tools(settings: SettingsService) -> list[Tool]:
 
 
 def _check_url(url: str, tool: str) -> None:
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise BadRequest(f"invalid url {url[:200]!r}: {exc}") from None
+    scheme = parts.scheme.lower()
     allowed = ("http", "https") if tool == SIMPLE_HTTP else SCHEMES
     if scheme not in allowed:
         shown = ", ".join(allowed)
@@ -360,6 +510,39 @@ def _inside(path: str, root: Path) -> bool:
 
 def _has_undone(tasks: TaskService) -> bool:
     return tasks.unfinished(("offline_download", "offline_download_transfer"))
+
+
+async def _forget(tool: Tool, ident: str) -> bool:
+    """Remove the download from the tool and wait (a while) until the tool no longer
+    knows it; whether it did, so nothing more is written into the download's folder."""
+    try:
+        await tool.remove(ident)
+    except ToolUnreachable:
+        return False
+    except ToolError as exc:
+        log.info("could not remove download %s from %s: %s", ident, tool.name, exc)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FORGET_SECONDS
+    while loop.time() < deadline:
+        try:
+            await tool.status(ident)
+        except ToolUnreachable:
+            return False
+        except ToolError:
+            return True
+        await asyncio.sleep(0.1)
+    return True  # known still, but stopped: the folder goes anyway
+
+
+async def _discard_folder(folder: str) -> None:
+    await asyncio.to_thread(_remove_tree, Path(folder))
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        _unlink(str(path))
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 async def _quietly_remove(tool: Tool, ident: str) -> None:

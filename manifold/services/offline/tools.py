@@ -32,6 +32,10 @@ class ToolError(ServerError):
     """The tool is unreachable, refused us, or failed the download."""
 
 
+class ToolUnreachable(ToolError):
+    """The tool did not answer: what it holds (a download, its files) is unknown."""
+
+
 class Tool(Protocol):
     """One offline download tool, configured from the settings."""
 
@@ -58,7 +62,9 @@ class Tool(Protocol):
         ...
 
     async def remove(self, ident: str) -> None:
-        """Stop and forget the download; its files stay where they are."""
+        """Stop and forget the download; its files stay where they are. Raises
+        ``ToolUnreachable`` when the tool does not answer (a download it no longer
+        knows is no error)."""
         ...
 
     def seed_minutes(self) -> int:

@@ -18,7 +18,7 @@ import httpx
 
 from manifold.services.admin.settings import SettingsService
 from manifold.services.offline import simple_http
-from manifold.services.offline.tools import ToolError, ToolStatus
+from manifold.services.offline.tools import ToolError, ToolStatus, ToolUnreachable
 
 TIMEOUT = httpx.Timeout(10.0)
 SESSION_HEADER = "X-Transmission-Session-Id"
@@ -121,7 +121,7 @@ class Transmission:
                     self._session = response.headers.get(SESSION_HEADER, "")
         except httpx.HTTPError as exc:
             self._ready = False
-            raise ToolError(f"Transmission is unreachable: {type(exc).__name__}") from None
+            raise ToolUnreachable(f"Transmission is unreachable: {type(exc).__name__}") from None
         if response.status_code == 401:
             raise ToolError("Transmission refused the user name or password")
         try:
