@@ -213,14 +213,14 @@ class OfflineService:
             _check_url(url, tool_name)
         await self._check_hosts(urls, tool_name)
         await self._tool(tool_name)  # a tool that is not ready is asked again
-        tasks = []
-        for url in urls:
-            payload = {"url": url, "dst_dir": target, "tool": tool_name, "policy": delete_policy}
-            name = f"download {url} to ({target})"
-            tasks.append(
-                await self._writer.tasks.submit("offline_download", name, caller.user, payload)
+        named = [
+            (
+                f"download {url} to ({target})",
+                {"url": url, "dst_dir": target, "tool": tool_name, "policy": delete_policy},
             )
-        return tasks
+            for url in urls
+        ]
+        return await self._writer.tasks.submit_many("offline_download", caller.user, named)
 
     async def _check_hosts(self, urls: list[str], tool_name: str) -> None:
         """Refuse at once what the download would refuse when it connects: a URL whose
