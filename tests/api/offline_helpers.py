@@ -198,6 +198,25 @@ async def transfers(api: Api) -> list[dict[str, Any]]:
     return list(done["data"])
 
 
+def leftovers(api: Api) -> list[str]:
+    """Everything inside the tools' folders below ``temp/offline`` (the tool folders
+    themselves may stay, empty)."""
+    root = api.services.config.data_dir / "temp" / "offline"
+    if not root.exists():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.glob("*/**/*") if p != root)
+
+
+async def started(api: Api, task_id: str) -> None:
+    """Until the download has its folder and has written into it."""
+    for _ in range(400):
+        folder = api.services.tasks.get(task_id).payload.get("folder")
+        if folder and any(f.stat().st_size for f in Path(folder).iterdir()):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the download never started")
+
+
 async def task_ident(api: Api, task_id: str) -> str:
     for _ in range(200):
         ident = api.services.tasks.get(task_id).payload.get("ident")

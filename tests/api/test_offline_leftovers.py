@@ -5,7 +5,6 @@ cleaned and shortened, and an existing name is never replaced."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,30 +19,13 @@ from tests.api.offline_helpers import (
     add,
     cancel_forgets,
     finished,
+    leftovers,
     running,
     set_aria2,
     settle,
+    started,
 )
 from tests.conftest import Api
-
-
-def leftovers(api: Api) -> list[str]:
-    """Everything inside the tools' folders below ``temp/offline`` (the tool folders
-    themselves may stay, empty)."""
-    root = api.services.config.data_dir / "temp" / "offline"
-    if not root.exists():
-        return []
-    return sorted(str(p.relative_to(root)) for p in root.glob("*/**/*") if p != root)
-
-
-async def started(api: Api, task_id: str) -> None:
-    """Until the download has its folder and has written into it."""
-    for _ in range(400):
-        folder = api.services.tasks.get(task_id).payload.get("folder")
-        if folder and any(f.stat().st_size for f in Path(folder).iterdir()):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the download never started")
 
 
 async def cancel(api: Api, task_id: str) -> None:
@@ -201,6 +183,17 @@ async def test_an_existing_name_is_never_replaced(
     assert (local / "keep.txt").read_text() == "k"
     for stored in ("small (1).txt", "small (2).txt", "report 1 (1).txt", "report 1 (2).txt",
                    "keep (1).txt", "keep (2).txt"):  # fmt: skip
+        assert (local / stored).read_bytes() == SMALL, stored
+
+
+async def test_downloads_of_one_name_at_once_each_get_their_own(
+    api: Api, world: tuple[Path, Path], files_url: str
+) -> None:
+    local, _ = world
+    body = await add(api, [f"{files_url}/small.txt"] * 4, "/local", "SimpleHttp")
+    for info in body["data"]["tasks"]:
+        assert (await settle(api, info["id"])).state == TaskState.SUCCEEDED
+    for stored in ("small.txt", "small (1).txt", "small (2).txt", "small (3).txt"):
         assert (local / stored).read_bytes() == SMALL, stored
 
 

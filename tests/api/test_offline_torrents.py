@@ -32,7 +32,9 @@ from tests.api.offline_helpers import (
     cancel_forgets,
     finished,
     free_port,
+    leftovers,
     settle,
+    started,
     task_ident,
 )
 from tests.conftest import Api
@@ -303,7 +305,9 @@ async def test_cancel_removes_the_torrent_from_the_tool(
     assert (await configure(api, tool))["code"] == 200
     url, _, _ = seeded(files_url, size=8 << 20, slow=True)
     body = await add(api, [url], "/local", tool.name)
+    await started(api, body["data"]["tasks"][0]["id"])
     await cancel_forgets(api, body["data"]["tasks"][0]["id"], tool.name)
+    assert leftovers(api) == []  # nor anything of it in the data folder
 
 
 @pytest.mark.parametrize("kind", ["qBittorrent", "Transmission"])
