@@ -14,34 +14,27 @@ the tool no longer knows it. Cancelling a task removes the download from the too
 
 Differences from AList, each deliberate: the target folder needs write permission
 (and its folder password, via the same checks as an upload), not only the offline
-download bit; URLs other than http, https, magnet and ftp are refused; SimpleHttp
-refuses private addresses unless allowed (``simple_http``); a tool that stops
-answering fails the task after ``STATUS_FAILURES`` polls instead of waiting forever.
+download bit; URLs other than http, https, magnet and ftp are refused, and so is a
+request of more than ``MAX_URLS``; SimpleHttp refuses private addresses unless
+allowed (``simple_http``), and a URL whose host is private is refused at submit
+(``addresses``); a tool that stops answering fails the task after
+``STATUS_FAILURES`` polls instead of waiting forever; nothing of a download stays in
+the data folder (``folders``); an existing name is never replaced (``transfer``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import os
-import shutil
-import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from manifold.config import make_private
-from manifold.drivers.base import FileSource
 from manifold.errors import (
     BadRequest,
-    FileExists,
-    ManifoldError,
     NotAFolder,
-    ObjectExists,
     PermissionDenied,
     ServerError,
 )
@@ -51,22 +44,18 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs.write import FsWriter
 from manifold.services.offline import addresses, simple_http
 from manifold.services.offline.aria2 import Aria2
-from manifold.services.offline.names import clean_name, numbered
+from manifold.services.offline.folders import DownloadFolders, remove_tree
 from manifold.services.offline.qbittorrent import QBittorrent
 from manifold.services.offline.tools import Tool, ToolError, ToolUnreachable
+from manifold.services.offline.transfer import Transfers
 from manifold.services.offline.transmission import Transmission
 from manifold.tasks.service import TaskContext, TaskService
-from manifold.vfs.paths import clean_path
 
 log = logging.getLogger("manifold.offline")
 
 SIMPLE_HTTP = "SimpleHttp"
 SCHEMES = ("http", "https", "magnet", "ftp")
-DELETE_ON_SUCCESS = "delete_on_upload_succeed"
-DELETE_ON_FAILURE = "delete_on_upload_failed"
-DELETE_ALWAYS = "delete_always"
 STATUS_FAILURES = 5
-FREE_NAME_TRIES = 100
 MAX_URLS = 100
 # How long a tool may take to drop a removed download before its folder goes anyway.
 FORGET_SECONDS = 10.0
@@ -83,7 +72,8 @@ class OfflineService:
     ) -> None:
         self._settings = settings
         self._writer = writer
-        self._root = temp_dir / FOLDER
+        self._folders = DownloadFolders(temp_dir / FOLDER)
+        self._transfers = Transfers(writer, self._folders)
         self.tools: dict[str, Tool] = {
             tool.name: tool for tool in (tools if tools is not None else builtin_tools(settings))
         }
@@ -93,7 +83,7 @@ class OfflineService:
     # -- life ---------------------------------------------------------------------------
 
     async def start(self, tasks: TaskService) -> None:
-        await asyncio.to_thread(self._sweep, self._needed(tasks))
+        await asyncio.to_thread(self._folders.sweep, self._needed(tasks))
         # The tools are asked in the background: one that is down must not hold up the start.
         self._starting = asyncio.create_task(self._init_all())
 
@@ -111,42 +101,10 @@ class OfflineService:
                 place = str(task.payload.get("folder") or "")
             else:
                 continue
-            folder = self._download_folder(place) if place else None
+            folder = self._folders.owner(place) if place else None
             if folder is not None:
                 needed.add(folder)
         return needed
-
-    def _download_folder(self, path: str) -> Path | None:
-        """The folder of one download (``<root>/<tool>/<id>``) that ``path`` is in."""
-        try:
-            parts = Path(path).relative_to(self._root).parts
-        except ValueError:
-            return None
-        return self._root / parts[0] / parts[1] if len(parts) >= 2 else None
-
-    def _sweep(self, needed: set[Path]) -> None:
-        """Remove what no task can use any more: partial files of downloads that failed,
-        were cancelled or were cut by a stop, and files kept by a delete policy."""
-        if not self._root.is_dir():
-            return
-        for tool_folder in self._root.iterdir():
-            if tool_folder.is_symlink() or not tool_folder.is_dir():
-                _unlink(str(tool_folder))
-                continue
-            for folder in tool_folder.iterdir():
-                if folder not in needed:
-                    _remove_tree(folder)
-            with contextlib.suppress(OSError):
-                tool_folder.rmdir()
-
-    def _new_folder(self, tool_name: str) -> str:
-        """A private folder of its own for one download (made when first needed)."""
-        if not self._root.exists():
-            self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            make_private(self._root)
-        folder = self._root / _safe(tool_name) / uuid.uuid4().hex
-        folder.mkdir(mode=0o700, parents=True)
-        return str(folder)
 
     async def _init_all(self) -> None:
         for tool in self.tools.values():
@@ -175,7 +133,7 @@ class OfflineService:
         )
         tasks.register(
             "offline_download_transfer",
-            self.run_transfer,
+            self._transfers.run,
             max_retry=2,
             threads_setting="offline_download_transfer_task_threads_num",
         )
@@ -263,7 +221,7 @@ class OfflineService:
         folder = str(payload.get("folder") or "")
         try:
             if not folder or not await asyncio.to_thread(os.path.isdir, folder):
-                folder = await asyncio.to_thread(self._new_folder, tool_name)
+                folder = await asyncio.to_thread(self._folders.new, tool_name)
                 await ctx.save_payload(folder=folder)
             if tool_name == SIMPLE_HTTP:
                 await self._fetch(ctx, url, folder)
@@ -272,9 +230,9 @@ class OfflineService:
                 assert tool is not None
                 await self._through_tool(ctx, tool, payload, url, folder)
         except BaseException as exc:
-            raise self._without_paths(exc) from None
+            raise self._folders.without_paths(exc) from None
         ctx.set_status("offline download completed, maybe transferring")
-        await self._spawn_transfers(
+        await self._transfers.spawn(
             ctx, folder, str(payload["dst_dir"]), str(payload.get("policy", ""))
         )
         ctx.set_progress(100)
@@ -355,132 +313,6 @@ class OfflineService:
                 return
             await asyncio.sleep(self.poll_seconds)
 
-    async def _spawn_transfers(
-        self, ctx: TaskContext, folder: str, dst_dir: str, policy: str
-    ) -> None:
-        into = self._writer.place(dst_dir)
-        entries = sorted(await asyncio.to_thread(os.listdir, folder))
-        for entry in entries:
-            source = os.path.join(folder, entry)
-            if entry.startswith(".") and entry.endswith((".aria2", ".part")):
-                continue  # a tool's own control file
-            shown = source.removeprefix(str(self._root))
-            await ctx.spawn(
-                "offline_download_transfer",
-                f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": clean_name(entry), "dst_dir": dst_dir, "policy": policy},
-            )
-        if not entries:
-            await asyncio.to_thread(self._prune, folder)
-
-    # -- transferring -----------------------------------------------------------------
-
-    async def run_transfer(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
-        try:
-            await self._transfer(ctx, payload)
-        except BaseException as exc:
-            raise self._without_paths(exc) from None
-
-    async def _transfer(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
-        file, name = str(payload["file"]), str(payload["name"])
-        dst_dir, policy = str(payload["dst_dir"]), str(payload.get("policy", ""))
-        if not _inside(file, self._root):
-            raise ServerError("the downloaded file is outside the download folder")
-        ctx.set_status("getting src object")
-        if not await asyncio.to_thread(os.path.exists, file):
-            raise ServerError("the downloaded file is gone")
-        if await asyncio.to_thread(os.path.isdir, file):
-            await self._transfer_folder(ctx, file, name, dst_dir, policy)
-            return
-        try:
-            stat = await asyncio.to_thread(os.stat, file)
-            ctx.set_status("")
-            ctx.set_total(stat.st_size)
-            # A Local target on the same file system links the file instead of copying it.
-            await self._store_new(dst_dir, name, lambda: FileSource(file, ctx.add_done), stat)
-        except BaseException:
-            if policy in (DELETE_ON_FAILURE, DELETE_ALWAYS) and ctx.last_attempt:
-                await asyncio.to_thread(self._discard_file, file)
-            raise
-        if policy in (DELETE_ON_SUCCESS, DELETE_ALWAYS):
-            await asyncio.to_thread(self._discard_file, file)
-
-    async def _free_name(self, dst_dir: str, name: str, start: int = 0) -> tuple[str, int]:
-        """The first of ``name``, ``name (1)``, ... from ``start`` that ``dst_dir`` lacks."""
-        for number in range(start, FREE_NAME_TRIES):
-            candidate = numbered(name, number)
-            target = clean_path(f"{dst_dir}/{candidate}")
-            if await self._writer.exists(self._writer.place(target)) is None:
-                return target, number
-        raise ObjectExists(f"[{name}] and each of its numbered names up to ({number}) exist")
-
-    async def _store_new(
-        self, dst_dir: str, name: str, source: Callable[[], FileSource], stat: os.stat_result
-    ) -> None:
-        """Store the file under a name ``dst_dir`` does not have yet: an offline download
-        never replaces an entry that is there (one taken meanwhile moves on a number)."""
-        modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
-        number = 0
-        while True:
-            target, number = await self._free_name(dst_dir, name, number)
-            place = self._writer.place(target)
-            try:
-                await self._writer.store(place, source(), stat.st_size, modified, False)
-                return
-            except FileExists:
-                number += 1
-
-    async def _transfer_folder(
-        self, ctx: TaskContext, folder: str, name: str, dst_dir: str, policy: str
-    ) -> None:
-        ctx.set_status("src object is dir, listing objs")
-        target, _ = await self._free_name(dst_dir, name)
-        await self._writer.tree.make_dir(target)
-        into = self._writer.place(target)
-        for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
-            source = os.path.join(folder, entry)
-            shown = source.removeprefix(str(self._root))
-            await ctx.spawn(
-                "offline_download_transfer",
-                f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": clean_name(entry), "dst_dir": target, "policy": policy},
-            )
-        ctx.set_status("src object is dir, added all transfer tasks of files")
-
-    # -- leaving nothing behind -----------------------------------------------------------
-
-    def _discard_file(self, path: str) -> None:
-        """Delete a downloaded file the policy no longer keeps, and every folder of its
-        download that it leaves empty."""
-        _unlink(path)
-        self._prune(os.path.dirname(path))
-
-    def _prune(self, folder: str) -> None:
-        top = self._download_folder(folder)
-        path = Path(folder)
-        while top is not None and path.is_relative_to(top):
-            try:
-                path.rmdir()
-            except OSError:
-                return  # not empty: another file of the download is still to be moved
-            path = path.parent
-
-    def _without_paths(self, exc: BaseException) -> BaseException:
-        """``exc`` with no path of the server's data folder in its text: task errors are
-        shown to users. A file system error keeps only its reason."""
-        if isinstance(exc, OSError):
-            return ServerError(exc.strerror or type(exc).__name__)
-        if not isinstance(exc, ManifoldError):
-            return exc
-        text = exc.message
-        for root in {str(self._root), os.path.realpath(self._root)}:
-            text = text.replace(root, "")
-        if text == exc.message:
-            return exc
-        clone = copy.copy(exc)
-        clone.message, clone.args = text, (text,)
-        return clone
-
 
 def builtin_tools(settings: SettingsService) -> list[Tool]:
     return [Aria2(settings), QBittorrent(settings), Transmission(settings)]
@@ -497,19 +329,6 @@ def _check_url(url: str, tool: str) -> None:
     if scheme not in allowed:
         shown = ", ".join(allowed)
         raise BadRequest(f"url scheme {scheme or '(none)'} is not allowed for {tool}: use {shown}")
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
-
-
-def _inside(path: str, root: Path) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real.startswith(base + os.sep)
-
-
-def _has_undone(tasks: TaskService) -> bool:
-    return tasks.unfinished(("offline_download", "offline_download_transfer"))
 
 
 async def _forget(tool: Tool, ident: str) -> bool:
@@ -535,14 +354,7 @@ async def _forget(tool: Tool, ident: str) -> bool:
 
 
 async def _discard_folder(folder: str) -> None:
-    await asyncio.to_thread(_remove_tree, Path(folder))
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        _unlink(str(path))
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+    await asyncio.to_thread(remove_tree, Path(folder))
 
 
 async def _quietly_remove(tool: Tool, ident: str) -> None:
@@ -550,8 +362,3 @@ async def _quietly_remove(tool: Tool, ident: str) -> None:
         await tool.remove(ident)
     except Exception as exc:
         log.info("could not remove download %s from %s: %s", ident, tool.name, exc)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
