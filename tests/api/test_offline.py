@@ -243,6 +243,29 @@ async def test_a_failed_set_aria2_keeps_what_was_typed(api: Api, aria2: Aria2Pro
     assert (values["aria2_uri"], values["aria2_secret"]) == (wrong_port, "typed-secret")
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("set_aria2", {"uri": "http://[::1", "secret": "pw"},
+         "failed to init aria2 client: invalid parameter"),
+        ("set_qbit", {"url": "http://a:pw@[::1", "seedtime": "0"},
+         "failed to login into qBittorrent webui with url: (not a URL)"),
+        ("set_qbit", {"url": "ftp://a:pw@host/", "seedtime": "0"},
+         "failed to login into qBittorrent webui with url: ftp://a:***@host/"),
+        ("set_transmission", {"uri": "http://a:pw@[::1", "seedtime": "0"},
+         "failed get transmission version: invalid transmission uri: (not a URL)"),
+        ("set_transmission", {"uri": "ftp://a:pw@host/rpc", "seedtime": "0"},
+         "failed get transmission version: invalid transmission uri: ftp://a:***@host/rpc"),
+    ],
+)  # fmt: skip
+async def test_a_tool_address_that_is_no_url_is_refused_without_its_password(
+    api: Api, path: str, body: dict[str, str], message: str
+) -> None:
+    await api.as_admin()
+    answer = await api.post(f"/api/admin/setting/{path}", body)
+    assert (answer["code"], answer["message"]) == (500, message)
+
+
 @pytest.mark.parametrize(("policy", "kept"), POLICIES)
 async def test_aria2_into_local_and_alias_with_each_policy(
     api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str, policy: str, kept: bool

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from manifold.services.admin.settings import SettingsService
-from manifold.services.offline.tools import ToolError, ToolStatus, ToolUnreachable
+from manifold.services.offline.tools import ToolError, ToolStatus, ToolUnreachable, split_url
 
 TIMEOUT = httpx.Timeout(4.0)
 # States of a download aria2 has not stopped yet, and how long a removal waits for it.
@@ -42,8 +41,8 @@ class Aria2:
 
     async def init(self) -> str:
         self._ready = False
-        uri = self._settings.get("aria2_uri")
-        if urlsplit(uri).scheme not in ("http", "https"):
+        parts = split_url(self._settings.get("aria2_uri"))
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ToolError("failed to init aria2 client: invalid parameter")
         try:
             answer = await self._call("aria2.getVersion")
