@@ -114,6 +114,12 @@ async def test_a_download_cut_by_a_stop_is_swept_at_the_next_start(
         )
         body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "SimpleHttp")
         await started(api, body["data"]["tasks"][0]["id"])
+        assert api.services.config.data_dir == tmp_path / "data"
+    # What a crash leaves (a stop removes its own download's folder on the way out).
+    for crashed in ("SimpleHttp/0a1b/big.bin", "aria2/2c3d/x.bin", "aria2/2c3d/x.bin.aria2"):
+        path = tmp_path / "data" / "temp" / "offline" / crashed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"partial")
     async with running(tmp_path / "data") as api:
         (shown,) = (await api.get("/api/admin/task/offline_download/done"))["data"]
         assert shown["error"] == "interrupted by a restart"

@@ -169,7 +169,13 @@ async def download(
         return await asyncio.shield(future)
     except asyncio.CancelledError:
         stop.set()
+        future.add_done_callback(_settled)  # its end ("cancelled") goes unread
         raise
+
+
+def _settled(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def download_blocking(
