@@ -2,7 +2,8 @@
 
 Redirects are followed (at most ``MAX_REDIRECTS``); the file's name comes from
 ``Content-Disposition`` when it has one, else from the URL's path, else from the
-host. A dropped connection is resumed with a ``Range`` request where the server
+host, made safe to store (``names``). A failed or cancelled download deletes what it
+wrote. A dropped connection is resumed with a ``Range`` request where the server
 allows it. The ``offline_download_max_size`` setting (bytes, 0: no limit) stops a
 download that grows past it.
 
