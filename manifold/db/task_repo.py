@@ -23,6 +23,11 @@ class TaskRepo(Repo):
     async def insert(self, task: Task) -> None:
         await self._write(insert(t.tasks).values(**_values(task)))
 
+    async def insert_many(self, tasks: list[Task]) -> None:
+        """Several new tasks in one statement."""
+        if tasks:
+            await self._write(insert(t.tasks).values([_values(task) for task in tasks]))
+
     async def save(self, task: Task) -> None:
         """Write every column. A deleted task stays deleted (no row is made)."""
         await self._write(_update(task.id).values(**_values(task)))

@@ -222,21 +222,23 @@ class TaskService:
         total_bytes: int = 0,
     ) -> Task:
         spec = self._spec(kind)
-        task = Task(
-            id=new_task_id(),
-            kind=kind,
-            name=name,
-            created=_now(),
-            creator=creator.username if creator else "",
-            creator_id=creator.id if creator else 0,
-            creator_role=creator.role if creator else -1,
-            total_bytes=max(0, total_bytes),
-            payload=payload,
-        )
+        task = _new_task(kind, name, creator, payload, total_bytes)
         await self._repo.insert(task)
         self._tasks[task.id] = _Live(task, creator)
         self._enqueue(spec, task.id)
         return task
+
+    async def submit_many(
+        self, kind: str, creator: User | None, named_payloads: Iterable[tuple[str, dict[str, Any]]]
+    ) -> list[Task]:
+        """Several tasks of one kind, stored in one database write, not one each."""
+        spec = self._spec(kind)
+        tasks = [_new_task(kind, name, creator, payload) for name, payload in named_payloads]
+        await self._repo.insert_many(tasks)
+        for task in tasks:
+            self._tasks[task.id] = _Live(task, creator)
+            self._enqueue(spec, task.id)
+        return tasks
 
     def get(self, task_id: str) -> Task:
         live = self._tasks.get(task_id)
@@ -271,6 +273,12 @@ class TaskService:
             live.task.kind in wanted and live.task.state not in ended
             for live in self._tasks.values()
         )
+
+    def of_kinds(self, kinds: Iterable[str]) -> list[Task]:
+        """Every task of ``kinds``, whoever made it: for a service that keeps files
+        for its tasks and must know which of them may still need them."""
+        wanted = set(kinds)
+        return [live.task for live in self._tasks.values() if live.task.kind in wanted]
 
     def done(self, kind: str, user: User) -> list[Task]:
         return [task for task in self._visible(kind, user) if task.done]
@@ -496,6 +504,22 @@ class TaskService:
             async with live.lock:
                 live.dirty = False
                 await self._repo.save_progress(live.task)
+
+
+def _new_task(
+    kind: str, name: str, creator: User | None, payload: dict[str, Any], total_bytes: int = 0
+) -> Task:
+    return Task(
+        id=new_task_id(),
+        kind=kind,
+        name=name,
+        created=_now(),
+        creator=creator.username if creator else "",
+        creator_id=creator.id if creator else 0,
+        creator_role=creator.role if creator else -1,
+        total_bytes=max(0, total_bytes),
+        payload=payload,
+    )
 
 
 def _may_see(user: User, task: Task) -> bool:

@@ -10,7 +10,7 @@ import pytest
 from manifold.container import Services
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.live_server import serving
-from tests.api.offline_helpers import files_url, world  # noqa: F401 - fixtures
+from tests.api.offline_helpers import aria2, files_url, world  # noqa: F401 - fixtures
 from tests.conftest import Api
 
 

@@ -6,20 +6,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from manifold.app import create_app
 from manifold.models import TaskState
 from manifold.services.offline.tools import ToolError
 from tests.api.fs_helpers import make_tree, mount_local
-from tests.conftest import Api
+from tests.conftest import Api, start_services
 
 USER_PW = "user-password-1"
 BIG = os.urandom(3 << 20)
@@ -43,7 +49,8 @@ def free_port() -> int:
 
 class Files(BaseHTTPRequestHandler):
     """Serves ``FILES`` with ranges; ``/drop/...`` cuts its first answer short,
-    ``/slow/...`` trickles, ``/named`` has a Content-Disposition, ``/hop`` redirects."""
+    ``/slow/...`` trickles, ``/named`` has a Content-Disposition (``/cd?name=`` the
+    one asked for), ``/nolength/...`` no Content-Length, ``/hop`` redirects."""
 
     files: dict[str, bytes] = {"big.bin": BIG, "small.txt": SMALL}
     dropped: set[str] = set()
@@ -60,6 +67,15 @@ class Files(BaseHTTPRequestHandler):
             return
         if path == "/named":
             self._send(SMALL, {"Content-Disposition": 'attachment; filename="report 1.txt"'})
+            return
+        if path == "/cd":  # the name in the query, sent back as Content-Disposition
+            name = self.path.split("?name=", 1)[1]
+            self._send(SMALL, {"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
+            return
+        if path.startswith("/nolength/"):  # no Content-Length: the size shows as it comes
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(self.files[path.rsplit("/", 1)[-1]])
             return
         parts = path.strip("/").split("/")
         name = parts[-1]
@@ -182,6 +198,25 @@ async def transfers(api: Api) -> list[dict[str, Any]]:
     return list(done["data"])
 
 
+def leftovers(api: Api) -> list[str]:
+    """Everything inside the tools' folders below ``temp/offline`` (the tool folders
+    themselves may stay, empty)."""
+    root = api.services.config.data_dir / "temp" / "offline"
+    if not root.exists():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.glob("*/**/*") if p != root)
+
+
+async def started(api: Api, task_id: str) -> None:
+    """Until the download has its folder and has written into it."""
+    for _ in range(400):
+        folder = api.services.tasks.get(task_id).payload.get("folder")
+        if folder and any(f.stat().st_size for f in Path(folder).iterdir()):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the download never started")
+
+
 async def task_ident(api: Api, task_id: str) -> str:
     for _ in range(200):
         ident = api.services.tasks.get(task_id).payload.get("ident")
@@ -209,3 +244,74 @@ async def cancel_forgets(api: Api, task_id: str, tool: str) -> None:
         await asyncio.sleep(0.05)
     with pytest.raises(ToolError):
         await api.services.offline.tools[tool].status(ident)
+
+
+class Aria2Process:
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.secret = secrets.token_hex(8)
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}/jsonrpc"
+
+    def start(self) -> None:
+        command = [
+            shutil.which("aria2c") or "aria2c",
+            "--enable-rpc",
+            f"--rpc-listen-port={self.port}",
+            f"--rpc-secret={self.secret}",
+            f"--dir={self.folder}",
+            "--quiet",
+            "--no-conf",
+            "--max-tries=1",
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                body = {"jsonrpc": "2.0", "method": "aria2.getVersion", "id": 1,
+                        "params": [f"token:{self.secret}"]}  # fmt: skip
+                if httpx.post(self.uri, json=body, timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("aria2 did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def aria2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Aria2Process]:
+    tool = Aria2Process(tmp_path_factory.mktemp("aria2"))
+    tool.start()
+    yield tool
+    tool.stop()
+
+
+async def set_aria2(api: Api, tool: Aria2Process, secret: str | None = None) -> dict[str, Any]:
+    body = {"uri": tool.uri, "secret": tool.secret if secret is None else secret}
+    return await api.post("/api/admin/setting/set_aria2", body)
+
+
+@asynccontextmanager
+async def running(data: Path) -> AsyncIterator[Api]:
+    services = await start_services(data)
+    try:
+        app = create_app(services.config, services)
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as c:
+            api = Api(c, services)
+            await api.as_admin()
+            services.offline.poll_seconds = 0.2
+            yield api
+    finally:
+        await services.stop()

@@ -4,19 +4,10 @@ transfer tasks, into an Alias; delete policies, cancel, a tool that stops, SSRF.
 from __future__ import annotations
 
 import asyncio
-import secrets
-import shutil
-import subprocess
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from manifold.app import create_app
 from manifold.models import Perm, TaskState
 from manifold.services.offline import simple_http
 from manifold.services.offline.tools import ToolError
@@ -26,67 +17,18 @@ from tests.api.offline_helpers import (
     POLICIES,
     SMALL,
     USER_PW,
+    Aria2Process,
     add,
     cancel_forgets,
     finished,
     free_port,
+    running,
+    set_aria2,
     settle,
     task_ident,
     transfers,
 )
-from tests.conftest import Api, start_services
-
-
-class Aria2Process:
-    def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.secret = secrets.token_hex(8)
-        self.folder = folder
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}/jsonrpc"
-
-    def start(self) -> None:
-        command = [
-            shutil.which("aria2c") or "aria2c",
-            "--enable-rpc",
-            f"--rpc-listen-port={self.port}",
-            f"--rpc-secret={self.secret}",
-            f"--dir={self.folder}",
-            "--quiet",
-            "--no-conf",
-            "--max-tries=1",
-        ]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                body = {"jsonrpc": "2.0", "method": "aria2.getVersion", "id": 1,
-                        "params": [f"token:{self.secret}"]}  # fmt: skip
-                if httpx.post(self.uri, json=body, timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("aria2 did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-            self.process = None
-
-
-@pytest.fixture(scope="session")
-def aria2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Aria2Process]:
-    tool = Aria2Process(tmp_path_factory.mktemp("aria2"))
-    tool.start()
-    yield tool
-    tool.stop()
-
+from tests.conftest import Api
 
 # -- SimpleHttp ------------------------------------------------------------------------
 
@@ -178,16 +120,29 @@ async def test_the_size_limit_stops_a_download(
     assert not (local / "big.bin").exists()
 
 
-async def test_private_addresses_are_refused_unless_allowed(
-    api: Api, world: tuple[Path, Path], files_url: str
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "localhost", "[::1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
+             "[::ffff:0:7f00:1]", "10.0.0.1", "169.254.169.254"],
+)  # fmt: skip
+async def test_private_addresses_are_refused_at_submit_unless_allowed(
+    api: Api, world: tuple[Path, Path], files_url: str, host: str
 ) -> None:
     await api.post(
         "/api/admin/setting/save", [{"key": "offline_download_allow_private", "value": "false"}]
     )
-    body = await add(api, [f"{files_url}/small.txt"], "/local", "SimpleHttp")
-    task = await settle(api, body["data"]["tasks"][0]["id"])
-    assert task.state == TaskState.FAILED
-    assert "loopback, private or link-local" in task.error
+    refused = await add(api, [f"{files_url}/small.txt", f"http://{host}/x"], "/local", "SimpleHttp")
+    assert refused["code"] == 400, refused
+    assert "offline_download_allow_private" in refused["message"]
+    assert not (await api.get("/api/admin/task/offline_download/undone"))["data"]
+    assert not (await api.get("/api/admin/task/offline_download/done"))["data"]
+
+
+async def test_the_private_address_setting_is_on_a_settings_tab_of_the_page(api: Api) -> None:
+    await api.as_admin()
+    # The page's "Traffic" tab lists group 11; the tab of group 5 shows only the tools.
+    traffic = await api.get("/api/admin/setting/list", params={"group": "11"})
+    keys = [item["key"] for item in traffic["data"]]
+    assert {"offline_download_allow_private", "offline_download_max_size"} <= set(keys)
 
 
 async def test_a_public_name_that_resolves_to_loopback_is_refused(files_url: str) -> None:
@@ -199,17 +154,6 @@ async def test_a_public_name_that_resolves_to_loopback_is_refused(files_url: str
     url = f"http://files.example.com:{port}/small.txt"
     with pytest.raises(ToolError, match="loopback, private or link-local"):
         await simple_http.download(url, "/nonexistent", 0, lambda *_: None, lambda: False, resolver)
-
-
-@pytest.mark.parametrize(
-    "address",
-    ["127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "::1",
-     "fe80::1", "::ffff:127.0.0.1", "0.0.0.0", "224.0.0.1", "100.64.0.1"],
-)  # fmt: skip
-def test_only_global_addresses_are_public(address: str) -> None:
-    assert not simple_http.is_public(address)
-    assert simple_http.is_public("93.184.216.34")
-    assert simple_http.is_public("2606:2800:220:1:248:1893:25c8:1946")
 
 
 @pytest.mark.parametrize(
@@ -267,11 +211,6 @@ async def test_the_tools_list_shows_simple_http_always(api: Api) -> None:
 # -- aria2 -------------------------------------------------------------------------------
 
 
-async def set_aria2(api: Api, tool: Aria2Process, secret: str | None = None) -> dict[str, Any]:
-    body = {"uri": tool.uri, "secret": tool.secret if secret is None else secret}
-    return await api.post("/api/admin/setting/set_aria2", body)
-
-
 async def test_set_aria2_checks_the_connection(api: Api, aria2: Aria2Process) -> None:
     await api.as_admin()
     wrong = await set_aria2(api, aria2, "not-the-secret")
@@ -285,10 +224,46 @@ async def test_set_aria2_checks_the_connection(api: Api, aria2: Aria2Process) ->
     assert good["code"] == 200
     assert good["data"].startswith("aria2 version: 1.")
     assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
-    # A wrong secret now is refused and not kept: the working set-up stays.
+    # As AList: what was typed is saved, then tested; the test's error is the answer.
     assert (await set_aria2(api, aria2, "wrong-again"))["code"] == 500
-    assert api.services.settings.get("aria2_secret") == aria2.secret
-    assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp", "aria2"]
+    assert api.services.settings.get("aria2_secret") == "wrong-again"
+    assert (await api.get("/api/public/offline_download_tools"))["data"] == ["SimpleHttp"]
+
+
+async def test_a_failed_set_aria2_keeps_what_was_typed(api: Api, aria2: Aria2Process) -> None:
+    await api.as_admin()
+    wrong_port = aria2.uri.replace(f":{aria2.port}/", f":{free_port()}/")
+    answer = await api.post(
+        "/api/admin/setting/set_aria2", {"uri": wrong_port, "secret": "typed-secret"}
+    )
+    assert answer["code"] == 500
+    assert answer["message"] == "failed get aria2 version: aria2 is unreachable: ConnectError"
+    listed = await api.get("/api/admin/setting/list", params={"group": "5"})
+    values = {item["key"]: item["value"] for item in listed["data"]}
+    assert (values["aria2_uri"], values["aria2_secret"]) == (wrong_port, "typed-secret")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("set_aria2", {"uri": "http://[::1", "secret": "pw"},
+         "failed to init aria2 client: invalid parameter"),
+        ("set_qbit", {"url": "http://a:pw@[::1", "seedtime": "0"},
+         "failed to login into qBittorrent webui with url: (not a URL)"),
+        ("set_qbit", {"url": "ftp://a:pw@host/", "seedtime": "0"},
+         "failed to login into qBittorrent webui with url: ftp://a:***@host/"),
+        ("set_transmission", {"uri": "http://a:pw@[::1", "seedtime": "0"},
+         "failed get transmission version: invalid transmission uri: (not a URL)"),
+        ("set_transmission", {"uri": "ftp://a:pw@host/rpc", "seedtime": "0"},
+         "failed get transmission version: invalid transmission uri: ftp://a:***@host/rpc"),
+    ],
+)  # fmt: skip
+async def test_a_tool_address_that_is_no_url_is_refused_without_its_password(
+    api: Api, path: str, body: dict[str, str], message: str
+) -> None:
+    await api.as_admin()
+    answer = await api.post(f"/api/admin/setting/{path}", body)
+    assert (answer["code"], answer["message"]) == (500, message)
 
 
 @pytest.mark.parametrize(("policy", "kept"), POLICIES)
@@ -355,21 +330,6 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
         assert (local / "big.bin").read_bytes() == BIG
     finally:
         tool.stop()
-
-
-@asynccontextmanager
-async def running(data: Path) -> AsyncIterator[Api]:
-    services = await start_services(data)
-    try:
-        app = create_app(services.config, services)
-        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as c:
-            api = Api(c, services)
-            await api.as_admin()
-            services.offline.poll_seconds = 0.2
-            yield api
-    finally:
-        await services.stop()
 
 
 async def test_a_download_survives_a_restart_of_manifold(

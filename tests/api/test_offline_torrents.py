@@ -32,7 +32,9 @@ from tests.api.offline_helpers import (
     cancel_forgets,
     finished,
     free_port,
+    leftovers,
     settle,
+    started,
     task_ident,
 )
 from tests.conftest import Api
@@ -232,11 +234,34 @@ async def test_set_up_checks_the_password(api: Api, tool: Daemon) -> None:
     good = await configure(api, tool)
     assert good == {"code": 200, "message": "success", "data": "ok"}
     assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
-    _, body = tool.settings()
+    # As AList: what was typed is saved, then tested; the test's error is the answer.
+    _, body = tool.settings("wrong-again")
     key = "qbittorrent_url" if tool.name == "qBittorrent" else "transmission_uri"
     assert (await configure(api, tool, "wrong-again"))["code"] == 500
-    assert api.services.settings.get(key) == next(iter(body.values()))  # not kept
-    assert tool.name in (await api.get("/api/public/offline_download_tools"))["data"]
+    assert api.services.settings.get(key) == next(iter(body.values()))
+    assert tool.name not in (await api.get("/api/public/offline_download_tools"))["data"]
+
+
+async def test_a_failed_set_up_keeps_what_was_typed_and_shows_the_host(
+    api: Api, tool: Daemon
+) -> None:
+    await api.as_admin()
+    path, body = tool.settings("the-secret-pw")
+    key, typed = next(iter(body.items()))
+    wrong_port = typed.replace(f":{tool.port}/", f":{free_port()}/")
+    answer = await api.post(path, {**body, key: wrong_port})
+    assert answer["code"] == 500, answer
+    assert "unreachable" in answer["message"]
+    setting = "qbittorrent_url" if tool.name == "qBittorrent" else "transmission_uri"
+    listed = await api.get("/api/admin/setting/list", params={"group": "5"})
+    assert {i["key"]: i["value"] for i in listed["data"]}[setting] == wrong_port
+    if tool.name == "qBittorrent":  # the password masked, the host and port shown
+        answer = await api.post(path, body)
+        host = f"127.0.0.1:{tool.port}"
+        assert answer["message"] == (
+            f"failed to login into qBittorrent webui with url: http://admin:***@{host}/"
+        )
+    assert "the-secret-pw" not in str(answer)
 
 
 @pytest.mark.parametrize(("policy", "kept"), POLICIES)
@@ -280,7 +305,9 @@ async def test_cancel_removes_the_torrent_from_the_tool(
     assert (await configure(api, tool))["code"] == 200
     url, _, _ = seeded(files_url, size=8 << 20, slow=True)
     body = await add(api, [url], "/local", tool.name)
+    await started(api, body["data"]["tasks"][0]["id"])
     await cancel_forgets(api, body["data"]["tasks"][0]["id"], tool.name)
+    assert leftovers(api) == []  # nor anything of it in the data folder
 
 
 @pytest.mark.parametrize("kind", ["qBittorrent", "Transmission"])

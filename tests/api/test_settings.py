@@ -150,8 +150,6 @@ async def test_list_several_groups(api: Api) -> None:
         "qbittorrent_seedtime",
         "transmission_uri",
         "transmission_seedtime",
-        "offline_download_allow_private",
-        "offline_download_max_size",
     ]
 
 

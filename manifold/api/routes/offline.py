@@ -9,12 +9,14 @@ from starlette.responses import Response
 
 from manifold.api.binding import bind
 from manifold.api.deps import ServicesDep, get_caller, get_services
-from manifold.api.envelope import ok
+from manifold.api.envelope import error, ok
 from manifold.api.openapi import bound
 from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
+from manifold.container import Services
 from manifold.errors import PermissionDenied
 from manifold.models import Perm
+from manifold.services.offline.tools import ToolError
 
 
 class AddBody(RequestBody):
@@ -55,16 +57,27 @@ async def add_offline_download(request: Request) -> Response:
 
 async def set_aria2(body: Aria2Body, services: ServicesDep) -> Response:
     values = [("aria2_uri", body.uri), ("aria2_secret", body.secret)]
-    return ok(await services.offline.configure("aria2", values))
+    return await _configure(services, "aria2", values)
 
 
 async def set_qbit(body: SeedBody, services: ServicesDep) -> Response:
     values = [("qbittorrent_url", body.url), ("qbittorrent_seedtime", body.seedtime)]
-    await services.offline.configure("qBittorrent", values)
-    return ok("ok")
+    return await _configure(services, "qBittorrent", values, "ok")
 
 
 async def set_transmission(body: SeedBody, services: ServicesDep) -> Response:
     values = [("transmission_uri", body.uri), ("transmission_seedtime", body.seedtime)]
-    await services.offline.configure("Transmission", values)
-    return ok("ok")
+    return await _configure(services, "Transmission", values, "ok")
+
+
+async def _configure(
+    services: Services, tool: str, values: list[tuple[str, str]], answer: str | None = None
+) -> Response:
+    """Save and test a tool's settings. The tool's error goes to the admin who typed
+    the address without the privacy rules' masking (which would hide the host and
+    port being tested); the tools keep passwords and secrets out of their texts."""
+    try:
+        found = await services.offline.configure(tool, values)
+    except ToolError as exc:
+        return error(exc.code, exc.message)
+    return ok(found if answer is None else answer)

@@ -350,9 +350,25 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     *ALIST_SETTINGS,
     SettingDefault(MANIFOLD_VERSION_KEY, "", _S, Group.SITE, _RO),
     # SimpleHttp: whether loopback and private addresses may be fetched (no SSRF by
-    # default), and the largest file it fetches in bytes (0: no limit).
-    SettingDefault("offline_download_allow_private", "false", _B, Group.OFFLINE_DOWNLOAD, _PRIV),
-    SettingDefault("offline_download_max_size", "0", _N, Group.OFFLINE_DOWNLOAD, _PRIV),
+    # default), and the largest file it fetches in bytes (0: no limit). In the Traffic
+    # group, beside the offline download threads: the page shows no other group of
+    # free settings for offline downloads (its tab for group 5 shows only the tools).
+    SettingDefault(
+        "offline_download_allow_private",
+        "false",
+        _B,
+        Group.TRAFFIC,
+        _PRIV,
+        help="Offline downloads may fetch loopback, private and link-local addresses",
+    ),
+    SettingDefault(
+        "offline_download_max_size",
+        "0",
+        _N,
+        Group.TRAFFIC,
+        _PRIV,
+        help="Largest file an offline download with SimpleHttp fetches, in bytes (0: no limit)",
+    ),
 )
 
 

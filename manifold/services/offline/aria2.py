@@ -7,16 +7,19 @@ that chain.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from manifold.services.admin.settings import SettingsService
-from manifold.services.offline.tools import ToolError, ToolStatus
+from manifold.services.offline.tools import ToolError, ToolStatus, ToolUnreachable, split_url
 
 TIMEOUT = httpx.Timeout(4.0)
+# States of a download aria2 has not stopped yet, and how long a removal waits for it.
+BUSY = ("active", "waiting", "paused")
+STOP_POLLS = 50
 STATUS_KEYS = ["gid", "status", "totalLength", "completedLength", "errorMessage", "followedBy",
                "bittorrent", "files", "seeder"]  # fmt: skip
 
@@ -38,8 +41,8 @@ class Aria2:
 
     async def init(self) -> str:
         self._ready = False
-        uri = self._settings.get("aria2_uri")
-        if urlsplit(uri).scheme not in ("http", "https"):
+        parts = split_url(self._settings.get("aria2_uri"))
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ToolError("failed to init aria2 client: invalid parameter")
         try:
             answer = await self._call("aria2.getVersion")
@@ -76,9 +79,26 @@ class Aria2:
         return ToolStatus(False, progress, total, "", name)
 
     async def remove(self, ident: str) -> None:
-        for method in ("aria2.forceRemove", "aria2.removeDownloadResult"):
-            with contextlib.suppress(ToolError):  # already stopped or forgotten
-                await self._call(method, ident)
+        """Every download of the chain (metadata, then the torrent) is stopped, and
+        once aria2 has stopped it, forgotten."""
+        for gid in await self._chain(ident):
+            await _quiet(self._call("aria2.forceRemove", gid))  # already stopped: fine
+            for _ in range(STOP_POLLS):
+                info = await _quiet(self._call("aria2.tellStatus", gid, ["status"]))
+                if not isinstance(info, dict) or info.get("status") not in BUSY:
+                    break
+                await asyncio.sleep(0.1)
+            await _quiet(self._call("aria2.removeDownloadResult", gid))
+
+    async def _chain(self, ident: str) -> list[str]:
+        gids = [ident]
+        for _ in range(8):
+            info = await _quiet(self._call("aria2.tellStatus", gids[-1], ["followedBy"]))
+            followed = info.get("followedBy") if isinstance(info, dict) else None
+            if not followed:
+                break
+            gids.append(str(followed[0]))
+        return gids
 
     async def _call(self, method: str, *params: Any) -> Any:
         uri = self._settings.get("aria2_uri")
@@ -90,7 +110,7 @@ class Aria2:
             async with httpx.AsyncClient(timeout=TIMEOUT, trust_env=False) as client:
                 response = await client.post(uri, json=body)
         except httpx.HTTPError as exc:
-            raise ToolError(f"aria2 is unreachable: {type(exc).__name__}") from None
+            raise ToolUnreachable(f"aria2 is unreachable: {type(exc).__name__}") from None
         try:
             answer = response.json()
         except ValueError:
@@ -103,6 +123,17 @@ class Aria2:
                 str(error.get("message", "error")) if isinstance(error, dict) else "error"
             )
         return answer.get("result")
+
+
+async def _quiet(call: Awaitable[Any]) -> Any:
+    """The call's answer, or None when aria2 refused it (a download it no longer has);
+    an aria2 that does not answer still raises ``ToolUnreachable``."""
+    try:
+        return await call
+    except ToolUnreachable:
+        raise
+    except ToolError:
+        return None
 
 
 def _name(info: dict[str, Any]) -> str:

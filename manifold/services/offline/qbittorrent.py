@@ -22,7 +22,13 @@ import httpx
 
 from manifold.services.admin.settings import SettingsService
 from manifold.services.offline import simple_http
-from manifold.services.offline.tools import ToolError, ToolStatus
+from manifold.services.offline.tools import (
+    ToolError,
+    ToolStatus,
+    ToolUnreachable,
+    shown_url,
+    split_url,
+)
 
 TIMEOUT = httpx.Timeout(10.0)
 # qBittorrent's states for a torrent that has every byte (it may go on seeding).
@@ -61,9 +67,9 @@ class QBittorrent:
         self._ready = False
         await self.close()
         url = self._settings.get("qbittorrent_url")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ToolError(f"failed to login into qBittorrent webui with url: {url}")
+        parts = split_url(url)
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ToolError(f"failed to login into qBittorrent webui with url: {shown_url(url)}")
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         if ":" in parts.hostname:  # an IPv6 literal keeps its brackets
             netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
@@ -78,11 +84,13 @@ class QBittorrent:
                 answer = await self._client.post(self._api("auth/login"), data=form)
             except httpx.HTTPError as exc:
                 raise ToolError(
-                    f"failed to login into qBittorrent webui with url: {_shown(url)}: "
+                    f"failed to login into qBittorrent webui with url: {shown_url(url)}: "
                     f"qBittorrent is unreachable: {type(exc).__name__}"
                 ) from None
             if not answer.text.startswith("Ok"):
-                raise ToolError(f"failed to login into qBittorrent webui with url: {_shown(url)}")
+                raise ToolError(
+                    f"failed to login into qBittorrent webui with url: {shown_url(url)}"
+                )
             if not await self._version_ok():
                 raise ToolError("unauthorized qbittorrent url")
         self._ready = True
@@ -164,7 +172,7 @@ class QBittorrent:
                 answer = await self._client.request(method, self._api(path), **kwargs)
             except httpx.HTTPError as exc:
                 self._ready = False
-                raise ToolError(f"qBittorrent is unreachable: {type(exc).__name__}") from None
+                raise ToolUnreachable(f"qBittorrent is unreachable: {type(exc).__name__}") from None
             if answer.status_code != 403 or attempt:
                 break
             await self.init()  # the session expired (qBittorrent restarted): log in again
@@ -174,12 +182,3 @@ class QBittorrent:
 
     def _api(self, path: str) -> str:
         return f"{self._base}/api/v2/{path}"
-
-
-def _shown(url: str) -> str:
-    """The URL without its password: errors reach the admin page and the logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

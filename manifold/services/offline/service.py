@@ -14,9 +14,12 @@ the tool no longer knows it. Cancelling a task removes the download from the too
 
 Differences from AList, each deliberate: the target folder needs write permission
 (and its folder password, via the same checks as an upload), not only the offline
-download bit; URLs other than http, https, magnet and ftp are refused; SimpleHttp
-refuses private addresses unless allowed (``simple_http``); a tool that stops
-answering fails the task after ``STATUS_FAILURES`` polls instead of waiting forever.
+download bit; URLs other than http, https, magnet and ftp are refused, and so is a
+request of more than ``MAX_URLS``; SimpleHttp refuses private addresses unless
+allowed (``simple_http``), and a URL whose host is private is refused at submit
+(``addresses``); a tool that stops answering fails the task after
+``STATUS_FAILURES`` polls instead of waiting forever; nothing of a download stays in
+the data folder (``folders``); an existing name is never replaced (``transfer``).
 """
 
 from __future__ import annotations
@@ -25,25 +28,26 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from manifold.config import make_private
-from manifold.drivers.base import FileSource
-from manifold.errors import BadRequest, NotAFolder, PermissionDenied, ServerError
-from manifold.models import Perm, Task
-from manifold.paths import clean_path
+from manifold.errors import (
+    BadRequest,
+    NotAFolder,
+    PermissionDenied,
+    ServerError,
+)
+from manifold.models import Perm, Task, TaskState
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.fs.write import FsWriter
-from manifold.services.offline import simple_http
+from manifold.services.offline import addresses, simple_http
 from manifold.services.offline.aria2 import Aria2
+from manifold.services.offline.folders import DownloadFolders, remove_tree
 from manifold.services.offline.qbittorrent import QBittorrent
-from manifold.services.offline.tools import Tool, ToolError
+from manifold.services.offline.tools import Tool, ToolError, ToolUnreachable
+from manifold.services.offline.transfer import Transfers
 from manifold.services.offline.transmission import Transmission
 from manifold.services.runner import TaskContext, TaskService
 
@@ -51,10 +55,10 @@ log = logging.getLogger("manifold.offline")
 
 SIMPLE_HTTP = "SimpleHttp"
 SCHEMES = ("http", "https", "magnet", "ftp")
-DELETE_ON_SUCCESS = "delete_on_upload_succeed"
-DELETE_ON_FAILURE = "delete_on_upload_failed"
-DELETE_ALWAYS = "delete_always"
 STATUS_FAILURES = 5
+MAX_URLS = 100
+# How long a tool may take to drop a removed download before its folder goes anyway.
+FORGET_SECONDS = 10.0
 FOLDER = "offline"
 
 
@@ -68,7 +72,8 @@ class OfflineService:
     ) -> None:
         self._settings = settings
         self._writer = writer
-        self._root = temp_dir / FOLDER
+        self._folders = DownloadFolders(temp_dir / FOLDER)
+        self._transfers = Transfers(writer, self._folders)
         self.tools: dict[str, Tool] = {
             tool.name: tool for tool in (tools if tools is not None else builtin_tools(settings))
         }
@@ -78,22 +83,28 @@ class OfflineService:
     # -- life ---------------------------------------------------------------------------
 
     async def start(self, tasks: TaskService) -> None:
-        await asyncio.to_thread(self._prepare, _has_undone(tasks))
+        await asyncio.to_thread(self._folders.sweep, self._needed(tasks))
         # The tools are asked in the background: one that is down must not hold up the start.
         self._starting = asyncio.create_task(self._init_all())
 
-    def _prepare(self, keep: bool) -> None:
-        if not keep and self._root.exists():
-            shutil.rmtree(self._root, ignore_errors=True)  # AList's CleanTempDir
-
-    def _new_folder(self, tool_name: str) -> str:
-        """A private folder of its own for one download (made when first needed)."""
-        if not self._root.exists():
-            self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            make_private(self._root)
-        folder = self._root / _safe(tool_name) / uuid.uuid4().hex
-        folder.mkdir(mode=0o700, parents=True)
-        return str(folder)
+    def _needed(self, tasks: TaskService) -> set[Path]:
+        """The download folders a task may still use: a tool's download that a retry
+        follows on (the tool keeps downloading into it), and the files of transfers
+        not done yet. SimpleHttp starts again on a retry, so its folders are not kept."""
+        needed: set[Path] = set()
+        for task in tasks.of_kinds(("offline_download", "offline_download_transfer")):
+            if task.state in (TaskState.SUCCEEDED, TaskState.CANCELED):
+                continue
+            if task.kind == "offline_download_transfer":
+                place = str(task.payload.get("file") or "")
+            elif task.payload.get("tool") != SIMPLE_HTTP:
+                place = str(task.payload.get("folder") or "")
+            else:
+                continue
+            folder = self._folders.owner(place) if place else None
+            if folder is not None:
+                needed.add(folder)
+        return needed
 
     async def _init_all(self) -> None:
         for tool in self.tools.values():
@@ -122,7 +133,7 @@ class OfflineService:
         )
         tasks.register(
             "offline_download_transfer",
-            self.run_transfer,
+            self._transfers.run,
             max_retry=2,
             threads_setting="offline_download_transfer_task_threads_num",
         )
@@ -134,18 +145,11 @@ class OfflineService:
     # -- settings endpoints ---------------------------------------------------------------
 
     async def configure(self, name: str, values: list[tuple[str, str]]) -> str:
-        """Set a tool's settings and connect with them; when the tool does not answer or
-        refuses them, the previous settings are put back (AList keeps the broken ones)."""
-        tool = self.tools[name]
-        previous = [(key, self._settings.get(key)) for key, _ in values]
+        """Save a tool's settings, then connect with them, as AList does: the values
+        typed are kept whether or not the tool answers, and the tool's error is the
+        answer (the tool is then not ready until a save that works)."""
         await self._settings.save(values)
-        try:
-            return await tool.init()
-        except ToolError:
-            await self._settings.save(previous)
-            with contextlib.suppress(ToolError):
-                await tool.init()  # back to how it was, working or not
-            raise
+        return await self.tools[name].init()
 
     # -- adding ---------------------------------------------------------------------------
 
@@ -161,16 +165,41 @@ class OfflineService:
         found = await self._writer.exists(place)
         if found is not None and not found.is_dir:
             raise NotAFolder()
-        await self._tool(tool_name)  # a tool that is not ready is asked again
-        tasks = []
+        if len(urls) > MAX_URLS:
+            raise BadRequest(f"too many urls: at most {MAX_URLS} in one request")
         for url in urls:
             _check_url(url, tool_name)
-            payload = {"url": url, "dst_dir": target, "tool": tool_name, "policy": delete_policy}
-            name = f"download {url} to ({target})"
-            tasks.append(
-                await self._writer.tasks.submit("offline_download", name, caller.user, payload)
+        await self._check_hosts(urls, tool_name)
+        await self._tool(tool_name)  # a tool that is not ready is asked again
+        named = [
+            (
+                f"download {url} to ({target})",
+                {"url": url, "dst_dir": target, "tool": tool_name, "policy": delete_policy},
             )
-        return tasks
+            for url in urls
+        ]
+        return await self._writer.tasks.submit_many("offline_download", caller.user, named)
+
+    async def _check_hosts(self, urls: list[str], tool_name: str) -> None:
+        """Refuse at once what the download would refuse when it connects: a URL whose
+        host is private while ``offline_download_allow_private`` is off. aria2 fetches
+        URLs itself, without Manifold's guard, so its URLs are not judged here."""
+        if tool_name == "aria2" or self._settings.get_bool(addresses.SETTING):
+            return
+        hosts = {
+            urlsplit(url).hostname or ""
+            for url in urls
+            if urlsplit(url).scheme.lower() in ("http", "https")
+        }
+        hosts.discard("")
+        ordered = sorted(hosts)
+        refused = await asyncio.gather(*(addresses.refused_host(h) for h in ordered))
+        for host, no in zip(ordered, refused, strict=True):
+            if no:
+                raise BadRequest(
+                    f"{host} is a loopback, private or link-local address; downloads from "
+                    f"such addresses are off: turn on {addresses.SETTING} (Settings, Traffic)"
+                )
 
     async def _tool(self, name: str) -> Tool | None:
         if name == SIMPLE_HTTP:
@@ -190,17 +219,20 @@ class OfflineService:
     async def run_download(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         url, tool_name = str(payload["url"]), str(payload["tool"])
         folder = str(payload.get("folder") or "")
-        if not folder or not await asyncio.to_thread(os.path.isdir, folder):
-            folder = await asyncio.to_thread(self._new_folder, tool_name)
-            await ctx.save_payload(folder=folder)
-        if tool_name == SIMPLE_HTTP:
-            await self._fetch(ctx, url, folder)
-        else:
-            tool = await self._tool(tool_name)
-            assert tool is not None
-            await self._through_tool(ctx, tool, payload, url, folder)
+        try:
+            if not folder or not await asyncio.to_thread(os.path.isdir, folder):
+                folder = await asyncio.to_thread(self._folders.new, tool_name)
+                await ctx.save_payload(folder=folder)
+            if tool_name == SIMPLE_HTTP:
+                await self._fetch(ctx, url, folder)
+            else:
+                tool = await self._tool(tool_name)
+                assert tool is not None
+                await self._through_tool(ctx, tool, payload, url, folder)
+        except BaseException as exc:
+            raise self._folders.without_paths(exc) from None
         ctx.set_status("offline download completed, maybe transferring")
-        await self._spawn_transfers(
+        await self._transfers.spawn(
             ctx, folder, str(payload["dst_dir"]), str(payload.get("policy", ""))
         )
         ctx.set_progress(100)
@@ -215,7 +247,13 @@ class OfflineService:
                 ctx.set_progress(done * 100 / total)
 
         allowed = simple_http.private_allowed(self._settings)
-        await simple_http.download(url, folder, limit, progress, allowed)
+        try:
+            await simple_http.download(url, folder, limit, progress, allowed)
+        except BaseException:
+            # Nothing of a download that did not finish stays, whatever ended it: a stop
+            # too (a retry starts again; the sweep at start removes what a crash left).
+            await asyncio.shield(_discard_folder(folder))
+            raise
 
     async def _through_tool(
         self, ctx: TaskContext, tool: Tool, payload: dict[str, Any], url: str, folder: str
@@ -224,18 +262,21 @@ class OfflineService:
         if ident:
             try:
                 await tool.status(ident)
+            except ToolUnreachable:
+                raise  # it may still have the download: keep its folder for a retry
             except ToolError:
                 ident = ""  # the tool forgot it (restarted without a session): start again
-        added = not ident
-        if added:
-            ident = await tool.add(url, folder, f"manifold-{ctx.task_id}")
         try:
-            if added:  # a cancel while the id is being stored still removes the download
+            if not ident:  # a cancel while the id is being stored still removes the download
+                ident = await tool.add(url, folder, f"manifold-{ctx.task_id}")
                 await ctx.save_payload(ident=ident)
             await self._follow(ctx, tool, ident)
-        except asyncio.CancelledError:
-            if not ctx.shutting_down:  # a restart leaves it downloading for the retry
-                await asyncio.shield(_quietly_remove(tool, ident))
+        except BaseException:
+            # A stop leaves it downloading for the retry after the restart. Otherwise the
+            # tool lets go of it first, so that it writes nothing into the folder after;
+            # a tool that does not answer may still download there, for a retry.
+            if not ctx.shutting_down and (not ident or await asyncio.shield(_forget(tool, ident))):
+                await asyncio.shield(_discard_folder(folder))
             raise
         minutes = tool.seed_minutes()
         if minutes > 0:
@@ -272,94 +313,48 @@ class OfflineService:
                 return
             await asyncio.sleep(self.poll_seconds)
 
-    async def _spawn_transfers(
-        self, ctx: TaskContext, folder: str, dst_dir: str, policy: str
-    ) -> None:
-        into = self._writer.place(dst_dir)
-        for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
-            source = os.path.join(folder, entry)
-            if entry.startswith(".") and entry.endswith((".aria2", ".part")):
-                continue  # a tool's own control file
-            shown = source.removeprefix(str(self._root))
-            await ctx.spawn(
-                "offline_download_transfer",
-                f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": entry, "dst_dir": dst_dir, "policy": policy},
-            )
-
-    # -- transferring -----------------------------------------------------------------
-
-    async def run_transfer(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
-        file, name = str(payload["file"]), str(payload["name"])
-        dst_dir, policy = str(payload["dst_dir"]), str(payload.get("policy", ""))
-        if not _inside(file, self._root):
-            raise ServerError("the downloaded file is outside the download folder")
-        ctx.set_status("getting src object")
-        if not await asyncio.to_thread(os.path.exists, file):
-            raise ServerError("the downloaded file is gone")
-        if await asyncio.to_thread(os.path.isdir, file):
-            await self._transfer_folder(ctx, file, name, dst_dir, policy)
-            return
-        try:
-            stat = await asyncio.to_thread(os.stat, file)
-            ctx.set_status("")
-            ctx.set_total(stat.st_size)
-            target = clean_path(f"{dst_dir}/{name}")
-            modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
-            # A Local target on the same file system links the file instead of copying it.
-            source = FileSource(file, ctx.add_done)
-            await self._writer.store(
-                self._writer.place(target), source, stat.st_size, modified, True
-            )
-        except BaseException:
-            if policy in (DELETE_ON_FAILURE, DELETE_ALWAYS) and ctx.last_attempt:
-                await asyncio.to_thread(_unlink, file)
-            raise
-        if policy in (DELETE_ON_SUCCESS, DELETE_ALWAYS):
-            await asyncio.to_thread(_unlink, file)
-
-    async def _transfer_folder(
-        self, ctx: TaskContext, folder: str, name: str, dst_dir: str, policy: str
-    ) -> None:
-        ctx.set_status("src object is dir, listing objs")
-        target = clean_path(f"{dst_dir}/{name}")
-        if await self._writer.exists(self._writer.place(target)) is None:
-            await self._writer.tree.make_dir(target)
-        into = self._writer.place(target)
-        for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
-            source = os.path.join(folder, entry)
-            shown = source.removeprefix(str(self._root))
-            await ctx.spawn(
-                "offline_download_transfer",
-                f"transfer []({shown}) to [{into.mount_path}]({into.sub_path})",
-                {"file": source, "name": entry, "dst_dir": target, "policy": policy},
-            )
-        ctx.set_status("src object is dir, added all transfer tasks of files")
-
 
 def builtin_tools(settings: SettingsService) -> list[Tool]:
     return [Aria2(settings), QBittorrent(settings), Transmission(settings)]
 
 
 def _check_url(url: str, tool: str) -> None:
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise BadRequest(f"invalid url {url[:200]!r}: {exc}") from None
+    scheme = parts.scheme.lower()
     allowed = ("http", "https") if tool == SIMPLE_HTTP else SCHEMES
     if scheme not in allowed:
         shown = ", ".join(allowed)
         raise BadRequest(f"url scheme {scheme or '(none)'} is not allowed for {tool}: use {shown}")
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
+async def _forget(tool: Tool, ident: str) -> bool:
+    """Remove the download from the tool and wait (a while) until the tool no longer
+    knows it; whether it did, so nothing more is written into the download's folder."""
+    try:
+        await tool.remove(ident)
+    except ToolUnreachable:
+        return False
+    except ToolError as exc:
+        log.info("could not remove download %s from %s: %s", ident, tool.name, exc)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FORGET_SECONDS
+    while loop.time() < deadline:
+        try:
+            await tool.status(ident)
+        except ToolUnreachable:
+            return False
+        except ToolError:
+            return True
+        await asyncio.sleep(0.1)
+    return True  # known still, but stopped: the folder goes anyway
 
 
-def _inside(path: str, root: Path) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real.startswith(base + os.sep)
-
-
-def _has_undone(tasks: TaskService) -> bool:
-    return tasks.unfinished(("offline_download", "offline_download_transfer"))
+async def _discard_folder(folder: str) -> None:
+    await asyncio.to_thread(remove_tree, Path(folder))
 
 
 async def _quietly_remove(tool: Tool, ident: str) -> None:
@@ -367,8 +362,3 @@ async def _quietly_remove(tool: Tool, ident: str) -> None:
         await tool.remove(ident)
     except Exception as exc:
         log.info("could not remove download %s from %s: %s", ident, tool.name, exc)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

@@ -2,21 +2,23 @@
 
 Redirects are followed (at most ``MAX_REDIRECTS``); the file's name comes from
 ``Content-Disposition`` when it has one, else from the URL's path, else from the
-host. A dropped connection is resumed with a ``Range`` request where the server
+host, made safe to store (``names``). A failed or cancelled download deletes what it
+wrote. A dropped connection is resumed with a ``Range`` request where the server
 allows it. The ``offline_download_max_size`` setting (bytes, 0: no limit) stops a
 download that grows past it.
 
 No SSRF: unless the ``offline_download_allow_private`` setting is on, every
 connection, redirects included, is checked on the address actually connected to
 (after name resolution, by the connection backend itself), and loopback, private,
-link-local, multicast and reserved addresses are refused. No proxy from the
+link-local, multicast and reserved addresses are refused, and so is an IPv6
+address that embeds such an IPv4 address (``addresses``). No proxy from the
 environment is used, so the check sees the real destination.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import contextlib
 import os
 import socket
 import threading
@@ -30,12 +32,13 @@ import httpcore
 import httpx
 
 from manifold.services.admin.settings import SettingsService
+from manifold.services.offline.addresses import is_public
+from manifold.services.offline.names import clean_name
 from manifold.services.offline.tools import ToolError
 
 MAX_REDIRECTS = 10
 RESUMES = 5
 TIMEOUT = httpx.Timeout(30.0, read=120.0)
-UNNAMED = "UnnamedURL"
 
 PROGRESS_BYTES = 4 << 20
 
@@ -50,14 +53,6 @@ def private_allowed(settings: SettingsService) -> Callable[[], bool]:
 def system_resolver(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]
-
-
-def is_public(address: str) -> bool:
-    """Whether ``address`` is a global unicast address (an IPv4-mapped one as IPv4)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
 
 
 class GuardedBackend(httpcore.NetworkBackend):
@@ -129,7 +124,7 @@ def guarded_client(
 
 def file_name(response: httpx.Response, url: str) -> str:
     """AList's rule: the Content-Disposition name, else the URL path's base name, else
-    the host with dots as underscores. Never a path: only its last segment is kept."""
+    the host with dots as underscores; then made safe to store (``names.clean_name``)."""
     header = response.headers.get("content-disposition", "")
     name = ""
     if header:
@@ -139,8 +134,7 @@ def file_name(response: httpx.Response, url: str) -> str:
     if not name:
         parts = urlsplit(url)
         name = unquote(parts.path.rsplit("/", 1)[-1]) or (parts.hostname or "").replace(".", "_")
-    name = name.replace("\\", "/").rsplit("/", 1)[-1].replace("\0", "")
-    return name if name not in ("", ".", "..") else UNNAMED
+    return clean_name(name)
 
 
 Progress = Callable[[int, int], None]  # (bytes so far, total or 0)
@@ -176,7 +170,13 @@ async def download(
         return await asyncio.shield(future)
     except asyncio.CancelledError:
         stop.set()
+        future.add_done_callback(_settled)  # its end ("cancelled") goes unread
         raise
+
+
+def _settled(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def download_blocking(
@@ -197,9 +197,35 @@ def download_blocking(
         total = _length(response)
         if max_size and total > max_size:
             raise ToolError(_too_large(max_size))
-        written = reported = 0
+        try:
+            return _write(client, response, final_url, path, max_size, progress, stop)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # nothing of a failed download stays behind
+            raise
+    except httpx.HTTPError as exc:
+        raise ToolError(f"failed to download {url}: {exc}") from None
+    except OSError as exc:  # its text would show the server's folders
+        raise ToolError(f"failed to store the download: {exc.strerror or 'error'}") from None
+    finally:
+        response.close()
+
+
+def _write(
+    client: httpx.Client,
+    response: httpx.Response,
+    url: str,
+    path: str,
+    max_size: int,
+    progress: Progress,
+    stop: threading.Event,
+) -> str:
+    """The body of ``response`` into ``path``, resumed from ``url`` with a ``Range``
+    request when the connection drops."""
+    total = _length(response)
+    written = reported = resumes = 0
+    try:
         with open(path, "wb") as out:
-            resumes = 0
             while True:
                 try:
                     for data in response.iter_raw():
@@ -220,19 +246,17 @@ def download_blocking(
                     if resumes > RESUMES:
                         raise ToolError("the connection dropped too often") from None
                     response.close()
-                    response, _ = _open(client, final_url, {"Range": f"bytes={written}-"})
+                    response, _ = _open(client, url, {"Range": f"bytes={written}-"})
                     if response.status_code == 200:  # no ranges here: start again
                         out.seek(0)
                         out.truncate()
                         written = 0
                     elif response.status_code != 206:
                         raise ToolError(f"http status code {response.status_code}") from None
-        progress(written, total)
-        return path
-    except httpx.HTTPError as exc:
-        raise ToolError(f"failed to download {url}: {exc}") from None
     finally:
         response.close()
+    progress(written, total)
+    return path
 
 
 def _open(client: httpx.Client, url: str, headers: dict[str, str]) -> tuple[httpx.Response, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from manifold.errors import ServerError
 
@@ -30,6 +31,32 @@ class ToolStatus:
 
 class ToolError(ServerError):
     """The tool is unreachable, refused us, or failed the download."""
+
+
+class ToolUnreachable(ToolError):
+    """The tool did not answer: what it holds (a download, its files) is unknown."""
+
+
+def split_url(url: str) -> SplitResult | None:
+    """``url``'s parts, or None when it is not a URL at all (``http://[::1``)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return None
+    return parts
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error may show it: its password, if it has one, as ``***``."""
+    parts = split_url(url)
+    if parts is None:
+        return "(not a URL)"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
 class Tool(Protocol):
@@ -58,7 +85,9 @@ class Tool(Protocol):
         ...
 
     async def remove(self, ident: str) -> None:
-        """Stop and forget the download; its files stay where they are."""
+        """Stop and forget the download; its files stay where they are. Raises
+        ``ToolUnreachable`` when the tool does not answer (a download it no longer
+        knows is no error)."""
         ...
 
     def seed_minutes(self) -> int:

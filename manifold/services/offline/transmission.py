@@ -18,7 +18,13 @@ import httpx
 
 from manifold.services.admin.settings import SettingsService
 from manifold.services.offline import simple_http
-from manifold.services.offline.tools import ToolError, ToolStatus
+from manifold.services.offline.tools import (
+    ToolError,
+    ToolStatus,
+    ToolUnreachable,
+    shown_url,
+    split_url,
+)
 
 TIMEOUT = httpx.Timeout(10.0)
 SESSION_HEADER = "X-Transmission-Session-Id"
@@ -103,9 +109,9 @@ class Transmission:
 
     async def _call(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
         uri = self._settings.get("transmission_uri")
-        parts = urlsplit(uri)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ToolError(f"invalid transmission uri: {uri}")
+        parts = split_url(uri)
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ToolError(f"invalid transmission uri: {shown_url(uri)}")
         auth = None
         if parts.username is not None:
             auth = httpx.BasicAuth(parts.username, parts.password or "")
@@ -121,7 +127,7 @@ class Transmission:
                     self._session = response.headers.get(SESSION_HEADER, "")
         except httpx.HTTPError as exc:
             self._ready = False
-            raise ToolError(f"Transmission is unreachable: {type(exc).__name__}") from None
+            raise ToolUnreachable(f"Transmission is unreachable: {type(exc).__name__}") from None
         if response.status_code == 401:
             raise ToolError("Transmission refused the user name or password")
         try:
