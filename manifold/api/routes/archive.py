@@ -64,6 +64,10 @@ class DecompressBody(RequestBody):
     inner_path: str = "/"
     cache_full: bool = False
     put_into_new_dir: bool = False
+    # OpenList's field: an existing file is replaced only when this is true.
+    overwrite: bool = False
+    # Manifold's: the password of folders in the destination (none unlocks without it).
+    password: str = ""
 
     @field_validator("name", mode="before")
     @classmethod
@@ -139,6 +143,8 @@ async def decompress(body: DecompressBody, caller: CallerDep, services: Services
         body.archive_pass,
         body.inner_path,
         body.put_into_new_dir,
+        body.overwrite,
+        body.password,
     )
     return ok({"task": [task_json(t) for t in tasks]})
 
