@@ -47,6 +47,7 @@ from manifold.errors import (
     ObjectNotFound,
     PermissionDenied,
     ServerError,
+    StorageNotFound,
 )
 from manifold.models import Link, LinkArgs, Obj, Perm, User
 from manifold.services.admin.metas import MetaService
@@ -162,6 +163,8 @@ class ArchiveService:
         full = self._fs.resolve(caller, path)
         meta = self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
+        if full == "/":  # an empty path: what AList answers for the root
+            raise StorageNotFound(f"failed get storage: {StorageNotFound.none_added().message}")
         catalog = await self.catalog(full, archive_pass, refresh)
         return Opened(full, catalog, self._fs.needs_sign(full, meta))
 
