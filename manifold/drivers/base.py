@@ -18,18 +18,27 @@ and never build paths themselves.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import (
+    Any,
+    BinaryIO,
+    ClassVar,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
+from manifold.concurrency import DISK_POOL, DRIVER_POOL, run_in
 from manifold.errors import ManifoldError, NotSupported, PermissionDenied
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.vfs.paths import RESERVED_PREFIX, validate_name
@@ -226,13 +235,17 @@ class FileSource:
             await self._chunks.aclose()
 
     async def _read(self) -> AsyncGenerator[bytes, None]:
-        file = await asyncio.to_thread(open, self.path, "rb", buffering=0)
+        file = await run_in(DISK_POOL, _open_unbuffered, self.path)
         try:
-            while data := await asyncio.to_thread(file.read, self.CHUNK):
+            while data := await run_in(DISK_POOL, file.read, self.CHUNK):
                 self._on_bytes(len(data))
                 yield data
         finally:
             file.close()
+
+
+def _open_unbuffered(path: str) -> BinaryIO:
+    return open(path, "rb", buffering=0)
 
 
 class VirtualTree(Protocol):
@@ -501,12 +514,14 @@ ErrorTable = Mapping[type[Exception], ErrorTarget]
 
 
 async def run_blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking library call in a worker thread.
+    """Run a blocking library call in one of the drivers' threads.
 
-    Cancelling the caller stops the wait, not the call: the thread runs to its end,
-    so a call that must not be abandoned halfway (a rename into place) finishes.
+    The drivers' pool is theirs alone: a back end that hangs can hold those threads,
+    never the ones archives, local downloads or the database need. Cancelling the
+    caller stops the wait, not the call: the thread runs to its end, so a call that
+    must not be abandoned halfway (a rename into place) finishes.
     """
-    return await asyncio.to_thread(func, *args, **kwargs)
+    return await run_in(DRIVER_POOL, func, *args, **kwargs)
 
 
 def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:
