@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from manifold.concurrency import ARCHIVE_POOL, run_in
+from manifold.concurrency import ARCHIVE_POOL, SingleFlight, run_in
 from manifold.config import make_private
 from manifold.errors import (
     BadRequest,
@@ -125,6 +125,7 @@ class ArchiveService:
         self._temp_dir = temp_dir
         self._http = http
         self._catalogs: OrderedDict[tuple[str, int, datetime], Catalog] = OrderedDict()
+        self._scans: SingleFlight[Catalog] = SingleFlight()
 
     async def start(self) -> None:
         """Drop what extractions left before a restart: their tasks can't resume."""
@@ -182,7 +183,12 @@ class ArchiveService:
         if not refresh and key in self._catalogs:
             self._catalogs.move_to_end(key)
             return self._catalogs[key]
-        found = await run_in(ARCHIVE_POOL, scan, source, password, self._limits(LIST_MAX_SIZE))
+        limits = self._limits(LIST_MAX_SIZE)
+        # Clients asking for the same archive at once share one scan of it.
+        flight = f"{path}\0{obj.size}\0{obj.modified.isoformat()}\0{password}"
+        found = await self._scans.run(
+            flight, lambda: run_in(ARCHIVE_POOL, scan, source, password, limits)
+        )
         self._catalogs[key] = found
         while len(self._catalogs) > CATALOGS_KEPT:
             self._catalogs.popitem(last=False)
@@ -372,7 +378,9 @@ class ArchiveService:
     ) -> None:
         ctx.set_status("src object is dir, listing objs")
         target = split_path(entry.path)[0] if in_place else entry.path
-        if not in_place:
+        if in_place:
+            await self._check_folder(entry.at(target))
+        else:
             await self._make_folder(entry)
         into = self._writer.place(target)
         for name in sorted(await run_in(ARCHIVE_POOL, os.listdir, folder)):
@@ -390,6 +398,13 @@ class ArchiveService:
                     "dst_password": entry.password,
                 },
             )
+
+    async def _check_folder(self, entry: _Entry) -> None:
+        """The destination is still one the creator may write in, as they are now."""
+        caller = entry.caller()
+        folder = await self._writer.folder(caller, entry.relative(), entry.password)
+        if not self._writer.can_write_in(caller, folder):
+            raise PermissionDenied()
 
     async def _make_folder(self, entry: _Entry) -> None:
         """The folder at ``entry.path``, made unless there, after the checks of a mkdir
@@ -420,6 +435,9 @@ class _Entry:
         if not is_sub_path(base, self.path):
             raise PermissionDenied()
         return clean_path("/" + self.path[len(base.rstrip("/")) :])
+
+    def at(self, path: str) -> _Entry:
+        return _Entry(self.creator, path, self.overwrite, self.password)
 
     def shown(self) -> str:
         """The path for a status line: the creator's own, never a server path."""
