@@ -38,7 +38,7 @@ from typing import (
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
-from manifold.concurrency import DISK_POOL, DRIVER_POOL, run_in
+from manifold.concurrency import DISK_POOL, DRIVER_POOL, Pool, run_in
 from manifold.errors import ManifoldError, NotSupported, PermissionDenied
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.vfs.paths import RESERVED_PREFIX, validate_name
@@ -330,6 +330,18 @@ class Driver(ABC, Generic[OptionsT]):
         # Set by the server before ``init`` for drivers that read other mounts; a
         # ``WritableTree`` when the server also lets them change other mounts.
         self.tree: VirtualTree | None = None
+        # This storage's own threads for ``run_blocking``; the server sizes them by
+        # the driver's ``max_concurrency`` when it mounts the storage.
+        self.threads = Pool(f"manifold-storage{storage.mount_path}", STORAGE_THREADS)
+
+    async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)``, a blocking library call, in this storage's own threads.
+
+        A back end that hangs holds only its own storage's threads, never another
+        storage's or those every request shares. Cancelling the caller stops the
+        wait, not the call (see the module's ``run_blocking``).
+        """
+        return await run_in(self.threads, func, *args)
 
     _capabilities: ClassVar[frozenset[str]] = frozenset()
 
@@ -508,6 +520,10 @@ class Driver(ABC, Generic[OptionsT]):
 
 
 # --- helpers every driver needs ------------------------------------------------------
+
+# Threads of a storage's own pool (``Driver.run_blocking``) when its driver sets no
+# ``max_concurrency``.
+STORAGE_THREADS = 4
 
 ErrorTarget = type[ManifoldError] | Callable[[Any], ManifoldError]
 ErrorTable = Mapping[type[Exception], ErrorTarget]
