@@ -16,7 +16,7 @@ import pytest
 
 from manifold.concurrency import ARCHIVE_POOL
 from manifold.container import Services
-from tests.api.fs_helpers import save_settings
+from tests.api.fs_helpers import make_tree, mount_local, save_settings
 from tests.conftest import Api
 
 MiB = 1 << 20
@@ -84,3 +84,21 @@ async def test_idle_member_streams_stall_no_listing_download_or_search(
         assert found.json()["code"] == 200, found.json()
         members = await client.post("/api/fs/archive/list", json={"path": "/local/zeros.zip"})
         assert members.json()["code"] == 200, members.json()
+
+
+async def test_a_range_far_into_a_member_is_read_in_short_steps(
+    api: Api, services: Services, tmp_path: Path
+) -> None:
+    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
+    (root / "zeros.zip").write_bytes(zeros_zip("zeros.bin", 40 * MiB))
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    sign = services.archive_signer.sign("/local/zeros.zip")
+    start = 39 * MiB + 5
+    got = await api.client.get(
+        "/ae/local/zeros.zip",
+        params={"inner": "/zeros.bin", "sign": sign},
+        headers={"Range": f"bytes={start}-{start + 9}"},
+    )
+    assert got.status_code == 206
+    assert got.content == bytes(10)

@@ -52,6 +52,8 @@ from manifold.vfs.paths import safe_name
 BLOCK = 1 << 20
 # A read at a new place asks for this much; reading on from there doubles it up to BLOCK.
 FIRST_BLOCK = 64 << 10
+# Blocks one call of ``MemberCursor.read`` skips on its way to a range's start.
+SKIP_PER_CALL = 16
 # What libarchive asks of its source per call: also how often the budget is checked
 # while libarchive skips a member by decompressing it in one call.
 READ_SIZE = 32 << 10
@@ -507,7 +509,9 @@ class MemberCursor:
         raise ObjectNotFound()
 
     def read(self) -> bytes | None:
-        """The next block of the range; None once it is all read."""
+        """The next block of the range; None once it is all read. Skipping to the
+        range's start may answer ``b""`` (skipped a while, nothing yet), so that one
+        call stays short and a client gone meanwhile stops the work."""
         with self._lock:
             try:
                 return self._next()
@@ -519,7 +523,10 @@ class MemberCursor:
                 raise
 
     def _next(self) -> bytes | None:
+        skipped = 0
         while self._blocks is not None and self._left != 0:
+            if skipped == SKIP_PER_CALL:
+                return b""
             if self._source.cancelled.is_set():
                 raise ArchiveReadCancelled()
             block = next(self._blocks, None)
@@ -532,6 +539,7 @@ class MemberCursor:
                 block, self._left = block[: self._left], self._left - min(self._left, len(block))
             if block:
                 return block
+            skipped += 1
         self._end()
         return None
 
@@ -613,7 +621,8 @@ async def member_stream(
     try:
         await run_in(ARCHIVE_POOL, cursor.open)
         while (block := await run_in(ARCHIVE_POOL, cursor.read)) is not None:
-            yield block
+            if block:
+                yield block
     finally:
         source.cancelled.set()
         _close_soon(cursor)
