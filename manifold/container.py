@@ -95,7 +95,7 @@ class Services:
         writer = FsWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
-        archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http)
+        archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http, settings)
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")
         offline.register(tasks)

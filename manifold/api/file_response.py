@@ -36,6 +36,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from manifold.concurrency import DISK_POOL, run_in, start_in
 from manifold.errors import ManifoldError, NotAFile, ObjectNotFound, PermissionDenied, ServerError
 
 WINDOW = 4 * 1024 * 1024
@@ -100,7 +101,7 @@ class LocalFileResponse(Response):
     async def open(cls, path: str, name: str, headers: Mapping[str, str]) -> LocalFileResponse:
         """Raises ``ObjectNotFound``, ``NotAFile``, ``PermissionDenied`` or ``ServerError``."""
         try:
-            fd, st = await asyncio.to_thread(_open, path)
+            fd, st = await run_in(DISK_POOL, _open, path)
         except OSError as exc:
             raise _OPEN_ERRORS.get(type(exc), ServerError)() from exc
         return cls(fd, st, name, headers)
@@ -282,7 +283,7 @@ class _Exchange:
 
     async def _body(self, start: int, length: int, last: bool) -> None:
         if length <= SMALL:
-            data = await asyncio.to_thread(_read_exact, self.fd, start, length)
+            data = await run_in(DISK_POOL, _read_exact, self.fd, start, length)
             await self.send({"type": "http.response.body", "body": data, "more_body": not last})
             return
         gone = asyncio.ensure_future(_disconnect(self.receive))
@@ -389,7 +390,7 @@ async def _disconnect(receive: Receive) -> None:
 
 
 def _prepare(fd: int, start: int, length: int) -> asyncio.Future[bytes | memoryview]:
-    return asyncio.ensure_future(asyncio.to_thread(_window, fd, start, length))
+    return start_in(DISK_POOL, _window, fd, start, length)
 
 
 def _open(path: str) -> tuple[int, os.stat_result]:

@@ -18,18 +18,27 @@ and never build paths themselves.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import (
+    Any,
+    BinaryIO,
+    ClassVar,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, Field, JsonValue
 from pydantic.fields import FieldInfo
 
+from manifold.concurrency import DISK_POOL, DRIVER_POOL, Pool, run_in
 from manifold.errors import ManifoldError, NotSupported, PermissionDenied
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.paths import RESERVED_PREFIX, validate_name
@@ -226,13 +235,17 @@ class FileSource:
             await self._chunks.aclose()
 
     async def _read(self) -> AsyncGenerator[bytes, None]:
-        file = await asyncio.to_thread(open, self.path, "rb", buffering=0)
+        file = await run_in(DISK_POOL, _open_unbuffered, self.path)
         try:
-            while data := await asyncio.to_thread(file.read, self.CHUNK):
+            while data := await run_in(DISK_POOL, file.read, self.CHUNK):
                 self._on_bytes(len(data))
                 yield data
         finally:
             file.close()
+
+
+def _open_unbuffered(path: str) -> BinaryIO:
+    return open(path, "rb", buffering=0)
 
 
 class VirtualTree(Protocol):
@@ -317,6 +330,18 @@ class Driver(ABC, Generic[OptionsT]):
         # Set by the server before ``init`` for drivers that read other mounts; a
         # ``WritableTree`` when the server also lets them change other mounts.
         self.tree: VirtualTree | None = None
+        # This storage's own threads for ``run_blocking``; the server sizes them by
+        # the driver's ``max_concurrency`` when it mounts the storage.
+        self.threads = Pool(f"manifold-storage{storage.mount_path}", STORAGE_THREADS)
+
+    async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)``, a blocking library call, in this storage's own threads.
+
+        A back end that hangs holds only its own storage's threads, never another
+        storage's or those every request shares. Cancelling the caller stops the
+        wait, not the call (see the module's ``run_blocking``).
+        """
+        return await run_in(self.threads, func, *args)
 
     _capabilities: ClassVar[frozenset[str]] = frozenset()
 
@@ -496,17 +521,23 @@ class Driver(ABC, Generic[OptionsT]):
 
 # --- helpers every driver needs ------------------------------------------------------
 
+# Threads of a storage's own pool (``Driver.run_blocking``) when its driver sets no
+# ``max_concurrency``.
+STORAGE_THREADS = 4
+
 ErrorTarget = type[ManifoldError] | Callable[[Any], ManifoldError]
 ErrorTable = Mapping[type[Exception], ErrorTarget]
 
 
 async def run_blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking library call in a worker thread.
+    """Run a blocking library call in one of the drivers' threads.
 
-    Cancelling the caller stops the wait, not the call: the thread runs to its end,
-    so a call that must not be abandoned halfway (a rename into place) finishes.
+    The drivers' pool is theirs alone: a back end that hangs can hold those threads,
+    never the ones archives, local downloads or the database need. Cancelling the
+    caller stops the wait, not the call: the thread runs to its end, so a call that
+    must not be abandoned halfway (a rename into place) finishes.
     """
-    return await asyncio.to_thread(func, *args, **kwargs)
+    return await run_in(DRIVER_POOL, func, *args, **kwargs)
 
 
 def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from manifold.concurrency import Pool
 from manifold.drivers.base import Driver, DriverConfig, VirtualTree
 from manifold.errors import TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
@@ -219,6 +220,8 @@ class LoggingLayer(Layer):
 def wrap(driver: Driver[Any], config: DriverConfig) -> Driver[Any]:
     """The layers ``config`` asks for around ``driver`` (none: the driver itself)."""
     wrapped = driver
+    if config.max_concurrency > 0:
+        driver.threads = Pool(driver.threads.name, config.max_concurrency)
     if config.call_timeout > 0:
         wrapped = TimeoutLayer(wrapped, config.call_timeout)
     if config.max_concurrency > 0:

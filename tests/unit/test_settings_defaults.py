@@ -317,4 +317,8 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         "manifold_version",
         "offline_download_allow_private",
         "offline_download_max_size",
+        "archive_list_max_size",
+        "archive_extract_max_size",
+        "archive_max_ratio",
+        "archive_max_entries",
     ]

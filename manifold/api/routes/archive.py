@@ -6,6 +6,10 @@ the member tree, each entry an object answer without sign or thumbnail and with
 ``children`` (null for a file), no ``sort`` key, a ``raw_url`` to ``/ae`` and an
 archive sign where the path's downloads are signed. A wrong or missing archive
 password answers code 202, which the page takes as "ask for it".
+
+A member tree deeper than ``TREE_DEPTH`` folders is not sent in the meta answer
+(``content`` null, as AList answers for archives whose tool gives no tree); the page
+then lists the archive folder by folder through ``archive/list``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class ArchiveListBody(ArchiveMetaBody):
 
 
 LIST_INPUT = bound(ArchiveListBody)
+# The deepest member tree the meta answer holds (the JSON encoder nests 255 levels).
+TREE_DEPTH = 100
 
 
 class DecompressBody(RequestBody):
@@ -64,6 +70,10 @@ class DecompressBody(RequestBody):
     inner_path: str = "/"
     cache_full: bool = False
     put_into_new_dir: bool = False
+    # OpenList's field: an existing file is replaced only when this is true.
+    overwrite: bool = False
+    # Manifold's: the password of folders in the destination (none unlocks without it).
+    password: str = ""
 
     @field_validator("name", mode="before")
     @classmethod
@@ -95,6 +105,22 @@ def _entry(services: Services, member: Member, tree: bool) -> dict[str, Any]:
     return entry
 
 
+def _tree(services: Services, root: Member) -> list[dict[str, Any]] | None:
+    """The meta answer's member tree; None when it is deeper than ``TREE_DEPTH``."""
+    if _deeper_than(root, TREE_DEPTH):
+        return None
+    return [_entry(services, m, True) for m in root.child_list()]
+
+
+def _deeper_than(root: Member, depth: int) -> bool:
+    level = [root]
+    for _ in range(depth + 1):
+        level = [child for node in level for child in node.child_list()]
+        if not level:
+            return False
+    return True
+
+
 async def archive_meta(request: Request) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
@@ -106,7 +132,7 @@ async def archive_meta(request: Request) -> Response:
     data = {
         "comment": opened.catalog.comment,
         "encrypted": opened.catalog.encrypted,
-        "content": [_entry(services, m, True) for m in opened.catalog.root.child_list()],
+        "content": _tree(services, opened.catalog.root),
         "raw_url": f"{api_url(request, services)}/ae{quote(opened.path)}",
         "sign": signer.sign(opened.path) if signer.needed(opened.signed) else "",
     }
@@ -139,6 +165,8 @@ async def decompress(body: DecompressBody, caller: CallerDep, services: Services
         body.archive_pass,
         body.inner_path,
         body.put_into_new_dir,
+        body.overwrite,
+        body.password,
     )
     return ok({"task": [task_json(t) for t in tasks]})
 

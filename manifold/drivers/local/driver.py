@@ -47,7 +47,6 @@ from manifold.drivers.base import (
     ErrorTable,
     FileSource,
     LinkArgs,
-    run_blocking,
     translating,
     validate_name,
 )
@@ -308,7 +307,7 @@ class LocalDriver(Driver[Addition]):
 
     async def _run(self, func: Callable[..., T], *args: object) -> T:
         with os_errors():
-            return await run_blocking(func, *args)
+            return await self.run_blocking(func, *args)
 
     def _put_whole(
         self, dst_dir: str, name: str, data: bytes, modified: datetime | None, overwrite: bool

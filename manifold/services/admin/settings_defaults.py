@@ -369,6 +369,13 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
         _PRIV,
         help="Largest file an offline download with SimpleHttp fetches, in bytes (0: no limit)",
     ),
+    # Archives: the most one listing or one extraction may decompress (bytes), the
+    # most it may expand relative to the archive's size, and the most entries it
+    # reads (each 0: no limit).
+    SettingDefault("archive_list_max_size", str(4 << 30), _N, Group.TRAFFIC, _PRIV),
+    SettingDefault("archive_extract_max_size", str(64 << 30), _N, Group.TRAFFIC, _PRIV),
+    SettingDefault("archive_max_ratio", "250", _N, Group.TRAFFIC, _PRIV),
+    SettingDefault("archive_max_entries", "200000", _N, Group.TRAFFIC, _PRIV),
 )
 
 

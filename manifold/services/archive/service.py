@@ -10,8 +10,16 @@ any storage, each file renamed into place only once it is whole.
 Differences from AList, each deliberate: the task name never shows the archive's
 password; extracting needs write permission in the destination as well as the
 decompress bit, and access to the archive's folder (a folder password blocks it);
-``/ad`` and ``/ap`` serve a member as ``/ae`` does, since no back end here extracts
-by itself.
+each extracted entry passes the checks an upload of its path passes (the base path
+across links, folder passwords with the request's password only, hide rules, write
+permission), and an entry that fails them is skipped and named in its task's
+status; an existing file is replaced only when the request asks (``overwrite``);
+reading an archive stops at the size and ratio limits of the settings
+(``archive_*``); ``/ad`` and ``/ap`` serve a member as ``/ae`` does, since no back
+end here extracts by itself.
+
+All the work on an archive's bytes runs in the archive pool, never in the threads
+other requests share.
 """
 
 from __future__ import annotations
@@ -29,13 +37,25 @@ from typing import Any
 
 import httpx
 
+from manifold.concurrency import ARCHIVE_POOL, SingleFlight, run_in
 from manifold.config import make_private
-from manifold.errors import NotAFolder, ObjectNotFound, PermissionDenied, ServerError
-from manifold.models import Link, LinkArgs, Obj, Perm
-from manifold.paths import clean_path, split_path
+from manifold.errors import (
+    BadRequest,
+    Forbidden,
+    NotAFolder,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    ServerError,
+    StorageNotFound,
+)
+from manifold.models import Link, LinkArgs, Obj, Perm, User
+from manifold.paths import clean_path, is_sub_path, split_path, validate_name
 from manifold.services.admin.metas import MetaService
+from manifold.services.admin.settings import SettingsService
 from manifold.services.archive.reader import (
     Catalog,
+    Limits,
     Member,
     Source,
     clean_inner,
@@ -72,6 +92,11 @@ EXTENSIONS = (
 )
 CATALOGS_KEPT = 64
 WORK_PREFIX = "decompress-"
+# The settings that bound the work of reading one archive, and their defaults.
+LIST_MAX_SIZE = ("archive_list_max_size", 4 << 30)
+EXTRACT_MAX_SIZE = ("archive_extract_max_size", 64 << 30)
+MAX_RATIO = ("archive_max_ratio", 250)
+MAX_ENTRIES = ("archive_max_entries", 200_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +116,20 @@ class ArchiveService:
         writer: FsWriter,
         temp_dir: Path,
         http: httpx.AsyncClient | None = None,
+        settings: SettingsService | None = None,
     ) -> None:
         self._fs = fs
+        self._settings = settings
         self._metas = metas
         self._writer = writer
         self._temp_dir = temp_dir
         self._http = http
         self._catalogs: OrderedDict[tuple[str, int, datetime], Catalog] = OrderedDict()
+        self._scans: SingleFlight[Catalog] = SingleFlight()
 
     async def start(self) -> None:
         """Drop what extractions left before a restart: their tasks can't resume."""
-        await asyncio.to_thread(self._drop_leftovers)
+        await run_in(ARCHIVE_POOL, self._drop_leftovers)
 
     def _drop_leftovers(self) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -136,6 +164,8 @@ class ArchiveService:
         full = self._fs.resolve(caller, path)
         meta = self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
+        if full == "/":  # an empty path: what AList answers for the root
+            raise StorageNotFound(f"failed get storage: {StorageNotFound.none_added().message}")
         catalog = await self.catalog(full, archive_pass, refresh)
         return Opened(full, catalog, self._fs.needs_sign(full, meta))
 
@@ -153,11 +183,26 @@ class ArchiveService:
         if not refresh and key in self._catalogs:
             self._catalogs.move_to_end(key)
             return self._catalogs[key]
-        found = await asyncio.to_thread(scan, source, password)
+        limits = self._limits(LIST_MAX_SIZE)
+        # Clients asking for the same archive at once share one scan of it.
+        flight = f"{path}\0{obj.size}\0{obj.modified.isoformat()}\0{password}"
+        found = await self._scans.run(
+            flight, lambda: run_in(ARCHIVE_POOL, scan, source, password, limits)
+        )
         self._catalogs[key] = found
         while len(self._catalogs) > CATALOGS_KEPT:
             self._catalogs.popitem(last=False)
         return found
+
+    def _limits(self, max_size: tuple[str, int]) -> Limits:
+        """The limits of one reading, from the settings (a value below 0 is no limit)."""
+
+        def value(item: tuple[str, int]) -> int:
+            if self._settings is None:
+                return item[1]
+            return max(0, self._settings.get_int(item[0], item[1]))
+
+        return Limits(value(max_size), value(MAX_ENTRIES), value(MAX_RATIO), max_size[0])
 
     async def _source(self, path: str) -> tuple[Source, Obj]:
         obj, link, _ = await self._fs.link(path, LinkArgs())
@@ -202,12 +247,17 @@ class ArchiveService:
         archive_pass: str,
         inner_path: str,
         put_into_new_dir: bool,
+        overwrite: bool = False,
+        password: str = "",
     ) -> list[Any]:
+        """One ``decompress`` task per archive; ``password`` opens folder passwords in
+        the destination (and nothing else: members are never written below a folder
+        whose password the request did not give)."""
         if not caller.user.can(Perm.DECOMPRESS):
             raise PermissionDenied()
         folder = self._fs.resolve(caller, src_dir)
         sources = [await self._writer.child(caller, folder, name) for name in names]
-        target = await self._writer.folder(caller, dst_dir)
+        target = await self._writer.folder(caller, dst_dir, password)
         if not self._writer.can_write_in(caller, target):
             raise PermissionDenied()
         inner = clean_inner(inner_path)
@@ -229,6 +279,8 @@ class ArchiveService:
                 "inner": inner,
                 "password": archive_pass,
                 "new_dir": put_into_new_dir,
+                "overwrite": overwrite,
+                "dst_password": password,
             }
             tasks.append(
                 await self._writer.tasks.submit(
@@ -249,7 +301,7 @@ class ArchiveService:
         ctx.set_total(total)
         source, _ = await self._source(src)
         work = self._temp_dir / f"{WORK_PREFIX}{secrets.token_hex(12)}"
-        await asyncio.to_thread(work.mkdir, 0o700)
+        await run_in(ARCHIVE_POOL, work.mkdir, 0o700)
         loop = asyncio.get_running_loop()
         done = 0
 
@@ -259,11 +311,13 @@ class ArchiveService:
             loop.call_soon_threadsafe(ctx.add_done, step)
 
         ctx.set_status("walking and decompressing")
+        limits = self._limits(EXTRACT_MAX_SIZE)
         try:
-            await asyncio.to_thread(extract, source, password, inner, str(work), progress)
+            work_args = (source, password, inner, str(work), progress, limits)
+            await run_in(ARCHIVE_POOL, extract, *work_args)
         except BaseException:
             source.cancelled.set()
-            await asyncio.to_thread(shutil.rmtree, work, True)
+            await run_in(ARCHIVE_POOL, shutil.rmtree, work, True)
             raise
         name = split_path(src)[1]
         stem = name.rsplit(".", 1)[0] if "." in name else name
@@ -276,53 +330,132 @@ class ArchiveService:
                 "name": stem,
                 "dst_dir": dst_dir,
                 "in_place": not payload.get("new_dir", False),
+                "overwrite": bool(payload.get("overwrite", False)),
+                "dst_password": str(payload.get("dst_password", "")),
             },
         )
         ctx.set_progress(100)
 
     async def run_upload(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         """Store one extracted entry: a file is uploaded; a folder is made (unless its
-        contents go in place) and a task spawned for each of its entries."""
+        contents go in place) and a task spawned for each of its entries.
+
+        The entry's path passes the checks an upload of that path passes, for the
+        task's creator as they are now; an entry refused by them is skipped, and the
+        task's status says which and why (in the creator's own paths).
+        """
         file, name, dst_dir = str(payload["file"]), str(payload["name"]), str(payload["dst_dir"])
-        if not await asyncio.to_thread(os.path.exists, file):
+        if not await run_in(ARCHIVE_POOL, os.path.exists, file):
             raise ObjectNotFound("the extracted files are gone (was the server restarted?)")
+        entry = _Entry(
+            ctx.creator,
+            clean_path(f"{dst_dir}/{name}"),
+            bool(payload.get("overwrite", False)),
+            str(payload.get("dst_password", "")),
+        )
         try:
-            if await asyncio.to_thread(os.path.isdir, file):
-                await self._upload_folder(ctx, file, name, dst_dir, bool(payload.get("in_place")))
-                return
-            size = (await asyncio.to_thread(os.stat, file)).st_size
-            ctx.set_status("uploading")
-            ctx.set_total(size)
-            stream = _counted(file_stream(file), ctx)
-            target = clean_path(f"{dst_dir}/{name}")
-            await self._writer.store(self._writer.place(target), stream, size, None, True)
+            if await run_in(ARCHIVE_POOL, os.path.isdir, file):
+                await self._upload_folder(ctx, file, entry, bool(payload.get("in_place")))
+            else:
+                await self._upload_file(ctx, file, entry)
+        except (Forbidden, BadRequest, ObjectExists) as exc:
+            ctx.set_status(f"skipped {entry.shown()}: {exc.message}")
         finally:
-            await asyncio.to_thread(_remove, file)
+            await run_in(ARCHIVE_POOL, _remove, file)
+
+    async def _upload_file(self, ctx: TaskContext, file: str, entry: _Entry) -> None:
+        place, _ = await self._writer.upload_target(
+            entry.caller(), entry.relative(), entry.password, entry.overwrite
+        )
+        size = (await run_in(ARCHIVE_POOL, os.stat, file)).st_size
+        ctx.set_status("uploading")
+        ctx.set_total(size)
+        stream = _counted(file_stream(file), ctx)
+        await self._writer.store(place, stream, size, None, entry.overwrite)
 
     async def _upload_folder(
-        self, ctx: TaskContext, folder: str, name: str, dst_dir: str, in_place: bool
+        self, ctx: TaskContext, folder: str, entry: _Entry, in_place: bool
     ) -> None:
         ctx.set_status("src object is dir, listing objs")
-        target = dst_dir
-        if not in_place:
-            target = clean_path(f"{dst_dir}/{name}")
-            if await self._writer.exists(self._writer.place(target)) is None:
-                await self._writer.tree.make_dir(target)
+        target = split_path(entry.path)[0] if in_place else entry.path
+        if in_place:
+            await self._check_folder(entry.at(target))
+        else:
+            await self._make_folder(entry)
         into = self._writer.place(target)
-        for entry in sorted(await asyncio.to_thread(os.listdir, folder)):
+        for name in sorted(await run_in(ARCHIVE_POOL, os.listdir, folder)):
             owned = self._temp_dir / f"{WORK_PREFIX}{secrets.token_hex(12)}"
-            await asyncio.to_thread(os.rename, os.path.join(folder, entry), owned)
+            await run_in(ARCHIVE_POOL, os.rename, os.path.join(folder, name), owned)
             await ctx.spawn(
                 "decompress_upload",
-                f"upload {entry} to [{into.mount_path}]({into.sub_path})",
-                {"file": str(owned), "name": entry, "dst_dir": target, "in_place": False},
+                f"upload {name} to [{into.mount_path}]({into.sub_path})",
+                {
+                    "file": str(owned),
+                    "name": name,
+                    "dst_dir": target,
+                    "in_place": False,
+                    "overwrite": entry.overwrite,
+                    "dst_password": entry.password,
+                },
             )
+
+    async def _check_folder(self, entry: _Entry) -> None:
+        """The destination is still one the creator may write in, as they are now."""
+        caller = entry.caller()
+        folder = await self._writer.folder(caller, entry.relative(), entry.password)
+        if not self._writer.can_write_in(caller, folder):
+            raise PermissionDenied()
+
+    async def _make_folder(self, entry: _Entry) -> None:
+        """The folder at ``entry.path``, made unless there, after the checks of a mkdir
+        of it; a file of that name refuses it."""
+        validate_name(split_path(entry.path)[1])
+        made = await self._writer.mkdir(entry.caller(), entry.relative(), entry.password)
+        if not made.is_dir:
+            raise ObjectExists()
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """Where one extracted entry goes, and for whom."""
+
+    creator: User | None
+    path: str  # the full path
+    overwrite: bool
+    password: str
+
+    def caller(self) -> Caller:
+        if self.creator is None:
+            raise PermissionDenied()
+        return Caller(self.creator, "")
+
+    def relative(self) -> str:
+        """``path`` as the creator names it: below their base path as it is now."""
+        base = self.caller().user.base_path
+        if not is_sub_path(base, self.path):
+            raise PermissionDenied()
+        return clean_path("/" + self.path[len(base.rstrip("/")) :])
+
+    def at(self, path: str) -> _Entry:
+        return _Entry(self.creator, path, self.overwrite, self.password)
+
+    def shown(self) -> str:
+        """The path for a status line: the creator's own, never a server path."""
+        try:
+            return self.relative()
+        except PermissionDenied:
+            return split_path(self.path)[1]
 
 
 def _size(node: Member) -> int:
-    if node.children is None:
-        return node.size
-    return sum(_size(child) for child in node.children.values())
+    total, stack = 0, [node]
+    while stack:
+        member = stack.pop()
+        if member.children is None:
+            total += member.size
+        else:
+            stack.extend(member.children.values())
+    return total
 
 
 async def _counted(stream: Any, ctx: TaskContext) -> Any:

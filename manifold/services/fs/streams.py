@@ -13,6 +13,7 @@ from typing import IO
 
 import httpx
 
+from manifold.concurrency import DISK_POOL, run_in, start_in
 from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
 
@@ -115,11 +116,11 @@ async def file_stream(
     file = await _open(path)
     try:
         if offset:
-            await asyncio.to_thread(file.seek, offset)
+            await run_in(DISK_POOL, file.seek, offset)
         left = length
         while left is None or left > 0:
             want = chunk if left is None else min(chunk, left)
-            data = await asyncio.to_thread(file.read, want)
+            data = await run_in(DISK_POOL, file.read, want)
             if not data:
                 break
             if left is not None:
@@ -134,7 +135,7 @@ async def _open(path: str) -> IO[bytes]:
     FIFO waits for its writer, a network file system for its server) closes the file it
     made, rather than leaving it to the garbage collector."""
     opening: asyncio.Future[IO[bytes]]
-    opening = asyncio.ensure_future(asyncio.to_thread(open, path, "rb", buffering=0))
+    opening = asyncio.ensure_future(run_in(DISK_POOL, open, path, "rb", buffering=0))
     try:
         return await asyncio.shield(opening)
     except asyncio.CancelledError:
@@ -152,6 +153,6 @@ def _close_soon(file: IO[bytes]) -> None:
     # closing it here would block the event loop until that read returns. Without a
     # loop (a generator finalised late) it is closed at once.
     try:
-        asyncio.get_running_loop().run_in_executor(None, file.close)
+        start_in(DISK_POOL, file.close)
     except RuntimeError:
         file.close()

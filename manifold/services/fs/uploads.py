@@ -10,11 +10,11 @@ large buffers), so a big upload never holds the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 
+from manifold.concurrency import CPU_POOL, run_in
 from manifold.errors import InvalidRequest
 from manifold.models import Task
 from manifold.services.auth.service import Caller
@@ -76,7 +76,7 @@ def verified(stream: AsyncIterator[bytes], expected: Mapping[str, str]) -> Async
 async def _checked(stream: AsyncIterator[bytes], wanted: dict[str, str]) -> AsyncIterator[bytes]:
     hashers = [(algo, hashlib.new(algo)) for algo in wanted]
     async for data in stream:
-        await asyncio.to_thread(_update, hashers, data)
+        await run_in(CPU_POOL, _update, hashers, data)
         yield data
     for algo, hasher in hashers:
         if hasher.hexdigest() != wanted[algo]:
