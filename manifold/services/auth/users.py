@@ -154,7 +154,9 @@ class UserService:
 
     async def _set_password(self, user: User, password: str) -> None:
         user.pwd_hash = await hash_static_async(static_hash(password))
-        user.pwd_ts = int(time.time())
+        # Clients compare the token's ``pwd_ts`` to see a password change, so it moves
+        # on every change, even two within one second.
+        user.pwd_ts = max(int(time.time()), user.pwd_ts + 1)
         user.token_gen = new_token_gen()
 
 
