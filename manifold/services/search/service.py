@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from manifold.db.search_repo import Node, NodeQuery, SearchRepo
+from manifold.db.search_repo import IndexWrite, Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
 from manifold.services.admin.metas import MetaService
@@ -63,6 +63,9 @@ class DatabaseSearcher:
 
     async def index(self, batch: Sequence[Node]) -> None:
         await self._repo.insert(batch)
+
+    async def apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        return await self._repo.apply(writes)
 
     async def replace(self, batch: Sequence[Node]) -> None:
         await self._repo.replace(batch)
