@@ -149,13 +149,15 @@ def _movable(move: MoveTree) -> bool:
 class NodeQuery:
     """Nodes below ``parent`` (at any depth) whose names hold every keyword.
 
-    ``excluded`` folders keep their own node but lose everything below them.
+    ``excluded`` folders keep their own node but lose everything below them; with
+    ``folders``, only the nodes directly in one of those folders count.
     """
 
     parent: str = "/"
     keywords: tuple[str, ...] = ()
     scope: int = SCOPE_ALL
     excluded: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
 
 
 def fold(value: str) -> str:
@@ -184,10 +186,12 @@ class _Shape(NamedTuple):
     scope: int
     fts: bool
     likes: int  # keywords matched by LIKE
+    folders: int  # folders the matches must be directly in (0: any)
 
 
-# Statement kinds: every match, one page with the total, the total alone.
-_ALL, _PAGE, _COUNT = 0, 1, 2
+# Statement kinds: every match, one page with the total, the total alone, the number
+# of matches in each folder.
+_ALL, _PAGE, _COUNT, _PARENTS = 0, 1, 2, 3
 # Statements kept by shape; an odd query (dozens of keywords) may pass it, then all go.
 _STATEMENTS_KEPT = 256
 
@@ -221,6 +225,7 @@ class SearchRepo(Repo):
         self._statements: dict[tuple[_Shape, int], Any] = {}
         self._reader = open_reader(engine)
         self._writer = SqliteIndexWriter.open(engine)
+        self.rows_read = 0  # rows the searches have fetched, for tests and benchmarks
 
     def close(self) -> None:
         """Close the one-trip reader's and writer's connections (before the engine is
@@ -343,14 +348,24 @@ class SearchRepo(Repo):
         counted = await self._query(shape, _COUNT, params)  # past the end
         return [], int(counted[0][0])
 
+    async def parents(self, query: NodeQuery, full_text: bool = True) -> list[tuple[str, int]]:
+        """The folders holding matches, each with how many it holds."""
+        if full_text and self._has_fts is None:
+            await self._fts_ready()
+        shape, params = self._shape(query, full_text)
+        return [(row[0], int(row[1])) for row in await self._query(shape, _PARENTS, params)]
+
     async def _query(self, shape: _Shape, kind: int, params: dict[str, Any]) -> Sequence[Any]:
         """The rows of a search statement: on an SQLite file in one trip to a worker
         thread (``SqliteReader``), else through the engine."""
         statement = self._statement(shape, kind)
         if self._reader is None:
             async with self.engine.connect() as conn:
-                return (await conn.execute(statement, params)).all()
-        return await self._reader.rows(statement, params)
+                rows: Sequence[Any] = (await conn.execute(statement, params)).all()
+        else:
+            rows = await self._reader.rows(statement, params)
+        self.rows_read += len(rows)
+        return rows
 
     # -- conditions ------------------------------------------------------------
 
@@ -375,12 +390,15 @@ class SearchRepo(Repo):
             params["match"] = " ".join(_fts_phrase(k) for k in long)
         for index, keyword in enumerate(keywords):
             params[f"k{index}"] = f"%{_like_escape(keyword)}%"
+        for index, folder in enumerate(query.folders):
+            params[f"f{index}"] = folder
         shape = _Shape(
             query.parent == "/",
             tuple(folder == "/" for folder in query.excluded),
             query.scope,
             fts,
             len(keywords),
+            len(query.folders),
         )
         return shape, params
 
@@ -416,8 +434,13 @@ class SearchRepo(Repo):
             where.append(nodes.c.id.in_(fts.columns(column("rowid"))))
         for index in range(shape.likes):
             where.append(nodes.c.name_key.like(bindparam(f"k{index}"), escape=_ESCAPE))
+        if shape.folders:
+            where.append(nodes.c.parent.in_([bindparam(f"f{i}") for i in range(shape.folders)]))
         if kind == _COUNT:
             return select(func.count()).select_from(nodes).where(*where)
+        if kind == _PARENTS:
+            stmt = select(nodes.c.parent, func.count()).where(*where)
+            return stmt.group_by(nodes.c.parent)
         order = (nodes.c.name, nodes.c.id)
         if kind == _ALL:
             return select(*_NODE_COLUMNS).where(*where).order_by(*order)
