@@ -90,3 +90,14 @@ async def test_changes_told_one_by_one_leave_the_same_index(admin: Api) -> None:
     written = await indexed(admin)
     await build(admin)
     assert written == await indexed(admin)
+
+
+async def test_a_new_folder_filled_in_the_same_batch_is_indexed_once(admin: Api) -> None:
+    with database_held(admin):
+        await ok(await admin.post("/api/fs/mkdir", {"path": "/local/sub/mixfresh"}))
+        await ok(await put(admin, "/local/sub/mixfresh/mixfilled.txt", b"f"))
+    await admin.services.search.indexer.settled()
+    written = await indexed(admin)
+    assert written.count("/local/sub/mixfresh/mixfilled.txt") == 1
+    await build(admin)
+    assert written == await indexed(admin)

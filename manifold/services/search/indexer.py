@@ -145,11 +145,15 @@ class Walker:
         skipped: Callable[[str], bool],
         sink: IndexSink,
         on_flush: Callable[[int], Awaitable[None]] | None = None,
+        replacing: bool = False,
     ) -> None:
         self._fs = fs
         self._skipped = skipped
         self._sink = sink
         self._on_flush = on_flush
+        # A walk beside other changes replaces what it finds (a change written before
+        # it may have indexed the same node); a build or update walks where it cleared.
+        self._replacing = replacing
         self._queue: list[Node] = []
         self._flushed_at = time.monotonic()
         self.count = 0
@@ -219,7 +223,10 @@ class Walker:
         self._flushed_at = time.monotonic()
         if not batch:
             return
-        await self._sink.index(batch)
+        if self._replacing:
+            await self._sink.replace(batch)
+        else:
+            await self._sink.index(batch)
         self.count += len(batch)
         if self._on_flush is not None:
             await self._on_flush(self.count)
@@ -535,7 +542,7 @@ class Indexer:
             self._walk_aside(sink, path, remaining)
 
     def _walk_aside(self, sink: IndexSink, path: str, depth: int) -> None:
-        walker = Walker(self._fs, self.skipped(), sink)
+        walker = Walker(self._fs, self.skipped(), sink, replacing=True)
         task = asyncio.create_task(self._aside(walker, path, depth))
         self._side[path] = (walker, task)
 
