@@ -145,12 +145,21 @@ def _movable(move: MoveTree) -> bool:
     return not (src == "/" or src == dst or dst.startswith(src.rstrip("/") + "/"))
 
 
+class NameMatch(NamedTuple):
+    """Names holding ``text`` (case counts), at their start or end when asked."""
+
+    text: str
+    at_start: bool = False
+    at_end: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class NodeQuery:
     """Nodes below ``parent`` (at any depth) whose names hold every keyword.
 
     ``excluded`` folders keep their own node but lose everything below them; with
-    ``folders``, only the nodes directly in one of those folders count.
+    ``folders``, only the nodes directly in one of those folders count; with
+    ``names``, only the nodes whose name is one of those matches.
     """
 
     parent: str = "/"
@@ -158,6 +167,7 @@ class NodeQuery:
     scope: int = SCOPE_ALL
     excluded: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
+    names: tuple[NameMatch, ...] = ()
 
 
 def fold(value: str) -> str:
@@ -187,6 +197,7 @@ class _Shape(NamedTuple):
     fts: bool
     likes: int  # keywords matched by LIKE
     folders: int  # folders the matches must be directly in (0: any)
+    names: int  # name matches of which one must hold (0: any name)
 
 
 # Statement kinds: every match, one page with the total, the total alone, the number
@@ -392,6 +403,8 @@ class SearchRepo(Repo):
             params[f"k{index}"] = f"%{_like_escape(keyword)}%"
         for index, folder in enumerate(query.folders):
             params[f"f{index}"] = folder
+        for index, match in enumerate(query.names):
+            params[f"n{index}"] = self._name_pattern(match)
         shape = _Shape(
             query.parent == "/",
             tuple(folder == "/" for folder in query.excluded),
@@ -399,6 +412,7 @@ class SearchRepo(Repo):
             fts,
             len(keywords),
             len(query.folders),
+            len(query.names),
         )
         return shape, params
 
@@ -436,6 +450,8 @@ class SearchRepo(Repo):
             where.append(nodes.c.name_key.like(bindparam(f"k{index}"), escape=_ESCAPE))
         if shape.folders:
             where.append(nodes.c.parent.in_([bindparam(f"f{i}") for i in range(shape.folders)]))
+        if shape.names:
+            where.append(or_(*(self._name_param(f"n{i}") for i in range(shape.names))))
         if kind == _COUNT:
             return select(func.count()).select_from(nodes).where(*where)
         if kind == _PARENTS:
@@ -447,6 +463,20 @@ class SearchRepo(Repo):
         total = func.count().over().label("total")
         stmt = select(*_NODE_COLUMNS, total).where(*where).order_by(*order)
         return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
+
+    def _name_pattern(self, match: NameMatch) -> str:
+        """``match`` as a GLOB pattern on SQLite (its LIKE ignores ASCII case), else as a
+        LIKE pattern with ``ESCAPE '/'`` (case-sensitive: see the module's docstring)."""
+        if self._dialect == "sqlite":
+            text, anything = _glob_escape(match.text), "*"
+        else:
+            text, anything = _like_escape(match.text), "%"
+        return ("" if match.at_start else anything) + text + ("" if match.at_end else anything)
+
+    def _name_param(self, name: str) -> ColumnElement[bool]:
+        if self._dialect == "sqlite":
+            return nodes.c.name.op("GLOB")(bindparam(name))
+        return nodes.c.name.like(bindparam(name), escape=_ESCAPE)
 
     def _under(self, folder: str) -> str:
         """The pattern of paths strictly below ``folder`` (see ``_below_param``)."""

@@ -12,8 +12,10 @@ hidden folders and of files in password folders without ``p_sub``). ``total`` co
 hits shown, and pages are always full; AList's total counts hits it then drops.
 
 Where hide rules apply, a page costs about a page still: the matches are counted per
-folder in the database, and only the folders whose names hide rules test have their
-matches read for the total; the page itself is read in chunks, filtered, until full.
+folder in the database; where a folder's hide lines are plain text (with ``^`` or ``$``
+at most, as ``^\\.`` for dot files), the database counts the names they hide too, and
+only folders under other patterns have their matches read to test the names. The page
+itself is read in chunks, filtered, until full.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from manifold.db.search_repo import IndexWrite, Node, NodeQuery, SearchRepo
+from manifold.db.search_repo import IndexWrite, NameMatch, Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
 from manifold.services.admin.metas import MetaService
@@ -274,20 +276,87 @@ async def _filtered(
 
 async def _shown_total(searcher: Searcher, query: NodeQuery, view: Visibility) -> int:
     """Folders that show all their matches or none count from the database's counts;
-    only the matches in folders with hide rules are read, to test their names."""
-    total, named = 0, []
+    in folders with hide rules the database counts the names plain rules hide, and only
+    the matches under other rules are read, to test their names."""
+    total = 0
+    counts: dict[str, int] = {}  # shown folders with hide rules -> their matches
     for parent, count in await searcher.parents(query):
         shown, patterns = view.entries(parent)
         if shown and patterns:
-            named.append(parent)
+            counts[parent] = count
         elif shown:
             total += count
-    for first in range(0, len(named), FOLDERS_PER_QUERY):
-        chunk = named[first : first + FOLDERS_PER_QUERY]
+    plain: dict[str, tuple[tuple[NameMatch, ...], list[str]]] = {}  # by meta path
+    other = []
+    for folder in counts:
+        meta = view.nearest(folder)
+        matches = name_matches(meta.hide) if meta is not None else None
+        if meta is None or matches is None:
+            other.append(folder)
+        else:
+            plain.setdefault(meta.path, (matches, []))[1].append(folder)
+    for meta_path, (matches, folders) in plain.items():
+        below = meta_path if is_sub_path(query.parent, meta_path) else query.parent
+        hiding = replace(query, parent=below, names=matches)
+        hidden = dict(await searcher.parents(hiding))
+        total += sum(counts[folder] - hidden.get(folder, 0) for folder in folders)
+    return total + await _shown_in(searcher, query, view, other)
+
+
+async def _shown_in(
+    searcher: Searcher, query: NodeQuery, view: Visibility, folders: list[str]
+) -> int:
+    """How many matches directly in ``folders`` ``view`` shows, by reading them."""
+    shown = 0
+    for first in range(0, len(folders), FOLDERS_PER_QUERY):
+        chunk = folders[first : first + FOLDERS_PER_QUERY]
         padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
         found, _ = await searcher.search(replace(query, folders=tuple(padded)), 1, 0)
-        total += sum(1 for node in found if view.shows(node))
-    return total
+        shown += sum(1 for node in found if view.shows(node))
+    return shown
+
+
+def name_matches(hide: str) -> tuple[NameMatch, ...] | None:
+    """The names a meta's hide lines hide, as plain matches the database can test; None
+    when a line is a pattern beyond plain text with ``^`` and ``$`` at its ends."""
+    matches = []
+    for line in hide.split("\n"):
+        match = _name_match(line)
+        if match is None:
+            return None
+        matches.append(match)
+    return tuple(matches)
+
+
+_SPECIAL = frozenset(".+*?()|[]{}^$\\")
+
+
+def _name_match(line: str) -> NameMatch | None:
+    at_start = line.startswith("^")
+    body = line[1:] if at_start else line
+    at_end = body.endswith("$") and not _escaped_at(body, len(body) - 1)
+    body = body[:-1] if at_end else body
+    text: list[str] = []
+    escaped = False
+    for char in body:
+        if escaped:
+            if char.isascii() and char.isalnum():
+                return None  # a class such as \d or an assertion such as \b
+            text.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _SPECIAL:
+            return None
+        else:
+            text.append(char)
+    return None if escaped else NameMatch("".join(text), at_start, at_end)
+
+
+def _escaped_at(text: str, index: int) -> bool:
+    """Whether the character at ``index`` follows an odd run of backslashes."""
+    run = len(text[:index]) - len(text[:index].rstrip("\\"))
+    return run % 2 == 1
 
 
 async def _shown_prefix(
@@ -321,6 +390,10 @@ class Visibility:
         """Whether the listing of the node's folder, reachable by the caller, shows it."""
         shown, hides = self.entries(node.parent)
         return shown and not (hides and access.is_hidden(node.name, hides))
+
+    def nearest(self, folder: str) -> Meta | None:
+        """The meta whose rules hold for ``folder``'s entries."""
+        return self._nearest(folder)
 
     def entries(self, folder: str) -> tuple[bool, access.Hides]:
         """What holds for every entry of ``folder``: whether the caller sees them at all,
