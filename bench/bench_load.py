@@ -27,7 +27,13 @@ Each server runs as ``PYTHONPATH=DIR <this python> -m manifold.cli server`` in D
 
 After the load, every upload that was answered must be found by search: the count of
 those missing is printed as lost index updates (the index is written in the
-background, so it gets a moment to catch up first).
+background, so it gets a moment to catch up first). Beside it, the index lag: every
+``LAG_SAMPLE_EVERY``-th upload of a client carries a marker word, and a probe in each
+generator process searches (as the admin) for the markers of the samples not yet
+found, every ``LAG_POLL_SECONDS``, during the load and up to ``LAG_WAIT`` seconds
+after it; a sample's lag is the time from its upload's answer to the answer of the
+first search that found it (so it includes up to one poll interval). Samples never
+found count as slower than any found.
 
 Run: .venv/bin/python -m bench.bench_load [--seconds 60] [--clients 50] [--procs 1]
      [--mix busy|wide] [--bad-logins N] [--checkout DIR] [--compare DIR2]
@@ -95,6 +101,10 @@ BAD_LOGIN_SHARE = 0.3  # of a bad-login client's requests
 EXPECTED = {"login fail": {400, 429}}
 JSON_HEADERS = {"Content-Type": "application/json"}
 REQUEST_TIMEOUT = 30.0
+LAG_SAMPLE_EVERY = 5  # uploads per client between two lag samples
+LAG_GROUP = 20  # samples sharing one marker word, found by one search
+LAG_POLL_SECONDS = 0.2
+LAG_WAIT = 30.0  # after the load, for the samples not yet found
 
 
 # --- the tree of files --------------------------------------------------------------
@@ -241,6 +251,8 @@ class Plan:
     start_at: float
     seconds: float
     clients: list[ClientPlan]
+    admin: str = ""  # the lag probe searches as the admin, who sees every upload
+    tag: int = 0  # this generator process's number, in its lag markers
 
 
 @dataclass
@@ -252,6 +264,8 @@ class Tally:
     samples: dict[str, str] = field(default_factory=dict)  # one message per problem kind
     cpu_seconds: float = 0.0
     uploaded: list[str] = field(default_factory=list)  # full paths of answered uploads
+    lags: list[float] = field(default_factory=list)  # seconds, of the samples found
+    lag_unfound: int = 0
 
     def add(self, kind: str, ms: float, outcome: str, detail: str = "") -> None:
         self.latencies.setdefault(kind, []).append(ms)
@@ -272,6 +286,8 @@ class Tally:
             self.samples.setdefault(key, text)
         self.cpu_seconds += other.cpu_seconds
         self.uploaded += other.uploaded
+        self.lags += other.lags
+        self.lag_unfound += other.lag_unfound
 
 
 class Reply:
@@ -376,10 +392,60 @@ def classify_envelope(kind: str, response: Reply) -> tuple[str, str]:
     return "unexpected", f"{code} {message}"
 
 
+class LagProbe:
+    """Times sampled uploads from their answer until search first finds them."""
+
+    def __init__(self, base: str, admin: str, tag: int) -> None:
+        self.http = Connection(base, admin)
+        self.tag = tag
+        self.sampled = 0
+        self.pending: dict[str, dict[str, float]] = {}  # marker -> name -> answered at
+
+    def marker(self) -> str:
+        """The marker word of the next sample: a keyword no other name holds."""
+        group = self.sampled // LAG_GROUP
+        self.sampled += 1
+        return f"lag{self.tag}g{group:05d}z"
+
+    def answered(self, marker: str, name: str) -> None:
+        self.pending.setdefault(marker, {})[name] = time.monotonic()
+
+    async def run(self, clients_done: asyncio.Event, tally: Tally) -> None:
+        deadline = 0.0
+        try:
+            while not clients_done.is_set() or (self.pending and time.monotonic() < deadline):
+                for marker in list(self.pending):
+                    await self.poll(marker, tally)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(clients_done.wait(), LAG_POLL_SECONDS)
+                deadline = deadline or (time.monotonic() + LAG_WAIT if clients_done.is_set() else 0)
+        finally:
+            tally.lag_unfound += sum(len(names) for names in self.pending.values())
+            await self.http.close()
+
+    async def poll(self, marker: str, tally: Tally) -> None:
+        body = {"parent": "/", "keywords": marker, "scope": 2, "page": 1, "per_page": 100}
+        try:
+            data = json.dumps(body).encode()
+            reply = await self.http.request("POST", "/api/fs/search", data, JSON_HEADERS)
+            content = json.loads(reply.body)["data"]["content"] or []
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, TypeError):
+            await self.http.close()
+            return
+        now, names = time.monotonic(), self.pending[marker]
+        for hit in content:
+            answered = names.pop(hit["name"], None)
+            if answered is not None:
+                tally.lags.append(now - answered)
+        if not names:
+            del self.pending[marker]
+
+
 class Client:
-    def __init__(self, plan: ClientPlan, base: str, tally: Tally) -> None:
+    def __init__(self, plan: ClientPlan, base: str, tally: Tally, probe: LagProbe) -> None:
         self.plan = plan
         self.tally = tally
+        self.probe = probe
         self.rng = random.Random(plan.index)
         self.step = 0  # of the mkdir -> rename -> remove cycle
         self.made = 0
@@ -471,7 +537,9 @@ class Client:
 
     async def do_upload(self) -> tuple[str, str]:
         # A new name each time: afterwards, every answered upload must be in the index.
-        path = f"{self.plan.scratch}/{upload_name(self.plan.index, self.uploads)}"
+        marker = self.probe.marker() if self.uploads % LAG_SAMPLE_EVERY == 0 else ""
+        name = upload_name(self.plan.index, self.uploads, marker)
+        path = f"{self.plan.scratch}/{name}"
         self.uploads += 1
         data = self.rng.randbytes(self.rng.choice((1, 8, 64)) * 1024)
         headers = {"File-Path": quote(path), "Overwrite": "true", "As-Task": "false"}
@@ -479,6 +547,8 @@ class Client:
         outcome = classify_envelope("upload", response)
         if outcome[0] == "ok":
             self.tally.uploaded.append(self.plan.prefix + path)
+            if marker:
+                self.probe.answered(marker, name)
         return outcome
 
     async def do_mkdir(self) -> tuple[str, str]:
@@ -504,8 +574,8 @@ class Client:
         return classify_envelope("login fail", response)
 
 
-def upload_name(client: int, n: int) -> str:
-    return f"{upload_prefix(client)}{n:05d}.bin"
+def upload_name(client: int, n: int, marker: str = "") -> str:
+    return f"{upload_prefix(client)}{n:05d}{marker and '-' + marker}.bin"
 
 
 def upload_prefix(client: int) -> str:
@@ -538,10 +608,15 @@ def lost_index_updates(base: str, admin: str, uploaded: list[str], wait: float =
 
 async def drive(plan: Plan) -> Tally:
     tally = Tally()
-    clients = [Client(c, plan.base, tally) for c in plan.clients]
+    probe = LagProbe(plan.base, plan.admin, plan.tag)
+    clients = [Client(c, plan.base, tally, probe) for c in plan.clients]
     await asyncio.sleep(max(0.0, plan.start_at - time.time()))
     end = time.monotonic() + plan.seconds
+    clients_done = asyncio.Event()
+    probing = asyncio.create_task(probe.run(clients_done, tally))
     await asyncio.gather(*(c.run(end) for c in clients))
+    clients_done.set()
+    await probing
     return tally
 
 
@@ -620,6 +695,17 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
+def lag_percentile(tally: Tally, share: float) -> float | None:
+    """A percentile of the index lag in seconds; None when it falls among the samples
+    never found (slower than any found)."""
+    found = sorted(tally.lags)
+    total = len(found) + tally.lag_unfound
+    if not total:
+        return 0.0
+    rank = min(total - 1, int(share * total))
+    return round(found[rank], 2) if rank < len(found) else None
+
+
 def run_once(checkout: Path, args: argparse.Namespace) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="bench-load-"))
     try:
@@ -639,8 +725,8 @@ def run_once(checkout: Path, args: argparse.Namespace) -> dict[str, object]:
             context = get_context("spawn")
             with ProcessPoolExecutor(args.procs, mp_context=context) as pool:
                 futures = [
-                    pool.submit(generate, Plan(base, start_at, args.seconds, share))
-                    for share in shares
+                    pool.submit(generate, Plan(base, start_at, args.seconds, share, admin, tag))
+                    for tag, share in enumerate(shares)
                 ]
                 time.sleep(max(0.0, start_at - time.time()))
                 rss_start = tree_kib(pid, "VmRSS")
@@ -706,6 +792,10 @@ def summarise(
         "errors": sum(tally.errors.values()),
         "uploads": len(tally.uploaded),
         "lost_index_updates": lost,
+        "index_lag_samples": len(tally.lags) + tally.lag_unfound,
+        "index_lag_unfound": tally.lag_unfound,
+        "index_lag_p50_s": lag_percentile(tally, 0.5),
+        "index_lag_p99_s": lag_percentile(tally, 0.99),
         "mix": args.mix,
         "expected": sum(tally.expected.values()),
         "unexpected": sum(tally.unexpected.values()),
@@ -747,6 +837,15 @@ def print_run(result: dict[str, object]) -> None:
     print(
         f"mix {result['mix']}; uploads answered {result['uploads']}, "
         f"missing from the search index afterwards (lost updates): {result['lost_index_updates']}"
+    )
+    never = f"not found within {LAG_WAIT:.0f} s of the load's end"
+    p50, p99 = (
+        never if value is None else f"{value} s"
+        for value in (result["index_lag_p50_s"], result["index_lag_p99_s"])
+    )
+    print(
+        f"index lag (upload answered -> first search hit), {result['index_lag_samples']} samples, "
+        f"{result['index_lag_unfound']} never found: p50 {p50}, p99 {p99} (target: p99 under 2 s)"
     )
     kinds_p99 = {k: v["p99_ms"] for k, v in kinds.items()}
     if kinds_p99.get("list"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from functools import lru_cache
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -37,18 +38,28 @@ def from_trusted_proxy(request: Request, trusted: list[str]) -> bool:
     return bool(trusted) and _is_trusted(peer, trusted)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=8)
+def trusted_networks(entries: tuple[str, ...]) -> tuple[Network, ...]:
+    """The networks of ``trusted_proxies`` entries, parsed once per list rather than on
+    every request; an entry that names no address or network is left out."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            continue
+    return tuple(networks)
+
+
 def _is_trusted(address: str, trusted: list[str]) -> bool:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return False
-    for entry in trusted:
-        try:
-            if ip in ipaddress.ip_network(entry, strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
+    return any(ip in network for network in trusted_networks(tuple(trusted)))
 
 
 async def get_caller(request: Request) -> Caller:

@@ -55,6 +55,14 @@ def open_engine(url: str) -> AsyncEngine:
 _WRITE_GATES: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
+def write_gate(engine: AsyncEngine) -> asyncio.Lock:
+    """The lock SQLite writers of this process queue on (see ``writing``)."""
+    gate = _WRITE_GATES.get(engine.sync_engine)
+    if gate is None:
+        gate = _WRITE_GATES[engine.sync_engine] = asyncio.Lock()
+    return gate
+
+
 @asynccontextmanager
 async def writing(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A write transaction, committed when the block ends.
@@ -69,10 +77,7 @@ async def writing(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         async with engine.begin() as conn:
             yield conn
         return
-    gate = _WRITE_GATES.get(engine.sync_engine)
-    if gate is None:
-        gate = _WRITE_GATES[engine.sync_engine] = asyncio.Lock()
-    async with gate, engine.begin() as conn:
+    async with write_gate(engine), engine.begin() as conn:
         yield conn
 
 

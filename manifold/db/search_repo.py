@@ -12,6 +12,12 @@ matching ignores case for every script on every engine (SQLite's LIKE and Postgr
 
 Paths compare exactly: on SQLite through GLOB (its LIKE ignores ASCII case), and MySQL's
 columns are binary-collated by migration 0003.
+
+Writes come as a list of ``IndexWrite``s applied in order in one transaction (``apply``).
+On an SQLite file that transaction runs in one trip to a thread of its own
+(``SqliteIndexWriter``): through the async driver each statement is a trip back to the
+event loop, and under load each trip waits behind every ready callback, so a batch of
+a few hundred changes took seconds and the index fell behind the uploads.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -41,11 +49,12 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from manifold.db import engine as db_engine
 from manifold.db import tables as t
-from manifold.db.engine import open_reader, writing
+from manifold.db.engine import open_reader, write_gate, writing
 from manifold.db.repos import Repo
 from manifold.paths import split_path
 
@@ -106,16 +115,59 @@ class Node(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Replace:
+    """Each node takes the place of whatever was at its path, and of everything below."""
+
+    nodes: Sequence[Node]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTree:
+    """The node at ``path`` and everything below it; the root clears the index."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class MoveTree:
+    """``src`` and its subtree re-parented to ``dst``, replacing what ``dst`` held;
+    nothing changes when ``src`` is not in the index (``apply`` answers False)."""
+
+    src: str
+    dst: str
+
+
+IndexWrite = Replace | DeleteTree | MoveTree
+
+
+def _movable(move: MoveTree) -> bool:
+    src, dst = move.src, move.dst
+    return not (src == "/" or src == dst or dst.startswith(src.rstrip("/") + "/"))
+
+
+class NameMatch(NamedTuple):
+    """Names holding ``text`` (case counts), at their start or end when asked."""
+
+    text: str
+    at_start: bool = False
+    at_end: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class NodeQuery:
     """Nodes below ``parent`` (at any depth) whose names hold every keyword.
 
-    ``excluded`` folders keep their own node but lose everything below them.
+    ``excluded`` folders keep their own node but lose everything below them; with
+    ``folders``, only the nodes directly in one of those folders count; with
+    ``names``, only the nodes whose name is one of those matches.
     """
 
     parent: str = "/"
     keywords: tuple[str, ...] = ()
     scope: int = SCOPE_ALL
     excluded: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    names: tuple[NameMatch, ...] = ()
 
 
 def fold(value: str) -> str:
@@ -144,10 +196,13 @@ class _Shape(NamedTuple):
     scope: int
     fts: bool
     likes: int  # keywords matched by LIKE
+    folders: int  # folders the matches must be directly in (0: any)
+    names: int  # name matches of which one must hold (0: any name)
 
 
-# Statement kinds: every match, one page with the total, the total alone.
-_ALL, _PAGE, _COUNT = 0, 1, 2
+# Statement kinds: every match, one page with the total, the total alone, the number
+# of matches in each folder.
+_ALL, _PAGE, _COUNT, _PARENTS = 0, 1, 2, 3
 # Statements kept by shape; an odd query (dozens of keywords) may pass it, then all go.
 _STATEMENTS_KEPT = 256
 
@@ -180,15 +235,44 @@ class SearchRepo(Repo):
         self._has_fts: bool | None = None
         self._statements: dict[tuple[_Shape, int], Any] = {}
         self._reader = open_reader(engine)
+        self._writer = SqliteIndexWriter.open(engine)
+        self.rows_read = 0  # rows the searches have fetched, for tests and benchmarks
 
     def close(self) -> None:
-        """Close the one-trip reader's connections (before the engine is disposed)."""
+        """Close the one-trip reader's and writer's connections (before the engine is
+        disposed)."""
         if self._reader is not None:
             self._reader.close()
+        if self._writer is not None:
+            self._writer.close()
 
     # -- writing ---------------------------------------------------------------
 
     # Each write is one transaction run through ``retrying``.
+
+    async def apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        """Apply ``writes`` in order in one transaction; for each, whether it changed
+        what it names (False only for a ``MoveTree`` whose source is not indexed)."""
+        if not writes:
+            return []
+        writer = self._writer
+        if writer is None:
+            return await retrying(lambda: self._apply(writes))
+        gate = write_gate(self.engine)
+        return await retrying(lambda: writer.apply(writes, gate))
+
+    async def _apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        async with writing(self.engine) as conn:
+            return [await self._apply_one(conn, write) for write in writes]
+
+    async def _apply_one(self, conn: AsyncConnection, write: IndexWrite) -> bool:
+        if isinstance(write, Replace):
+            await self._replace_in(conn, write.nodes)
+            return True
+        if isinstance(write, DeleteTree):
+            await conn.execute(delete(nodes).where(self._tree(write.path)))
+            return True
+        return _movable(write) and await self._move_in(conn, write.src, write.dst)
 
     async def insert(self, batch: Sequence[Node]) -> int:
         """Add nodes as they are; the caller makes sure none is there already."""
@@ -204,43 +288,39 @@ class SearchRepo(Repo):
     async def replace(self, batch: Sequence[Node]) -> None:
         """Each node takes the place of whatever was at its path, and of everything
         below it; one transaction for the batch."""
-        await retrying(lambda: self._replace(batch))
+        await self.apply([Replace(batch)])
 
-    async def _replace(self, batch: Sequence[Node]) -> None:
-        async with writing(self.engine) as conn:
-            for node in batch:
-                await conn.execute(delete(nodes).where(self._tree(node.path)))
-            rows = [_row(node) for node in batch if _fits(node)]
-            if rows:
-                await conn.execute(insert(nodes), rows)
+    async def _replace_in(self, conn: AsyncConnection, batch: Sequence[Node]) -> None:
+        for node in batch:
+            await conn.execute(delete(nodes).where(self._tree(node.path)))
+        rows = [_row(node) for node in batch if _fits(node)]
+        if rows:
+            await conn.execute(insert(nodes), rows)
 
     async def delete_tree(self, path: str) -> None:
         """The node at ``path`` and everything below it; the root clears the index."""
-        await retrying(lambda: self._write(delete(nodes).where(self._tree(path))))
+        await self.apply([DeleteTree(path)])
 
     async def move_tree(self, src: str, dst: str) -> bool:
         """Re-parent ``src`` and its subtree to ``dst``, replacing what ``dst`` held.
 
         False, changing nothing, when ``src`` is not in the index.
         """
-        if src == "/" or src == dst or dst.startswith(src.rstrip("/") + "/"):
-            return False
-        return await retrying(lambda: self._move_tree(src, dst))
+        return (await self.apply([MoveTree(src, dst)]))[0]
 
-    async def _move_tree(self, src: str, dst: str) -> bool:
+    async def _move_in(self, conn: AsyncConnection, src: str, dst: str) -> bool:
         src_parent, src_name = split_path(src)
         dst_parent, dst_name = split_path(dst)
-        async with writing(self.engine) as conn:
-            found = await conn.execute(select(nodes.c.id).where(_at(src_parent, src_name)))
-            node_id = found.scalar()
-            if node_id is None:
-                return False
-            await conn.execute(delete(nodes).where(self._tree(dst)))
-            renamed = {"parent": dst_parent, "name": dst_name, "name_key": fold(dst_name)}
-            await conn.execute(update(nodes).where(nodes.c.id == node_id).values(**renamed))
-            tail = func.substr(nodes.c.parent, len(src) + 1, type_=String)
-            moved = literal(dst, type_=String) + tail
-            await conn.execute(update(nodes).where(self._below(src)).values(parent=moved))
+        found = await conn.execute(select(nodes.c.id).where(_at(src_parent, src_name)))
+        node_id = found.scalar()
+        if node_id is None:
+            return False
+        await conn.execute(delete(nodes).where(self._tree(dst)))
+        renamed = {"parent": dst_parent, "name": dst_name, "name_key": fold(dst_name)}
+        await conn.execute(update(nodes).where(nodes.c.id == node_id).values(**renamed))
+        tail = func.substr(nodes.c.parent, len(src) + 1, type_=String)
+        moved = literal(dst, type_=String) + tail
+        await conn.execute(update(nodes).where(self._below(src)).values(parent=moved))
         return True
 
     async def clear(self) -> None:
@@ -279,14 +359,24 @@ class SearchRepo(Repo):
         counted = await self._query(shape, _COUNT, params)  # past the end
         return [], int(counted[0][0])
 
+    async def parents(self, query: NodeQuery, full_text: bool = True) -> list[tuple[str, int]]:
+        """The folders holding matches, each with how many it holds."""
+        if full_text and self._has_fts is None:
+            await self._fts_ready()
+        shape, params = self._shape(query, full_text)
+        return [(row[0], int(row[1])) for row in await self._query(shape, _PARENTS, params)]
+
     async def _query(self, shape: _Shape, kind: int, params: dict[str, Any]) -> Sequence[Any]:
         """The rows of a search statement: on an SQLite file in one trip to a worker
         thread (``SqliteReader``), else through the engine."""
         statement = self._statement(shape, kind)
         if self._reader is None:
             async with self.engine.connect() as conn:
-                return (await conn.execute(statement, params)).all()
-        return await self._reader.rows(statement, params)
+                rows: Sequence[Any] = (await conn.execute(statement, params)).all()
+        else:
+            rows = await self._reader.rows(statement, params)
+        self.rows_read += len(rows)
+        return rows
 
     # -- conditions ------------------------------------------------------------
 
@@ -311,12 +401,18 @@ class SearchRepo(Repo):
             params["match"] = " ".join(_fts_phrase(k) for k in long)
         for index, keyword in enumerate(keywords):
             params[f"k{index}"] = f"%{_like_escape(keyword)}%"
+        for index, folder in enumerate(query.folders):
+            params[f"f{index}"] = folder
+        for index, match in enumerate(query.names):
+            params[f"n{index}"] = self._name_pattern(match)
         shape = _Shape(
             query.parent == "/",
             tuple(folder == "/" for folder in query.excluded),
             query.scope,
             fts,
             len(keywords),
+            len(query.folders),
+            len(query.names),
         )
         return shape, params
 
@@ -352,14 +448,35 @@ class SearchRepo(Repo):
             where.append(nodes.c.id.in_(fts.columns(column("rowid"))))
         for index in range(shape.likes):
             where.append(nodes.c.name_key.like(bindparam(f"k{index}"), escape=_ESCAPE))
+        if shape.folders:
+            where.append(nodes.c.parent.in_([bindparam(f"f{i}") for i in range(shape.folders)]))
+        if shape.names:
+            where.append(or_(*(self._name_param(f"n{i}") for i in range(shape.names))))
         if kind == _COUNT:
             return select(func.count()).select_from(nodes).where(*where)
+        if kind == _PARENTS:
+            stmt = select(nodes.c.parent, func.count()).where(*where)
+            return stmt.group_by(nodes.c.parent)
         order = (nodes.c.name, nodes.c.id)
         if kind == _ALL:
             return select(*_NODE_COLUMNS).where(*where).order_by(*order)
         total = func.count().over().label("total")
         stmt = select(*_NODE_COLUMNS, total).where(*where).order_by(*order)
         return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
+
+    def _name_pattern(self, match: NameMatch) -> str:
+        """``match`` as a GLOB pattern on SQLite (its LIKE ignores ASCII case), else as a
+        LIKE pattern with ``ESCAPE '/'`` (case-sensitive: see the module's docstring)."""
+        if self._dialect == "sqlite":
+            text, anything = _glob_escape(match.text), "*"
+        else:
+            text, anything = _like_escape(match.text), "%"
+        return ("" if match.at_start else anything) + text + ("" if match.at_end else anything)
+
+    def _name_param(self, name: str) -> ColumnElement[bool]:
+        if self._dialect == "sqlite":
+            return nodes.c.name.op("GLOB")(bindparam(name))
+        return nodes.c.name.like(bindparam(name), escape=_ESCAPE)
 
     def _under(self, folder: str) -> str:
         """The pattern of paths strictly below ``folder`` (see ``_below_param``)."""
@@ -416,3 +533,106 @@ def _at(parent: str, name: str) -> ColumnElement[bool]:
 
 
 _NODE_COLUMNS = (nodes.c.parent, nodes.c.name, nodes.c.is_dir, nodes.c.size)
+
+
+# The index's statements in SQLite's own text, for the one-trip writer.
+_SQL_INSERT = (
+    "INSERT INTO search_nodes (parent, name, is_dir, size, name_key) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_DELETE_TREE = (
+    "DELETE FROM search_nodes WHERE (parent = ? AND name = ?) OR parent = ? OR parent GLOB ?"
+)
+_SQL_DELETE_ALL = "DELETE FROM search_nodes"
+_SQL_FIND = "SELECT id FROM search_nodes WHERE parent = ? AND name = ?"
+_SQL_RENAME = "UPDATE search_nodes SET parent = ?, name = ?, name_key = ? WHERE id = ?"
+_SQL_REPARENT = (
+    "UPDATE search_nodes SET parent = ? || substr(parent, ?) WHERE parent = ? OR parent GLOB ?"
+)
+
+
+def _tree_args(path: str) -> tuple[str, str, str, str]:
+    """The parameters of ``_SQL_DELETE_TREE`` for the node at ``path`` and its subtree."""
+    parent, name = split_path(path)
+    return parent, name, path, _glob_escape(path.rstrip("/") + "/") + "*"
+
+
+class SqliteIndexWriter:
+    """Index transactions on an SQLite file, each in one trip to a thread of its own.
+
+    The thread keeps one connection in autocommit and runs ``BEGIN IMMEDIATE``, every
+    statement of the batch and ``COMMIT`` in one call. It waits for its turn on the
+    process's SQLite write gate first, as every other writer does, so it never meets
+    their locks inside the database. A thread of its own, not the shared pool: a
+    writer waiting on a lock held from outside the process holds only itself.
+    """
+
+    def __init__(self, database: str) -> None:
+        self._database = database
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="manifold-index-writer")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    def open(cls, engine: AsyncEngine) -> SqliteIndexWriter | None:
+        """A writer for an SQLite database file; None for other databases."""
+        database = engine.url.database or ""
+        if engine.dialect.name != "sqlite" or database in ("", ":memory:"):
+            return None
+        return None if database.startswith("file:") else cls(database)
+
+    async def apply(self, writes: Sequence[IndexWrite], gate: asyncio.Lock) -> list[bool]:
+        loop = asyncio.get_running_loop()
+        async with gate:
+            return await loop.run_in_executor(self._thread, self._apply, writes)
+
+    def close(self) -> None:
+        """Close the connection; a later write opens another."""
+        self._thread.submit(self._close).result()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        conn = self._conn or self._open()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            done = [self._apply_one(conn, write) for write in writes]
+            conn.execute("COMMIT")
+            return done
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            # As the async driver would raise it; the parameters stay out of its text.
+            raise DBAPIError.instance("", None, exc, sqlite3.Error, hide_parameters=True) from exc
+
+    def _apply_one(self, conn: sqlite3.Connection, write: IndexWrite) -> bool:
+        if isinstance(write, Replace):
+            conn.executemany(_SQL_DELETE_TREE, [_tree_args(node.path) for node in write.nodes])
+            rows = [tuple(_row(node).values()) for node in write.nodes if _fits(node)]
+            conn.executemany(_SQL_INSERT, rows)
+            return True
+        if isinstance(write, DeleteTree):
+            if write.path == "/":
+                conn.execute(_SQL_DELETE_ALL)
+            else:
+                conn.execute(_SQL_DELETE_TREE, _tree_args(write.path))
+            return True
+        return _movable(write) and self._move(conn, write.src, write.dst)
+
+    def _move(self, conn: sqlite3.Connection, src: str, dst: str) -> bool:
+        found = conn.execute(_SQL_FIND, split_path(src)).fetchone()
+        if found is None:
+            return False
+        conn.execute(_SQL_DELETE_TREE, _tree_args(dst))
+        dst_parent, dst_name = split_path(dst)
+        conn.execute(_SQL_RENAME, (dst_parent, dst_name, fold(dst_name)[:MAX_KEY], found[0]))
+        conn.execute(_SQL_REPARENT, (dst, len(src) + 1, src, _tree_args(src)[3]))
+        return True
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._database, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(db_engine.BUSY_TIMEOUT_MS)}")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = conn
+        return conn

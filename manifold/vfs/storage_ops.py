@@ -2,7 +2,10 @@
 
 Listings are cached per path for the storage's ``cache_expiration`` minutes, and
 identical concurrent calls share one driver call. ``ListCache`` is the interface;
-this process keeps entries in memory, several instances would share one.
+this process keeps entries in memory, several instances would share one. The memory
+cache holds at most ``LIST_CACHE_OBJECTS`` objects in all, dropping the listings used
+least recently first, and keeps each storage's keys apart, so that dropping a folder
+and what is below it looks only at that storage's listings.
 
 Storages that are never cached (drivers with ``no_cache``, or a cache time of 0)
 still keep each listing for ``SNAPSHOT_SECONDS``, so that paging through a big
@@ -41,6 +44,9 @@ from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.paths import clean_path, split_path
 
 SNAPSHOT_SECONDS = 5.0
+# Objects the memory list cache holds over all listings (an object is a few hundred
+# bytes): a crawler's walk of a big remote tree cannot grow it without bound.
+LIST_CACHE_OBJECTS = 500_000
 # Fingerprints kept per storage: enough for every folder being paged through.
 _FINGERPRINTS = 10_000
 _INSTANCES = itertools.count(1)
@@ -48,55 +54,98 @@ _SWEEP_SECONDS = 10.0
 
 
 class ListCache(Protocol):
-    """Listings by key. A stored list is never changed in place: a change puts a new
-    list, so readers may keep and derive from the list they got (``vfs.memo``)."""
+    """Listings by storage (``scope``, one per mounted instance) and path. A stored list
+    is never changed in place: a change puts a new list, so readers may keep and derive
+    from the list they got (``vfs.memo``)."""
 
-    def get(self, key: str) -> builtins.list[Obj] | None: ...
+    def get(self, scope: str, path: str) -> builtins.list[Obj] | None: ...
 
-    def put(self, key: str, objs: builtins.list[Obj], ttl: float) -> None: ...
+    def put(self, scope: str, path: str, objs: builtins.list[Obj], ttl: float) -> None: ...
 
-    def drop(self, key: str) -> None: ...
+    def drop(self, scope: str, path: str) -> None: ...
 
-    def drop_prefix(self, prefix: str) -> None: ...
+    def drop_prefix(self, scope: str, prefix: str) -> None:
+        """Drop the listing of ``prefix`` and of every folder below it."""
+        ...
 
 
 class MemoryListCache:
-    def __init__(self) -> None:
-        self._entries: dict[str, tuple[float, list[Obj]]] = {}
+    """Listings in memory: a least-recently-used cache counted in objects, each
+    listing kept until its time runs out or room is needed."""
+
+    def __init__(self, max_objects: int = LIST_CACHE_OBJECTS) -> None:
+        self._max = max_objects
+        # (scope, path) -> (expires at, objects); least recently used first.
+        self._entries: OrderedDict[tuple[str, str], tuple[float, list[Obj]]] = OrderedDict()
+        self._scopes: dict[str, set[str]] = {}  # scope -> paths it holds
+        self._objects = 0
         self._next_sweep = 0.0
 
-    def get(self, key: str) -> builtins.list[Obj] | None:
+    @property
+    def objects(self) -> int:
+        """Objects held over all listings (an empty listing counts one)."""
+        return self._objects
+
+    def __len__(self) -> int:
+        """Listings held, expired ones not yet swept included."""
+        return len(self._entries)
+
+    def get(self, scope: str, path: str) -> builtins.list[Obj] | None:
+        key = (scope, path)
         entry = self._entries.get(key)
         if entry is None:
             return None
         if entry[0] < time.monotonic():
-            del self._entries[key]
+            self._remove(key)
             return None
+        self._entries.move_to_end(key)
         return entry[1]
 
-    def put(self, key: str, objs: builtins.list[Obj], ttl: float) -> None:
+    def put(self, scope: str, path: str, objs: builtins.list[Obj], ttl: float) -> None:
+        """Keep ``objs``, making room by dropping the least recently used listings; a
+        listing bigger than the whole cache is not kept."""
         now = time.monotonic()
         if now >= self._next_sweep:
             self._sweep(now)
+        key = (scope, path)
+        self._remove(key)
+        if _weight(objs) > self._max:
+            return
         self._entries[key] = (now + ttl, objs)
+        self._scopes.setdefault(scope, set()).add(path)
+        self._objects += _weight(objs)
+        while self._objects > self._max:
+            self._remove(next(iter(self._entries)))
+
+    def drop(self, scope: str, path: str) -> None:
+        self._remove((scope, path))
+
+    def drop_prefix(self, scope: str, prefix: str) -> None:
+        below = prefix if prefix.endswith("/") else prefix + "/"
+        paths = self._scopes.get(scope, ())
+        for path in [p for p in paths if p == prefix or p.startswith(below)]:
+            self._remove((scope, path))
+
+    def _remove(self, key: tuple[str, str]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        self._objects -= _weight(entry[1])
+        scope, path = key
+        paths = self._scopes[scope]
+        paths.discard(path)
+        if not paths:
+            del self._scopes[scope]
 
     def _sweep(self, now: float) -> None:
         # Expired listings of folders nobody asks for again would otherwise stay forever.
         for key in [k for k, (expires, _) in self._entries.items() if expires < now]:
-            del self._entries[key]
+            self._remove(key)
         self._next_sweep = now + _SWEEP_SECONDS
 
-    def drop(self, key: str) -> None:
-        self._entries.pop(key, None)
 
-    def __len__(self) -> int:
-        """Entries held, expired ones not yet swept included."""
-        return len(self._entries)
-
-    def drop_prefix(self, prefix: str) -> None:
-        below = prefix if prefix.endswith("/") else prefix + "/"
-        for key in [k for k in self._entries if k == prefix or k.startswith(below)]:
-            del self._entries[key]
+def _weight(objs: builtins.list[Obj]) -> int:
+    return max(1, len(objs))
 
 
 class StorageOps:
@@ -120,7 +169,8 @@ class StorageOps:
         self._prints: OrderedDict[str, tuple[Obj, str | None]] = OrderedDict()
         # Each mounted instance keys its listings apart: a storage edited, disabled or
         # deleted and mounted again (its id reused) never sees the old instance's.
-        self._prefix = f"{storage.id}.{next(_INSTANCES)}:"
+        self._scope = f"{storage.id}.{next(_INSTANCES)}"
+        self._prefix = self._scope + ":"
 
     @property
     def _ttl(self) -> float:
@@ -146,9 +196,9 @@ class StorageOps:
     async def list(self, path: str, refresh: bool = False) -> builtins.list[Obj]:
         path = clean_path(path)
         key = self._prefix + path
-        cached = self._cache.get(key)
+        cached = self._cache.get(self._scope, path)
         if refresh:
-            self._cache.drop(key)
+            self._cache.drop(self._scope, path)
         elif cached is not None and (not self._revalidates or await self._unchanged(key)):
             return cached
         return await self._flight.run(key, lambda: self._list_fresh(path, key, cached))
@@ -177,7 +227,7 @@ class StorageOps:
             # that what was derived from it (``vfs.memo``) is still found.
             objs = before
         if objs:  # as AList: an empty listing is not kept
-            self._cache.put(key, objs, self._ttl)
+            self._cache.put(self._scope, path, objs, self._ttl)
             if self._revalidates:
                 self._remember(key, folder, token)
         if self._on_listed is not None:
@@ -208,7 +258,7 @@ class StorageOps:
 
     def forget(self, path: str) -> None:
         """Drop the cached listings of ``path`` and everything below it."""
-        self._cache.drop_prefix(self._prefix + clean_path(path))
+        self._cache.drop_prefix(self._scope, clean_path(path))
 
     def _sorted(self, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         storage = self.storage
@@ -295,20 +345,20 @@ class StorageOps:
 
     def patch_add(self, folder: str, obj: Obj) -> None:
         """Put ``obj`` into the cached listing of ``folder``, replacing its namesake."""
-        key = self._prefix + clean_path(folder)
-        cached = self._cache.get(key)
+        folder = clean_path(folder)
+        cached = self._cache.get(self._scope, folder)
         if cached is None:
             return
         objs = [o for o in cached if o.name != obj.name]
         objs.append(obj)
-        self._cache.put(key, self._sorted(objs), self._ttl)
+        self._cache.put(self._scope, folder, self._sorted(objs), self._ttl)
 
     def patch_remove(self, folder: str, name: str) -> None:
-        key = self._prefix + clean_path(folder)
-        cached = self._cache.get(key)
+        folder = clean_path(folder)
+        cached = self._cache.get(self._scope, folder)
         if cached is None:
             return
-        self._cache.put(key, [o for o in cached if o.name != name], self._ttl)
+        self._cache.put(self._scope, folder, [o for o in cached if o.name != name], self._ttl)
 
 
 _DIGITS = re.compile(r"(\d+)")

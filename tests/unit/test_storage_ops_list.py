@@ -143,11 +143,11 @@ async def test_cached_storages_keep_their_cache_time(
 
 def test_expired_entries_are_swept_on_a_later_put(clock: Clock) -> None:
     cache = MemoryListCache()
-    cache.put("old", [Obj("a", 0, False, datetime.now(UTC))], 1)
+    cache.put("1.1", "/old", [Obj("a", 0, False, datetime.now(UTC))], 1)
     clock(60)
-    cache.put("new", [], 30)
+    cache.put("2.2", "/new", [], 30)
     assert len(cache) == 1  # only "new": "old" was swept
-    assert cache.get("new") == []
+    assert cache.get("2.2", "/new") == []
 
 
 async def test_other_is_not_implemented_by_local(snapshot_ops: tuple[StorageOps, Scans]) -> None:

@@ -69,27 +69,26 @@ def content_disposition(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-def _downloads(services: Services) -> DownloadService:
-    return DownloadService(
-        services.fs,
-        services.metas,
-        services.settings,
-        services.signer,
-    )
+def _downloads(request: Request, services: Services) -> DownloadService:
+    """The app's one download service, made on its first download."""
+    state = request.app.state
+    downloads: DownloadService | None = getattr(state, "downloads", None)
+    if downloads is None:
+        downloads = DownloadService(services.fs, services.metas, services.settings, services.signer)
+        state.downloads = downloads
+    return downloads
 
 
 async def _serve(request: Request, services: Services, path: str, redirect: bool) -> Response:
-    downloads = _downloads(services)
-    raw = clean_path(path)
-    downloads.check_sign(raw, request.query_params.get("sign", ""))
-    target = downloads.target(raw)
-    if redirect and not downloads.should_proxy(target, raw):
-        return await _redirect(request, services, downloads, raw)
-    return await _proxy(request, services, downloads, target, raw)
+    downloads = _downloads(request, services)
+    target = downloads.resolve(clean_path(path), request.query_params.get("sign", ""))
+    if redirect and not downloads.should_proxy(target):
+        return await _redirect(request, services, downloads, target)
+    return await _proxy(request, services, downloads, target)
 
 
 async def _redirect(
-    request: Request, services: Services, downloads: DownloadService, raw: str
+    request: Request, services: Services, downloads: DownloadService, target: Target
 ) -> Response:
     args = LinkArgs(
         ip=client_address(request, services.config.trusted_proxies),
@@ -97,7 +96,7 @@ async def _redirect(
         type=request.query_params.get("type", ""),
         redirect=True,
     )
-    obj, link = await downloads.link(raw, args)
+    obj, link = await downloads.link(target, args)
     if link.url:
         url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
         return RedirectResponse(url, status_code=302, headers=_NO_CACHE)
@@ -107,16 +106,16 @@ async def _redirect(
 
 
 async def _proxy(
-    request: Request, services: Services, downloads: DownloadService, target: Target, raw: str
+    request: Request, services: Services, downloads: DownloadService, target: Target
 ) -> Response:
-    if not downloads.can_proxy(target, raw):
+    if not downloads.can_proxy(target):
         raise Forbidden("proxy not allowed")
     if "d" not in request.query_params:
-        external = downloads.down_proxy_url(target, raw)
+        external = downloads.down_proxy_url(target)
         if external:
             return RedirectResponse(external, status_code=302, headers=_NO_CACHE)
     args = LinkArgs(headers=dict(request.headers), type=request.query_params.get("type", ""))
-    obj, link = await downloads.link(raw, args)
+    obj, link = await downloads.link(target, args)
     if link.file_path:
         return await _local_file(obj.name, link)
     if link.reader is not None:

@@ -1,8 +1,10 @@
 """Login tokens: HS256 JWTs that survive a restart and can be revoked.
 
-A token carries the user's id and name and the user's token generation
-(``token_gen``), a random value replaced on every password change. A password
-change therefore refuses every older token, and so does deleting a user: a new
+A token carries AList's claims first, in AList's order (``username``, ``pwd_ts``,
+``exp``, ``nbf``, ``iat``), because clients decode it and read them; Manifold's own
+follow. The user's id and token generation (``token_gen``, a random value replaced
+on every password change) decide whether a token is accepted: a password change
+therefore refuses every older token, and so does deleting a user: a new
 account under the same name has another generation, however soon it is made.
 Logout revokes one token by its ``jti``; the revocation is kept in the database
 until the token would have expired anyway. ``RevocationStore`` is the interface:
@@ -75,12 +77,13 @@ class TokenService:
     def issue(self, user: User) -> str:
         now = int(time.time())
         claims = {
-            "uid": user.id,
             "username": user.username,
-            "gen": user.token_gen,
+            "pwd_ts": user.pwd_ts,
             "exp": now + self._lifetime,
             "nbf": now,
             "iat": now,
+            "uid": user.id,
+            "gen": user.token_gen,
             "jti": secrets.token_hex(16),
         }
         return jwt.encode(claims, self._secret.reveal(), algorithm="HS256")

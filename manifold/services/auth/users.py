@@ -1,8 +1,10 @@
 """Users: the default admin and guest, AList's rules for changing them, and a cache.
 
-The cache is keyed by name and id and is dropped for a user on every change made
-through this service. Changes made behind its back (the command line editing the
-database of a running server) are announced with ``forget``.
+The cache holds users by name, and the admin and guest by role too: nearly every
+request of a public site is the guest's, and the admin token's requests name no
+user. An entry is dropped on every change made through this service. Changes made
+behind its back (the command line editing the database of a running server) are
+announced with ``forget``, which also drops the admin and guest.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class UserService:
         self._repo = repo
         self._keys = keys
         self._by_name: dict[str, User] = {}
+        self._by_role: dict[int, User] = {}
+        # Bumped by every ``forget``: a read that a change overtook is not cached.
+        self._changes = 0
 
     async def ensure_defaults(self, admin_password: str | None) -> str | None:
         """Create admin and guest if missing; return the admin password when one was made."""
@@ -63,10 +68,11 @@ class UserService:
         cached = self._by_name.get(username)
         if cached is not None:
             return cached
+        changes = self._changes
         user = await self._repo.by_name(username)
         # Only the stored spelling is cached: ``forget`` drops that one, and a
         # case-insensitive database also finds the user under other spellings.
-        if user is not None and user.username == username:
+        if user is not None and user.username == username and changes == self._changes:
             self._by_name[username] = user
         return user
 
@@ -77,15 +83,21 @@ class UserService:
         return user
 
     async def admin(self) -> User:
-        user = await self._repo.by_role(Role.ADMIN)
-        if user is None:
-            raise ServerError("no admin user")
-        return user
+        return await self._with_role(Role.ADMIN, "no admin user")
 
     async def guest(self) -> User:
-        user = await self._repo.by_role(Role.GUEST)
+        return await self._with_role(Role.GUEST, "no guest user")
+
+    async def _with_role(self, role: int, missing: str) -> User:
+        cached = self._by_role.get(role)
+        if cached is not None:
+            return cached
+        changes = self._changes
+        user = await self._repo.by_role(role)
         if user is None:
-            raise ServerError("no guest user")
+            raise ServerError(missing)
+        if changes == self._changes:
+            self._by_role[role] = user
         return user
 
     async def page(self, page: int, per_page: int) -> tuple[list[User], int]:
@@ -145,7 +157,11 @@ class UserService:
         self.forget(user.username)
 
     def forget(self, username: str) -> None:
+        """Drop ``username`` and the admin and guest: a change made elsewhere may have
+        renamed either, and reading them again costs one query each."""
         self._by_name.pop(username, None)
+        self._by_role.clear()
+        self._changes += 1
 
     async def _save(self, old: User, new: User) -> None:
         await self._repo.save(new)
@@ -154,7 +170,9 @@ class UserService:
 
     async def _set_password(self, user: User, password: str) -> None:
         user.pwd_hash = await hash_static_async(static_hash(password))
-        user.pwd_ts = int(time.time())
+        # Clients compare the token's ``pwd_ts`` to see a password change, so it moves
+        # on every change, even two within one second.
+        user.pwd_ts = max(int(time.time()), user.pwd_ts + 1)
         user.token_gen = new_token_gen()
 
 

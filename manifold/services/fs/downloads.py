@@ -10,7 +10,9 @@ storage or the file's extension allows it. The rules are AList v3.45's
 * can proxy (``/p``): any of those, or ``webdav_policy`` is ``use_proxy_url``, or the
   extension is in ``text_types``.
 
-No user login applies to these routes: the sign alone protects them.
+No user login applies to these routes: the sign alone protects them. A request's path
+is resolved once (``resolve``), and the place found serves the sign check, the rules
+and the link.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.sign import Signer
 from manifold.services.fs.read import FsService
+from manifold.services.fs.tree import Place
 
 # Never sent upstream from the client's request: they describe this connection.
 _HOP_HEADERS = frozenset(
@@ -47,10 +50,16 @@ _HOP_HEADERS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """The storage serving a download path and its driver's static config."""
+    """A download path resolved: its place, the storage serving it and its driver's
+    static config."""
 
+    place: Place
     storage: Storage
     config: DriverConfig
+
+    @property
+    def path(self) -> str:
+        return self.place.path
 
 
 def extension(name: str) -> str:
@@ -71,42 +80,47 @@ class DownloadService:
         self._metas = metas
         self._settings = settings
         self._signer = signer
+        # Settings split into sets, kept while the setting's text stays the same.
+        self._lists: dict[str, tuple[str, frozenset[str]]] = {}
 
-    def check_sign(self, path: str, sign: str) -> None:
-        """Raise ``Unauthorized`` (AList's texts) unless ``path`` may be fetched with ``sign``."""
+    def resolve(self, path: str, sign: str) -> Target:
+        """The place serving ``path``, once ``sign`` is checked: ``Unauthorized`` (AList's
+        texts) first, then AList's "storage not found" or "not initialised" errors."""
+        place = self._fs.tree.find(path)
         meta = self._metas.nearest(path)
-        if self._signer.needed(self._fs.needs_sign(path, meta)):
+        if self._signer.needed(self._fs.needs_sign(path, meta, place)):
             self._signer.verify(path, sign.removesuffix("/"))
-
-    def target(self, path: str) -> Target:
-        mounted = self._fs.tree.place(path).mounted
+        if place is None:
+            raise self._fs.tree.missing(path)
+        mounted = place.mounted
         if mounted.ops is None or mounted.config is None:
             raise ServerError.not_init(mounted.storage.status)
-        return Target(mounted.storage, mounted.config)
+        return Target(place, mounted.storage, mounted.config)
 
-    def should_proxy(self, target: Target, path: str) -> bool:
+    def should_proxy(self, target: Target) -> bool:
         """Whether ``/d`` streams the file itself instead of redirecting."""
         if target.config.must_proxy or target.storage.web_proxy:
             return True
-        return self._listed(extension(split_path(path)[1]), "proxy_types")
+        return self._listed(extension(split_path(target.path)[1]), "proxy_types")
 
-    def can_proxy(self, target: Target, path: str) -> bool:
+    def can_proxy(self, target: Target) -> bool:
         """Whether ``/p`` may stream the file at all."""
-        if self.should_proxy(target, path) or target.storage.webdav_policy == "use_proxy_url":
+        if self.should_proxy(target) or target.storage.webdav_policy == "use_proxy_url":
             return True
-        return self._listed(extension(split_path(path)[1]), "text_types")
+        return self._listed(extension(split_path(target.path)[1]), "text_types")
 
-    def down_proxy_url(self, target: Target, path: str) -> str:
-        """The external download proxy's URL for ``path``, or ``""`` when none is set."""
+    def down_proxy_url(self, target: Target) -> str:
+        """The external download proxy's URL for the target, or ``""`` when none is set."""
         lines = target.storage.down_proxy_url.split("\n")
         base = lines[0].strip()
         if not base:
             return ""
-        return f"{base}{quote(path)}?sign={self._signer.sign(path)}"
+        return f"{base}{quote(target.path)}?sign={self._signer.sign(target.path)}"
 
-    async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link]:
-        obj, link, _ = await self._fs.link(path, args)
-        return obj, link
+    async def link(self, target: Target, args: LinkArgs) -> tuple[Obj, Link]:
+        """How to fetch the target's bytes, from the place resolved for the request."""
+        place = target.place
+        return await place.ops.link(place.sub_path, args)
 
     def direct_link_url(self, url: str, query: Iterable[tuple[str, str]]) -> str:
         """``url`` with the request's query added when ``forward_direct_link_params`` is on."""
@@ -139,8 +153,12 @@ class DownloadService:
         return headers
 
     def _listed(self, ext: str, setting: str) -> bool:
-        # Split without trimming, as AList does: "a, b" lists " b", not "b".
-        return ext in self._settings.get(setting).split(",")
+        text = self._settings.get(setting)
+        kept = self._lists.get(setting)
+        if kept is None or kept[0] != text:
+            # Split without trimming, as AList does: "a, b" lists " b", not "b".
+            kept = self._lists[setting] = (text, frozenset(text.split(",")))
+        return ext in kept[1]
 
 
 def query_pairs(query_string: bytes) -> list[tuple[str, str]]:

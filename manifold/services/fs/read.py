@@ -277,9 +277,10 @@ class FsService:
         """The bytes of a file at an already-authorised virtual path."""
         return await self.tree.link(path, args)
 
-    def needs_sign(self, path: str, meta: Meta | None) -> bool:
-        """Whether objects under ``path`` carry a sign: storage signing or a password."""
-        place = self.tree.find(path)
+    def needs_sign(self, path: str, meta: Meta | None, place: Place | None = None) -> bool:
+        """Whether objects under ``path`` carry a sign: storage signing or a password.
+        ``place`` spares finding the storage again where the caller has it."""
+        place = place or self.tree.find(path)
         storage_signs = place is not None and place.mounted.storage.enable_sign
         return storage_signs or access.password_applies(meta, path)
 

@@ -5,8 +5,11 @@ while it runs wait and are applied when it ends, so the walk cannot write a node
 A folder that appears through an event (a copy) is walked on its own in the background.
 
 Changes are written by one background writer, never by the request that made them: an
-upload's answer does not wait for the index. The writer applies them in the order told,
-new files in a row as one transaction (``BATCH_SIZE`` at most). A batch the database
+upload's answer does not wait for the index. The writer takes every change waiting (up
+to ``BATCH_SIZE``) and applies them in the order told as one transaction, so under
+load a batch grows instead of the queue: uploads, folders made, renames and removals
+share one commit. Whatever needs the tree besides (walking a new folder, indexing a
+move whose source the index lacks) follows the commit. A batch the database
 refuses because another writer holds it (after the repository's own quick retries) is
 kept, with every later change behind it, and tried again with growing pauses until the
 database takes it, so the index catches up instead of missing the file; the log gets one
@@ -28,13 +31,20 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
 import orjson
 
-from manifold.db.search_repo import Node, is_contention
+from manifold.db.search_repo import (
+    DeleteTree,
+    IndexWrite,
+    MoveTree,
+    Node,
+    Replace,
+    is_contention,
+)
 from manifold.errors import IndexNotRunning, IndexRunning
 from manifold.logs import error_text
 from manifold.models import Obj
@@ -59,6 +69,11 @@ class IndexSink(Protocol):
 
     async def index(self, batch: Sequence[Node]) -> None: ...
 
+    async def apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        """Every write in order, in one transaction; for each, whether it changed what it
+        names (a move whose source is not indexed changes nothing)."""
+        ...
+
     async def replace(self, batch: Sequence[Node]) -> None:
         """Each node takes the place of whatever was at its path, and of everything
         below; the whole batch in one transaction."""
@@ -69,6 +84,17 @@ class IndexSink(Protocol):
     async def move(self, src: str, dst: str) -> bool: ...
 
     async def clear(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    """What the background writer has done: changes waiting, transactions written, and
+    the changes they held. More changes per transaction means the writer kept up by
+    writing bigger batches."""
+
+    pending: int
+    batches: int
+    changes: int
 
 
 @dataclass(slots=True)
@@ -119,11 +145,15 @@ class Walker:
         skipped: Callable[[str], bool],
         sink: IndexSink,
         on_flush: Callable[[int], Awaitable[None]] | None = None,
+        replacing: bool = False,
     ) -> None:
         self._fs = fs
         self._skipped = skipped
         self._sink = sink
         self._on_flush = on_flush
+        # A walk beside other changes replaces what it finds (a change written before
+        # it may have indexed the same node); a build or update walks where it cleared.
+        self._replacing = replacing
         self._queue: list[Node] = []
         self._flushed_at = time.monotonic()
         self.count = 0
@@ -193,7 +223,10 @@ class Walker:
         self._flushed_at = time.monotonic()
         if not batch:
             return
-        await self._sink.index(batch)
+        if self._replacing:
+            await self._sink.replace(batch)
+        else:
+            await self._sink.index(batch)
         self.count += len(batch)
         if self._on_flush is not None:
             await self._on_flush(self.count)
@@ -213,9 +246,42 @@ class Change:
     obj: Obj | None = None
     dst: str = ""
 
-    @property
-    def new_file(self) -> bool:
-        return self.kind == "created" and self.obj is not None and not self.obj.is_dir
+
+@dataclass(slots=True)
+class BatchPlan:
+    """One batch of changes turned into writes, and the work that follows its commit."""
+
+    writes: list[IndexWrite] = field(default_factory=list)
+    walks: dict[str, int] = field(default_factory=dict)  # new folders, with the depth left
+    # Moves to index afresh after the commit, as (src, dst), when the ``MoveTree`` at
+    # the index given (if any) finds no source.
+    moves: list[tuple[int | None, str, str]] = field(default_factory=list)
+    replacing: list[Node] | None = None  # the nodes of the open ``Replace``
+    replaced: set[str] = field(default_factory=set)  # their paths and the folders above
+
+    def write(self, write: IndexWrite) -> None:
+        self.replacing = None
+        self.writes.append(write)
+
+    def replace(self, node: Node) -> None:
+        """Add ``node`` to the open ``Replace``, or open a new one where the open one
+        holds its path or something below it: a later node replaces those, so its
+        delete must follow their inserts."""
+        path = node.path
+        if self.replacing is None or path in self.replaced:
+            nodes: list[Node] = []
+            self.write(Replace(nodes))
+            self.replacing, self.replaced = nodes, set()
+        self.replacing.append(node)
+        while path not in self.replaced and path != "/":
+            self.replaced.add(path)
+            path = path.rsplit("/", 1)[0] or "/"
+
+    def forget_walks(self, path: str) -> None:
+        """A later change at or above a new folder makes its walk moot."""
+        prefix = path.rstrip("/") + "/"
+        for key in [k for k in self.walks if k == path or k.startswith(prefix)]:
+            del self.walks[key]
 
 
 class Indexer:
@@ -232,6 +298,11 @@ class Indexer:
         self._writer: asyncio.Task[None] | None = None
         self._room = asyncio.Event()  # set while the pending changes are within the limit
         self._room.set()
+        self._batches = 0
+        self._changes = 0
+
+    def writer_stats(self) -> WriterStats:
+        return WriterStats(len(self._pending), self._batches, self._changes)
 
     @property
     def running(self) -> bool:
@@ -380,6 +451,8 @@ class Indexer:
             batch = self._front()
             try:
                 await self._apply(batch)
+                self._batches += 1
+                self._changes += len(batch)
             except Exception as exc:
                 if is_contention(exc):
                     if pause == RETRY_FIRST:
@@ -396,42 +469,61 @@ class Indexer:
                 self._room.set()
 
     def _front(self) -> list[Change]:
-        """The first pending change, or the run of new files at the front (one sink)."""
+        """The changes at the front for one sink, ``BATCH_SIZE`` at most."""
         first = self._pending[0]
-        if not first.new_file:
-            return [first]
         batch: list[Change] = []
         for change in self._pending:
-            if not change.new_file or change.sink is not first.sink or len(batch) >= BATCH_SIZE:
+            if change.sink is not first.sink or len(batch) >= BATCH_SIZE:
                 break
             batch.append(change)
         return batch
 
     async def _apply(self, batch: list[Change]) -> None:
-        change = batch[0]
-        if change.new_file:
-            await self._created_files(change.sink, batch)
-        elif change.kind == "created":
-            assert change.obj is not None
-            await self._created(change.sink, change.path, change.obj)
-        elif change.kind == "removed":
-            await self._removed(change.sink, change.path)
-        else:
-            await self._moved(change.sink, change.path, change.dst)
+        plan = await self._plan(batch)
+        sink = batch[0].sink
+        done = await sink.apply(plan.writes)
+        for index, src, dst in plan.moves:
+            if index is None or not done[index]:
+                await self._logged(self._moved_unindexed(sink, src, dst))
+        for path, depth in plan.walks.items():
+            self._walk_aside(sink, path, depth)
 
-    async def _created_files(self, sink: IndexSink, batch: list[Change]) -> None:
+    async def _plan(self, batch: list[Change]) -> BatchPlan:
+        plan = BatchPlan()
         max_depth = self._settings.get_int("max_index_depth", 20)
         skipped = self.skipped()
-        nodes = []
         for change in batch:
-            path = change.path
-            if path == "/" or skipped(path) or 0 <= max_depth < level(path):
-                continue
-            await self._stop_side(path)
-            assert change.obj is not None
-            nodes.append(Node(*split_path(path), False, change.obj.size))
-        if nodes:
-            await sink.replace(nodes)
+            await self._stop_side(change.path)
+            plan.forget_walks(change.path)
+            if change.kind == "created":
+                assert change.obj is not None
+                path, obj = change.path, change.obj
+                if path == "/" or skipped(path) or 0 <= max_depth < level(path):
+                    continue
+                plan.replace(Node(*split_path(path), obj.is_dir, obj.size))
+                remaining = max_depth - level(path) if max_depth >= 0 else -1
+                if obj.is_dir and remaining != 0:
+                    plan.walks[path] = remaining
+            elif change.kind == "removed" or skipped(change.dst):
+                plan.write(DeleteTree(change.path))
+            elif skipped(change.path):
+                plan.moves.append((None, change.path, change.dst))
+            else:
+                plan.moves.append((len(plan.writes), change.path, change.dst))
+                plan.write(MoveTree(change.path, change.dst))
+        return plan
+
+    async def _moved_unindexed(self, sink: IndexSink, src: str, dst: str) -> None:
+        """A move the index could not follow: drop ``src``, index ``dst`` afresh."""
+        await sink.remove(src)
+        obj, _ = await self._fs.get_path(dst)
+        await self._created(sink, dst, obj)
+
+    async def _logged(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+        except Exception as exc:
+            log.warning("index: failed to apply a change: %s", error_text(exc))
 
     async def _quietly(self, work: Event) -> None:
         try:
@@ -449,22 +541,8 @@ class Indexer:
         if obj.is_dir and remaining != 0:
             self._walk_aside(sink, path, remaining)
 
-    async def _removed(self, sink: IndexSink, path: str) -> None:
-        await self._stop_side(path)
-        await sink.remove(path)
-
-    async def _moved(self, sink: IndexSink, src: str, dst: str) -> None:
-        await self._stop_side(src)
-        skipped = self.skipped()
-        if skipped(dst):
-            await sink.remove(src)
-        elif skipped(src) or not await sink.move(src, dst):
-            await sink.remove(src)
-            obj, _ = await self._fs.get_path(dst)
-            await self._created(sink, dst, obj)
-
     def _walk_aside(self, sink: IndexSink, path: str, depth: int) -> None:
-        walker = Walker(self._fs, self.skipped(), sink)
+        walker = Walker(self._fs, self.skipped(), sink, replacing=True)
         task = asyncio.create_task(self._aside(walker, path, depth))
         self._side[path] = (walker, task)
 

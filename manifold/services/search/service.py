@@ -10,15 +10,21 @@ caller's base path down to the hit must open with the request's password and non
 may be hidden from the caller (AList checks the hit alone, so it can reveal the names of
 hidden folders and of files in password folders without ``p_sub``). ``total`` counts the
 hits shown, and pages are always full; AList's total counts hits it then drops.
+
+Where hide rules apply, a page costs about a page still: the matches are counted per
+folder in the database; where a folder's hide lines are plain text (with ``^`` or ``$``
+at most, as ``^\\.`` for dot files), the database counts the names they hide too, and
+only folders under other patterns have their matches read to test the names. The page
+itself is read in chunks, filtered, until full.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from manifold.db.search_repo import Node, NodeQuery, SearchRepo
+from manifold.db.search_repo import IndexWrite, NameMatch, Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
 from manifold.paths import clean_path, is_sub_path, join_base, split_path
@@ -50,6 +56,10 @@ class Searcher(IndexSink, Protocol):
 
     async def children(self, parent: str) -> list[Node]: ...
 
+    async def parents(self, query: NodeQuery) -> list[tuple[str, int]]:
+        """The folders holding matches, each with how many it holds."""
+        ...
+
 
 class DatabaseSearcher:
     """The index in Manifold's own database (``search_nodes``)."""
@@ -61,8 +71,14 @@ class DatabaseSearcher:
     async def search(self, query: NodeQuery, page: int, per_page: int) -> tuple[list[Node], int]:
         return await self._repo.search(query, page, per_page, self._full_text)
 
+    async def parents(self, query: NodeQuery) -> list[tuple[str, int]]:
+        return await self._repo.parents(query, self._full_text)
+
     async def index(self, batch: Sequence[Node]) -> None:
         await self._repo.insert(batch)
+
+    async def apply(self, writes: Sequence[IndexWrite]) -> list[bool]:
+        return await self._repo.apply(writes)
 
     async def replace(self, batch: Sequence[Node]) -> None:
         await self._repo.replace(batch)
@@ -91,6 +107,11 @@ class SearchRequest:
 
 
 AUTO_UPDATE_KEY = "auto_update_index"
+# Rows read at least per chunk when a page is filtered by hide rules.
+CHUNK_MIN = 50
+# Folders whose matches one query reads for a total; padded to a power of two, so
+# that few statement shapes serve every count.
+FOLDERS_PER_QUERY = 64
 
 
 class SearchService:
@@ -122,6 +143,11 @@ class SearchService:
     async def stop(self) -> None:
         await self.indexer.close()
         self._repo.close()
+
+    @property
+    def rows_read(self) -> int:
+        """Index rows the searches have read so far: what a search costs."""
+        return self._repo.rows_read
 
     def searcher(self) -> Searcher:
         """The searcher the setting names; ``search not available`` when there is none."""
@@ -160,6 +186,8 @@ class SearchService:
         if not check_names and not linked:
             found, total = await searcher.search(query, request.page, request.per_page)
             return [n for n in found if view.shows(n)], total
+        if not linked:
+            return await _filtered(searcher, query, view, request.page, request.per_page)
         found, _ = await searcher.search(query, 1, 0)
         shown = [n for n in found if view.shows(n)]
         if linked:
@@ -235,6 +263,118 @@ class SearchService:
                 await self.indexer.created(searcher, clean_path(f"{path}/{name}"), obj)
 
 
+async def _filtered(
+    searcher: Searcher, query: NodeQuery, view: Visibility, page: int, per_page: int
+) -> tuple[list[Node], int]:
+    """A page of the hits ``view`` shows, and how many it shows in all."""
+    total = await _shown_total(searcher, query, view)
+    start = (page - 1) * per_page
+    if start >= total:
+        return [], total
+    return (await _shown_prefix(searcher, query, view, start + per_page))[start:], total
+
+
+async def _shown_total(searcher: Searcher, query: NodeQuery, view: Visibility) -> int:
+    """Folders that show all their matches or none count from the database's counts;
+    in folders with hide rules the database counts the names plain rules hide, and only
+    the matches under other rules are read, to test their names."""
+    total = 0
+    counts: dict[str, int] = {}  # shown folders with hide rules -> their matches
+    for parent, count in await searcher.parents(query):
+        shown, patterns = view.entries(parent)
+        if shown and patterns:
+            counts[parent] = count
+        elif shown:
+            total += count
+    plain: dict[str, tuple[tuple[NameMatch, ...], list[str]]] = {}  # by meta path
+    other = []
+    for folder in counts:
+        meta = view.nearest(folder)
+        matches = name_matches(meta.hide) if meta is not None else None
+        if meta is None or matches is None:
+            other.append(folder)
+        else:
+            plain.setdefault(meta.path, (matches, []))[1].append(folder)
+    for meta_path, (matches, folders) in plain.items():
+        below = meta_path if is_sub_path(query.parent, meta_path) else query.parent
+        hiding = replace(query, parent=below, names=matches)
+        hidden = dict(await searcher.parents(hiding))
+        total += sum(counts[folder] - hidden.get(folder, 0) for folder in folders)
+    return total + await _shown_in(searcher, query, view, other)
+
+
+async def _shown_in(
+    searcher: Searcher, query: NodeQuery, view: Visibility, folders: list[str]
+) -> int:
+    """How many matches directly in ``folders`` ``view`` shows, by reading them."""
+    shown = 0
+    for first in range(0, len(folders), FOLDERS_PER_QUERY):
+        chunk = folders[first : first + FOLDERS_PER_QUERY]
+        padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
+        found, _ = await searcher.search(replace(query, folders=tuple(padded)), 1, 0)
+        shown += sum(1 for node in found if view.shows(node))
+    return shown
+
+
+def name_matches(hide: str) -> tuple[NameMatch, ...] | None:
+    """The names a meta's hide lines hide, as plain matches the database can test; None
+    when a line is a pattern beyond plain text with ``^`` and ``$`` at its ends."""
+    matches = []
+    for line in hide.split("\n"):
+        match = _name_match(line)
+        if match is None:
+            return None
+        matches.append(match)
+    return tuple(matches)
+
+
+_SPECIAL = frozenset(".+*?()|[]{}^$\\")
+
+
+def _name_match(line: str) -> NameMatch | None:
+    at_start = line.startswith("^")
+    body = line[1:] if at_start else line
+    at_end = body.endswith("$") and not _escaped_at(body, len(body) - 1)
+    body = body[:-1] if at_end else body
+    text: list[str] = []
+    escaped = False
+    for char in body:
+        if escaped:
+            if char.isascii() and char.isalnum():
+                return None  # a class such as \d or an assertion such as \b
+            text.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in _SPECIAL:
+            return None
+        else:
+            text.append(char)
+    return None if escaped else NameMatch("".join(text), at_start, at_end)
+
+
+def _escaped_at(text: str, index: int) -> bool:
+    """Whether the character at ``index`` follows an odd run of backslashes."""
+    run = len(text[:index]) - len(text[:index].rstrip("\\"))
+    return run % 2 == 1
+
+
+async def _shown_prefix(
+    searcher: Searcher, query: NodeQuery, view: Visibility, wanted: int
+) -> list[Node]:
+    """The first ``wanted`` hits ``view`` shows, read in chunks of about that size."""
+    size = max(wanted, CHUNK_MIN)
+    shown: list[Node] = []
+    page = 1
+    while len(shown) < wanted:
+        found, total = await searcher.search(query, page, size)
+        shown += [node for node in found if view.shows(node)]
+        if not found or page * size >= total:
+            break
+        page += 1
+    return shown[:wanted]
+
+
 class Visibility:
     """Which index nodes one caller may see with one password, remembered per folder."""
 
@@ -248,21 +388,33 @@ class Visibility:
 
     def shows(self, node: Node) -> bool:
         """Whether the listing of the node's folder, reachable by the caller, shows it."""
-        rule = self._entries.get(node.parent)
-        if rule is None:
-            rule = self._entries[node.parent] = self._entry_rule(node)
-        shown, hides = rule
+        shown, hides = self.entries(node.parent)
         return shown and not (hides and access.is_hidden(node.name, hides))
 
-    def _entry_rule(self, node: Node) -> tuple[bool, access.Hides]:
-        """``can_access`` for every entry of the node's folder, split into what holds for
-        them all (the folder opens; its meta's password, carried down or not) and the hide
-        patterns their names are tested against."""
-        meta = self._nearest(node.parent)
-        unlocked = not access.password_applies(meta, node.path) or (
+    def nearest(self, folder: str) -> Meta | None:
+        """The meta whose rules hold for ``folder``'s entries."""
+        return self._nearest(folder)
+
+    def entries(self, folder: str) -> tuple[bool, access.Hides]:
+        """What holds for every entry of ``folder``: whether the caller sees them at all,
+        and the hide patterns their names are tested against."""
+        rule = self._entries.get(folder)
+        if rule is None:
+            rule = self._entries[folder] = self._entry_rule(folder)
+        return rule
+
+    def _entry_rule(self, folder: str) -> tuple[bool, access.Hides]:
+        """``can_access`` for every entry of ``folder``, split into what holds for them
+        all (the folder opens; its meta's password, carried down or not) and the hide
+        patterns."""
+        meta = self._nearest(folder)
+        # The meta is the folder's or above it, never an entry's: only a password
+        # carried down (``p_sub``) guards the entries themselves.
+        guarded = meta is not None and bool(meta.password) and meta.p_sub
+        unlocked = not guarded or (
             meta is not None and access.unlocks(self._user, meta, self._password)
         )
-        return self.folder(node.parent) and unlocked, access.hides(meta, node.parent, self._user)
+        return self.folder(folder) and unlocked, access.hides(meta, folder, self._user)
 
     def folder(self, path: str) -> bool:
         """Whether the caller can list ``path``, opening every folder from the base down."""
