@@ -33,7 +33,13 @@ from manifold.services.fs.read import FsService
 from manifold.services.fs.tree import FileTree, Place, copy_task_name
 from manifold.services.fs.walk import TreeWalker
 from manifold.tasks.service import TaskService
-from manifold.vfs.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.vfs.paths import (
+    clean_path,
+    is_sub_path,
+    split_path,
+    validate_name,
+    validate_new_name,
+)
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 
@@ -102,9 +108,34 @@ class FsWriter:
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
-        if dst != full:
-            await self._clear_way(self.place(dst), name, overwrite)
-        return await self.tree.rename(full, name)
+        await self._refuse_taken(full, dst, overwrite)
+        return await self.tree.rename_to(full, dst, overwrite)
+
+    async def move_to(
+        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+    ) -> Obj:
+        """Give ``src`` the full path ``dst`` in one step (a protocol's MOVE): the move
+        bit to change folders, the rename bit to change names."""
+        full, target = await self._ends(caller, src, dst, password)
+        (src_dir, name), (dst_dir, new_name) = split_path(full), split_path(target)
+        if src_dir != dst_dir:
+            self.require(caller, Perm.MOVE)
+        if name != new_name:
+            self.require(caller, Perm.RENAME)
+        self.tree.refuse_root(self.place(full), "move" if src_dir != dst_dir else "rename")
+        await self._refuse_taken(full, target, overwrite)
+        return await self.tree.rename_to(full, target, overwrite)
+
+    async def copy_to(
+        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+    ) -> Obj:
+        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole."""
+        self.require(caller, Perm.COPY)
+        full, target = await self._ends(caller, src, dst, password)
+        self.tree.refuse_root(self.place(full), "copy")
+        await self._source_exists(full)
+        await self._refuse_taken(full, target, overwrite)
+        return await self.tree.copy_to(full, target, overwrite)
 
     async def batch_rename(
         self,
@@ -161,10 +192,9 @@ class FsWriter:
             place = self.tree.refuse_root(self.place(src), "move")
             if not place.same_storage(self.place(dst_folder)):
                 raise ServerError.across_storages()
-            name = split_path(src)[1]
-            if overwrite:
-                await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
-            await self.tree.move(src, dst_folder)
+        # Every name is checked before the first moves: none lands in itself.
+        for src, dst in await self._targets(pairs):
+            await self.tree.rename_to(src, dst, overwrite)
 
     async def copy(
         self,
@@ -178,14 +208,18 @@ class FsWriter:
         """Copy within a storage at once; across storages as one copy task per name."""
         self.require(caller, Perm.COPY)
         pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
+        for src, _ in pairs:
+            self.tree.refuse_root(self.place(src), "copy")
+            await self._source_exists(src)
         tasks: builtins.list[Task] = []
-        for src, dst_folder in pairs:
-            place, dst_place = self.place(src), self.place(dst_folder)
-            await self._ready_to_copy(src, dst_folder, overwrite)
-            if self.tree.copies_natively(place, dst_place):
-                await self.tree.copy(src, dst_folder)
-            else:
-                tasks.append(await self.submit_copy(caller, src, dst_folder, password))
+        for src, dst in await self._targets(pairs):
+            dst_folder = split_path(dst)[0]
+            if self.tree.copies_natively(self.place(src), self.place(dst_folder)):
+                await self.tree.copy_to(src, dst, overwrite)
+                continue
+            if overwrite and await self.exists(self.place(dst)) is not None:
+                await self.tree.remove(dst)  # a different object: ``_targets`` dropped src itself
+            tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
 
     async def copy_now(
@@ -198,8 +232,9 @@ class FsWriter:
         [(full, dst_folder)] = await self._pairs(
             caller, src_dir, dst_dir, [name], overwrite, password
         )
-        await self._ready_to_copy(full, dst_folder, overwrite)
-        return await self.tree.copy(full, dst_folder)
+        self.tree.refuse_root(self.place(full), "copy")
+        await self._source_exists(full)
+        return await self.tree.copy_to(full, clean_path(f"{dst_folder}/{name}"), overwrite)
 
     async def submit_copy(
         self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
@@ -271,6 +306,8 @@ class FsWriter:
             and self.place(entry.path).same_storage(src_place)
         ]
         taken = {o.name for o in (await self._fs.list_path(dst_folder, refresh=True))[0]}
+        # Every clash is decided before the first move; a name moved earlier in this
+        # request counts as taken. "overwrite" and any other policy replace, as AList does.
         moves: builtins.list[str] = []
         for path in files:
             name = split_path(path)[1]
@@ -279,12 +316,11 @@ class FsWriter:
                     raise FileExists(name)
                 if policy == "skip":
                     continue
-                # "overwrite" and any other policy replace, as AList does.
-                await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
             taken.add(name)
             moves.append(path)
         for path in moves:
-            await self.tree.move(path, dst_folder)
+            dst = clean_path(f"{dst_folder}/{split_path(path)[1]}")
+            await self.tree.rename_to(path, dst, replace=True)
         return len(moves)
 
     async def put(
@@ -364,18 +400,37 @@ class FsWriter:
                     raise FileExists(name)
         return pairs
 
-    async def _ready_to_copy(self, src: str, dst_folder: str, overwrite: bool) -> None:
-        """The source is there, and with ``overwrite`` its namesake in the target is gone."""
+    async def _ends(self, caller: Caller, src: str, dst: str, password: str) -> tuple[str, str]:
+        """The checked full paths of a source and of the new path it is to have."""
+        src_dir, name = split_path(clean_path(src))
+        dst_dir, new_name = split_path(clean_path(dst))
+        full = await self.child(
+            caller, await self.folder(caller, src_dir, password), name, password
+        )
+        dst_folder = await self.folder(caller, dst_dir, password)
+        target = await self.child(caller, dst_folder, validate_new_name(new_name), password)
+        await self.walker.guard_whole(caller, full, password)
+        return full, target
+
+    async def _targets(
+        self, pairs: builtins.list[tuple[str, str]]
+    ) -> builtins.list[tuple[str, str]]:
+        """(source, destination path) of each pair, leaving out the sources that are their
+        own destination; ``ServerError`` for any that would land inside itself."""
+        targets = []
+        for src, dst_folder in pairs:
+            dst = clean_path(f"{dst_folder}/{split_path(src)[1]}")
+            if not await self.tree.is_itself(src, dst):
+                targets.append((src, dst))
+        return targets
+
+    async def _source_exists(self, src: str) -> None:
         if await self.exists(self.place(src)) is None:
             raise ObjectNotFound(f"failed get src [{src}] file: object not found")
-        if overwrite:
-            name = split_path(src)[1]
-            await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
 
-    async def _clear_way(self, place: Place, name: str, overwrite: bool) -> None:
-        existing = await self.exists(place)
-        if existing is None:
+    async def _refuse_taken(self, src: str, dst: str, overwrite: bool) -> None:
+        """AList's check: without ``overwrite`` a taken ``dst`` other than ``src`` is refused."""
+        if overwrite or dst == src:
             return
-        if not overwrite:
-            raise FileExists(name)
-        await self.tree.remove(place.path)
+        if await self.exists(self.place(dst)) is not None:
+            raise FileExists(split_path(dst)[1])
