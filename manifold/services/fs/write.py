@@ -16,6 +16,7 @@ import asyncio
 import builtins
 from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import Any
 
 from manifold.errors import (
     BadRequest,
@@ -25,14 +26,14 @@ from manifold.errors import (
     PermissionDenied,
     ServerError,
 )
-from manifold.models import Obj, Perm, Task
+from manifold.models import Obj, Perm, Task, User
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access, patterns
 from manifold.services.fs.read import FsService
 from manifold.services.fs.tree import FileTree, Place, copy_task_name
 from manifold.services.fs.walk import TreeWalker
-from manifold.tasks.service import TaskService
+from manifold.tasks.service import Recheck, TaskService
 from manifold.vfs.paths import (
     clean_path,
     is_sub_path,
@@ -371,6 +372,37 @@ class FsWriter:
         if existing is not None and (existing.is_dir or not overwrite):
             raise FileExists()
         return place, name
+
+    # --- tasks run again: the checks their request passed, for the user as they are now
+
+    async def recheck_path(self, caller: Caller, full: str, password: str = "") -> None:
+        """What ``folder`` and ``child`` check, for a path already joined to a base path."""
+        if not is_sub_path(caller.user.base_path, full):
+            raise PermissionDenied()
+        self._fs.check_access(caller, full, password)
+        await self._fs.confine(caller, full)
+
+    def task_recheck(
+        self, perm: Perm | None, *paths: str, write_into: str = "", with_password: bool = False
+    ) -> Recheck:
+        """A task kind's re-check (``TaskService.register``): the creator still has
+        ``perm``, may reach the payload's ``paths`` and may write into ``write_into``
+        (with the folder password the payload keeps, ``with_password``)."""
+
+        async def check(user: User, payload: dict[str, Any]) -> None:
+            caller = Caller(user, "")
+            if perm is not None:
+                self.require(caller, perm)
+            password = str(payload.get("password", "")) if with_password else ""
+            for key in paths:
+                await self.recheck_path(caller, str(payload[key]), password)
+            if write_into:
+                folder = str(payload[write_into])
+                await self.recheck_path(caller, folder, password)
+                if not self.can_write_in(caller, folder):
+                    raise PermissionDenied()
+
+        return check
 
     # --- helpers ------------------------------------------------------------------
 
