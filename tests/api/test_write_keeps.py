@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
+import httpx
 import pytest
 
 from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.live_server import STUCK
 from tests.conftest import Api
 
 
@@ -108,3 +113,74 @@ async def test_recursive_move_other_policies_move_every_file(
     assert (namesakes / "dst" / "one").read_text() in ("1", "inner 1")
     assert sorted(p.name for p in (namesakes / "dst").iterdir()) == ["one", "two"]
     assert not [p for p in (namesakes / "src").rglob("*") if p.is_file()]
+
+
+# --- PUT without Content-Length -----------------------------------------------------
+
+
+async def _pieces(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+async def _put_chunked(
+    url: str, token: str, path: str, body: AsyncIterator[bytes], **headers: str
+) -> httpx.Response:
+    sent = {"File-Path": quote(path), "Authorization": token, **headers}
+    async with httpx.AsyncClient(base_url=url, timeout=STUCK) as client:
+        return await client.put("/api/fs/put", content=body, headers=sent)
+
+
+async def test_a_chunked_put_streams_with_the_size_unknown(
+    api: Api, live_root: tuple[str, Path]
+) -> None:
+    url, root = live_root
+    response = await _put_chunked(
+        url, api.token, "/local/dir/chunked.bin", _pieces(b"abc", b"x" * 300_000, b"end")
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert "content-length" not in response.request.headers
+    assert response.json()["code"] == 200, response.text
+    assert (root / "dir" / "chunked.bin").read_bytes() == b"abc" + b"x" * 300_000 + b"end"
+
+
+async def test_a_chunked_put_keeps_overwrite_hashes_and_as_task(
+    api: Api, live_root: tuple[str, Path]
+) -> None:
+    url, root = live_root
+    refused = await _put_chunked(
+        url, api.token, "/local/keep.txt", _pieces(b"new"), Overwrite="false"
+    )
+    assert (refused.json()["code"], refused.json()["message"]) == (403, "file exists")
+    assert (root / "keep.txt").read_text() == "keep"
+    wrong = await _put_chunked(
+        url, api.token, "/local/h.txt", _pieces(b"data"), **{"X-File-Md5": "0" * 32}
+    )
+    assert wrong.json()["code"] == 400
+    assert not (root / "h.txt").exists()
+    md5 = hashlib.md5(b"data", usedforsecurity=False).hexdigest()
+    right = await _put_chunked(
+        url, api.token, "/local/h.txt", _pieces(b"da", b"ta"), **{"X-File-Md5": md5}
+    )
+    assert right.json()["code"] == 200, right.text
+    as_task = await _put_chunked(
+        url, api.token, "/local/t.txt", _pieces(b"tas", b"k"), **{"As-Task": "true"}
+    )
+    body = as_task.json()
+    assert body["code"] == 200, body
+    task = await api.services.tasks.wait_done(body["data"]["task"]["id"])
+    assert task.error == ""
+    assert (root / "t.txt").read_text() == "task"
+
+
+async def test_a_declared_size_must_be_a_number(api: Api, live_root: tuple[str, Path]) -> None:
+    url, root = live_root
+    response = await _put_chunked(
+        url, api.token, "/local/n.txt", _pieces(b"abc"), **{"X-File-Size": "lots"}
+    )
+    assert response.json()["code"] == 400
+    short = await _put_chunked(
+        url, api.token, "/local/n.txt", _pieces(b"abc"), **{"X-File-Size": "4"}
+    )
+    assert short.json()["code"] == 400
+    assert not (root / "n.txt").exists()
