@@ -36,6 +36,7 @@ from manifold.services.fs.walk import TreeWalker
 from manifold.tasks.service import Recheck, TaskService
 from manifold.vfs.paths import (
     clean_path,
+    has_unsafe_chars,
     is_sub_path,
     split_path,
     validate_name,
@@ -96,6 +97,7 @@ class FsWriter:
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
+        await self._refuse_unsafe_new(full)
         return await self.tree.make_dir(full)
 
     async def rename(
@@ -105,7 +107,9 @@ class FsWriter:
         full = self._fs.resolve(caller, path)
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
-        parent, _ = split_path(full)
+        parent, old_name = split_path(full)
+        if name != old_name:
+            validate_new_name(name)
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
@@ -150,7 +154,9 @@ class FsWriter:
         checked = [
             (
                 await self.child(caller, folder, old, password),
-                await self.child(caller, folder, new, password),
+                await self.child(
+                    caller, folder, new if new == old else validate_new_name(new), password
+                ),
                 new,
             )
             for old, new in pairs
@@ -359,7 +365,7 @@ class FsWriter:
         """Where an upload to ``path`` goes, after every check an upload needs."""
         full = self._fs.resolve(caller, path)
         parent, name = split_path(full)
-        validate_name(name)
+        validate_new_name(name)
         if not access.can_access(caller.user, self._metas.nearest(parent), full, password):
             raise PermissionDenied()
         if not self.can_write_in(caller, parent):
@@ -440,7 +446,9 @@ class FsWriter:
             caller, await self.folder(caller, src_dir, password), name, password
         )
         dst_folder = await self.folder(caller, dst_dir, password)
-        target = await self.child(caller, dst_folder, validate_new_name(new_name), password)
+        if new_name != name:
+            validate_new_name(new_name)
+        target = await self.child(caller, dst_folder, new_name, password)
         await self.walker.guard_whole(caller, full, password)
         return full, target
 
@@ -455,6 +463,16 @@ class FsWriter:
             if not await self.tree.is_itself(src, dst):
                 targets.append((src, dst))
         return targets
+
+    async def _refuse_unsafe_new(self, full: str) -> None:
+        """``validate_new_name`` for each segment of ``full`` that does not exist yet;
+        folders already named so stay usable."""
+        segments = full.split("/")
+        for depth, segment in enumerate(segments):
+            if segment and has_unsafe_chars(segment):
+                place = self.tree.find("/".join(segments[: depth + 1]))
+                if place is not None and await self.exists(place) is None:
+                    validate_new_name(segment)
 
     async def _source_exists(self, src: str) -> None:
         if await self.exists(self.place(src)) is None:
