@@ -304,3 +304,20 @@ async def test_overwrite_replaces_only_the_exact_destination(
     assert (a / "y" / "copy.txt").read_text() == "mine"
     assert (a / "y" / "report.txt").read_text() == "bystander"
     assert sorted(p.name for p in (a / "y").iterdir()) == ["copy.txt", "final.txt", "report.txt"]
+
+
+async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    _, b = disks
+    make_tree(b, {"readme.txt": "old", "docs/stale.txt": "stale"})
+    writer, who = services.writer, caller()
+    tasks = await writer.copy(who, "/a/docs", "/b", ["readme.txt", "deep"], True)
+    tasks += await writer.copy(who, "/a", "/b", ["docs"], True)
+    for task in tasks:
+        await services.tasks.wait_done(task.id)
+    while any(not t.done for t in services.tasks.undone("copy", who.user)):
+        await services.tasks.wait_done(services.tasks.undone("copy", who.user)[0].id)
+    assert (b / "readme.txt").read_text() == "hello"
+    assert (b / "deep" / "x.bin").stat().st_size == 3000
+    assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt"]

@@ -302,7 +302,7 @@ class FileTree:
             made = beside
             await self._copy_across(path, beside)
         try:
-            return await self.rename_to(made, dst, replace=True)
+            return await self.rename_to(made, dst, replace)
         finally:
             with suppress(ObjectNotFound):
                 await self.remove(beside)

@@ -224,8 +224,8 @@ class FsWriter:
             if self.tree.copies_natively(self.place(src), self.place(dst_folder)):
                 await self.tree.copy_to(src, dst, overwrite)
                 continue
-            if overwrite and await self.exists(self.place(dst)) is not None:
-                await self.tree.remove(dst)  # a different object: ``_targets`` dropped src itself
+            if overwrite:
+                await self._clear_for_task(src, dst)
             tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
 
@@ -473,6 +473,17 @@ class FsWriter:
                 place = self.tree.find("/".join(segments[: depth + 1]))
                 if place is not None and await self.exists(place) is None:
                     validate_new_name(segment)
+
+    async def _clear_for_task(self, src: str, dst: str) -> None:
+        """Make way for a copy task to ``dst`` (a different object: ``_targets`` dropped
+        the source itself). A file over a file is left to the task, whose ``put``
+        replaces it only once the copy is whole; a folder on either side goes first."""
+        existing = await self.exists(self.place(dst))
+        if existing is None:
+            return
+        source = await self.exists(self.place(src))
+        if existing.is_dir or (source is not None and source.is_dir):
+            await self.tree.remove(dst)
 
     async def _source_exists(self, src: str) -> None:
         if await self.exists(self.place(src)) is None:
