@@ -294,17 +294,16 @@ class FileTree:
             return await self._copy_across(path, dst)
         # Drivers copy under the source's own name: into a folder of its own first.
         beside = clean_path(f"{dst_dir}/{_parking_name()}")
-        if native:
-            await self.make_dir(beside)
-            made = clean_path(f"{beside}/{name}")
-            await self.copy(path, beside)
-        else:
-            made = beside
-            await self._copy_across(path, beside)
+        made = clean_path(f"{beside}/{name}") if native else beside
         try:
+            if native:
+                await self.make_dir(beside)
+                await self.copy(path, beside)
+            else:
+                await self._copy_across(path, beside)
             return await self.rename_to(made, dst, replace)
         finally:
-            with suppress(ObjectNotFound):
+            with suppress(ManifoldError):  # gone once the copy took its place
                 await self.remove(beside)
 
     async def is_itself(self, path: str, dst: str) -> bool:
