@@ -16,6 +16,7 @@ import pytest
 from manifold.container import Services
 from manifold.errors import (
     FileExists,
+    ManifoldError,
     PasswordRequired,
     PermissionDenied,
     RelativePath,
@@ -321,3 +322,15 @@ async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
     assert (b / "readme.txt").read_text() == "hello"
     assert (b / "deep" / "x.bin").stat().st_size == 3000
     assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+async def test_a_name_too_long_changes_nothing(
+    services: Services, namesakes: Path, overwrite: bool
+) -> None:
+    a = namesakes
+    with pytest.raises(ManifoldError):
+        await services.files.rename(caller(), "/a/x/report.txt", f"/a/y/{'n' * 300}", overwrite)
+    assert (a / "x" / "report.txt").read_text() == "mine"
+    assert sorted(p.name for p in (a / "x").iterdir()) == ["report.txt"]
+    assert sorted(p.name for p in (a / "y").iterdir()) == ["report.txt"]
