@@ -334,3 +334,17 @@ async def test_a_name_too_long_changes_nothing(
     assert (a / "x" / "report.txt").read_text() == "mine"
     assert sorted(p.name for p in (a / "x").iterdir()) == ["report.txt"]
     assert sorted(p.name for p in (a / "y").iterdir()) == ["report.txt"]
+
+
+async def test_overwrite_by_a_copy_or_move_of_the_same_name_leaves_nothing_parked(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    a, _ = disks
+    make_tree(a, {"readme.txt": "old", "moved/readme.txt": "old"})
+    writer, who = services.writer, caller()
+    await writer.copy(who, "/a/docs", "/a", ["readme.txt"], True)
+    await writer.move(who, "/a/docs", "/a/moved", ["readme.txt"], True)
+    assert (a / "readme.txt").read_text() == "hello"
+    assert (a / "moved" / "readme.txt").read_text() == "hello"
+    assert not (a / "docs" / "readme.txt").exists()
+    assert not [p for p in a.rglob("*") if p.name.startswith(".manifold")]
