@@ -19,12 +19,11 @@ Listings cached per storage are patched by ``StorageOps`` itself.
 from __future__ import annotations
 
 import builtins
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
@@ -38,10 +37,11 @@ from manifold.errors import (
 )
 from manifold.models import Link, LinkArgs, Obj
 from manifold.services.admin.storages import Mounted, StorageService
+from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
-from manifold.vfs.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.vfs.paths import clean_path, split_path, validate_name
 from manifold.vfs.storage_ops import StorageOps
 
 LOADING = "Loading storage, please wait"
@@ -49,18 +49,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Merged lists (real entries plus virtual mount folders) kept at once, in objects.
 _MERGED_BUDGET = 200_000
 
-# Aliases of aliases followed before the chain counts as a loop.
-_MAX_HOPS = 16
-INTO_ITSELF = "the destination folder is a subfolder of the source folder"
-
 Stream = AsyncIterator[bytes]
-
-
-@runtime_checkable
-class Forwarding(Protocol):
-    """A driver whose entries are other mounts' entries (Alias)."""
-
-    async def backing_path(self, path: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,111 +226,16 @@ class FileTree:
         return obj
 
     async def rename_to(self, path: str, dst: str, replace: bool = False) -> Obj:
-        """Give the object at ``path`` the full path ``dst``: a rename, a move, or both.
-
-        Nothing but ``dst`` itself is touched on the way: with ``replace`` a different
-        object at ``dst`` is set aside while the object takes its place, and removed
-        only then; ``dst`` being ``path`` itself (through any alias or link) changes
-        nothing. When a step fails, the steps made before it are undone.
-        """
-        src = self.refuse_root(self.place(path), "move")
-        if await self.is_itself(path, dst):
-            return (await self.lookup(path))[0]
-        (src_dir, name), (dst_dir, new_name) = split_path(path), split_path(dst)
-        validate_name(new_name)
-        if not src.same_storage(self.place(dst_dir)):
-            raise ServerError.across_storages()
-        existing = await self.exists(self.place(dst))
-        if existing is not None and not replace:
-            raise ObjectExists()
-        steps, via, set_aside = _Steps(self), name, ""
-        try:
-            if src_dir != dst_dir:
-                if not await self._free(f"{dst_dir}/{name}"):
-                    via = _parking_name()
-                    await steps.rename(path, via)
-                obj = await steps.move(clean_path(f"{src_dir}/{via}"), dst_dir)
-            if existing is not None:
-                set_aside = clean_path(f"{dst_dir}/{_parking_name()}")
-                await steps.rename(dst, split_path(set_aside)[1])
-            if via != new_name:
-                obj = await steps.rename(clean_path(f"{dst_dir}/{via}"), new_name)
-        except BaseException:
-            await steps.undo()
-            raise
-        if set_aside:
-            await self.remove(set_aside)
-        return obj
+        """Give the object at ``path`` the full path ``dst`` (``placing.rename_to``)."""
+        return await placing.rename_to(self, path, dst, replace)
 
     async def copy_to(self, path: str, dst: str, replace: bool = False) -> Obj:
-        """Copy the object at ``path`` to the full path ``dst``; the copy once whole.
-
-        The copy is made beside ``dst`` and takes its place only when whole, so a
-        failed copy leaves ``dst`` as it was; a copy onto itself changes nothing.
-        """
-        src = self.refuse_root(self.place(path), "copy")
-        if await self.is_itself(path, dst):
-            return (await self.lookup(path))[0]
-        (_, name), (dst_dir, new_name) = split_path(path), split_path(dst)
-        validate_name(new_name)
-        existing = await self.exists(self.place(dst))
-        if existing is not None and not replace:
-            raise ObjectExists()
-        if existing is None and name == new_name:
-            return await self.copy(path, dst_dir)
-        native = self.copies_natively(src, self.place(dst_dir))
-        if existing is None and not native:
-            return await self._copy_across(path, dst)
-        # Drivers copy under the source's own name: into a folder of its own first.
-        beside = clean_path(f"{dst_dir}/{_parking_name()}")
-        made = clean_path(f"{beside}/{name}") if native else beside
-        try:
-            if native:
-                await self.make_dir(beside)
-                await self.copy(path, beside)
-            else:
-                await self._copy_across(path, beside)
-            return await self.rename_to(made, dst, replace)
-        finally:
-            with suppress(ManifoldError):  # gone once the copy took its place
-                await self.remove(beside)
+        """Copy the object at ``path`` to the full path ``dst`` (``placing.copy_to``)."""
+        return await placing.copy_to(self, path, dst, replace)
 
     async def is_itself(self, path: str, dst: str) -> bool:
-        """Whether ``dst`` is the object at ``path`` itself, reached by whatever path;
-        ``ServerError`` when ``dst`` lies inside it (a folder into its own subtree)."""
-        if clean_path(path) == clean_path(dst):
-            return True
-        real, real_dst = await self.backing_path(path), await self.backing_path(dst)
-        if real == real_dst:
-            return True
-        if is_sub_path(real, real_dst):
-            raise ServerError(INTO_ITSELF)
-        return False
-
-    async def backing_path(self, path: str, hops: int = 0) -> str:
-        """Where ``path`` really is, once aliases and links are followed; for a path
-        nothing holds yet, where it would be made."""
-        if hops > _MAX_HOPS:
-            raise ServerError(f"too many aliases lead to {path}: is there a loop?")
-        place = self.find(path)
-        if place is None:
-            return path
-        driver = place.ops.driver
-        try:
-            if not isinstance(driver, Forwarding):
-                return await self.real_path_of(path)
-            inner = await driver.backing_path(place.sub_path)
-        except PermissionDenied:
-            return path  # links lead out of the storage: no one else's path either
-        except ObjectNotFound:
-            if place.is_root:
-                raise
-            parent, name = split_path(path)
-            return clean_path(f"{await self.backing_path(parent, hops + 1)}/{name}")
-        return path if inner is None else await self.backing_path(inner, hops + 1)
-
-    async def _free(self, path: str) -> bool:
-        return await self.exists(self.place(path)) is None
+        """Whether ``dst`` is the object at ``path`` itself (``placing.is_itself``)."""
+        return await placing.is_itself(self, path, dst)
 
     async def remove(self, path: str) -> None:
         place = self.refuse_root(self.place(path), "remove")
@@ -391,9 +285,9 @@ class FileTree:
             raise ObjectExists()
         if await self.is_itself(path, target):
             raise ObjectExists()
-        return await self._copy_across(path, target)
+        return await self.copy_across(path, target)
 
-    async def _copy_across(self, path: str, target: str) -> Obj:
+    async def copy_across(self, path: str, target: str) -> Obj:
         """Copy ``path`` to the full path ``target``, one folder level at a time."""
         source, _ = await self.lookup(path)
         target_dir, name = split_path(target)
@@ -402,7 +296,7 @@ class FileTree:
         folder = await self.make_dir(target)
         try:
             for child in (await self.listing(path))[0]:
-                await self._copy_across(
+                await self.copy_across(
                     clean_path(f"{path}/{child.name}"), clean_path(f"{target}/{child.name}")
                 )
         except BaseException:
@@ -482,35 +376,3 @@ class FileTree:
     ) -> Obj:
         path = clean_path(f"{clean_path(dst_dir)}/{validate_name(name)}")
         return await self.put(path, stream, size, modified, overwrite=overwrite)
-
-
-def _parking_name() -> str:
-    """A name no one uses, for an object on its way to a taken or other name."""
-    return f".manifold-parked-{secrets.token_hex(8)}"
-
-
-class _Steps:
-    """The renames and moves made so far, undone in reverse when a later step fails."""
-
-    def __init__(self, tree: FileTree) -> None:
-        self._tree = tree
-        self._undo: builtins.list[Callable[[], Awaitable[Obj]]] = []
-
-    async def rename(self, path: str, new_name: str) -> Obj:
-        obj = await self._tree.rename(path, new_name)
-        parent, name = split_path(path)
-        renamed = clean_path(f"{parent}/{new_name}")
-        self._undo.append(lambda: self._tree.rename(renamed, name))
-        return obj
-
-    async def move(self, path: str, dst_dir: str) -> Obj:
-        obj = await self._tree.move(path, dst_dir)
-        parent, name = split_path(path)
-        moved = clean_path(f"{dst_dir}/{name}")
-        self._undo.append(lambda: self._tree.move(moved, parent))
-        return obj
-
-    async def undo(self) -> None:
-        for step in reversed(self._undo):
-            with suppress(ManifoldError):
-                await step()
