@@ -184,3 +184,17 @@ async def test_a_declared_size_must_be_a_number(api: Api, live_root: tuple[str, 
     )
     assert short.json()["code"] == 400
     assert not (root / "n.txt").exists()
+
+
+@pytest.mark.parametrize("policy", ["overwrite", "anything", "cancel"])
+async def test_recursive_move_never_replaces_a_folder_with_a_file(
+    api: Api, root: Path, policy: str
+) -> None:
+    make_tree(root, {"src/d/x": "file x", "src/d/y": "file y", "src/x/keep": "kept"})
+    before = tree_of(root)
+    body = await api.post(
+        "/api/fs/recursive_move",
+        {"src_dir": "/s/src", "dst_dir": "/s/src", "conflict_policy": policy},
+    )
+    assert (body["code"], body["message"]) == (403, "file [x] exists")
+    assert tree_of(root) == before

@@ -348,3 +348,20 @@ async def test_overwrite_by_a_copy_or_move_of_the_same_name_leaves_nothing_parke
     assert (a / "moved" / "readme.txt").read_text() == "hello"
     assert not (a / "docs" / "readme.txt").exists()
     assert not [p for p in a.rglob("*") if p.name.startswith(".manifold")]
+
+
+async def test_a_copy_never_replaces_the_folder_holding_its_source(
+    services: Services, aliased: tuple[Path, Path]
+) -> None:
+    a, _ = aliased
+    make_tree(a, {"x/x": "inner file"})
+    writer, who = services.writer, caller()
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await writer.copy(who, "/a/x", "/a", ["x"], True)
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await writer.copy(who, "/al/x", "/a", ["x"], True)
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await services.files.copy(who, "/a/x/x", "/a/x", True)
+    assert (a / "x" / "x").read_text() == "inner file"
+    await services.files.rename(who, "/a/x/x", "/a/x", True)  # a move takes it out first
+    assert (a / "x").read_text() == "inner file"

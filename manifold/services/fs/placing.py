@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from manifold.services.fs.tree import FileTree
 
 INTO_ITSELF = "the destination folder is a subfolder of the source folder"
+HOLDS_SOURCE = "the destination holds the source: a copy cannot replace it"
 # Aliases of aliases followed before the chain counts as a loop.
 MAX_HOPS = 16
 
@@ -98,6 +99,8 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     existing = await tree.exists(tree.place(dst))
     if existing is not None and not replace:
         raise ObjectExists()
+    if existing is not None:
+        await refuse_holding(tree, dst, path)
     if existing is None and name == new_name:
         return await tree.copy(path, dst_dir)
     native = tree.copies_natively(src, tree.place(dst_dir))
@@ -129,6 +132,13 @@ async def is_itself(tree: FileTree, path: str, dst: str) -> bool:
     if is_sub_path(real, real_dst):
         raise ServerError(INTO_ITSELF)
     return False
+
+
+async def refuse_holding(tree: FileTree, dst: str, path: str) -> None:
+    """``ServerError`` when the folder ``dst``, to be replaced by a copy, holds the
+    source ``path`` (a move takes the source out first; a copy would lose it)."""
+    if is_sub_path(await backing_path(tree, dst), await backing_path(tree, path)):
+        raise ServerError(HOLDS_SOURCE)
 
 
 async def backing_path(tree: FileTree, path: str, hops: int = 0) -> str:

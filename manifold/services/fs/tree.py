@@ -237,6 +237,10 @@ class FileTree:
         """Whether ``dst`` is the object at ``path`` itself (``placing.is_itself``)."""
         return await placing.is_itself(self, path, dst)
 
+    async def refuse_holding(self, dst: str, path: str) -> None:
+        """Refuse to replace ``dst`` when it holds ``path`` (``placing.refuse_holding``)."""
+        await placing.refuse_holding(self, dst, path)
+
     async def remove(self, path: str) -> None:
         place = self.refuse_root(self.place(path), "remove")
         await place.ops.remove(place.sub_path)

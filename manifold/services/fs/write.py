@@ -312,17 +312,20 @@ class FsWriter:
             and split_path(entry.path)[0] != dst_folder
             and self.place(entry.path).same_storage(src_place)
         ]
-        taken = {o.name for o in (await self._fs.list_path(dst_folder, refresh=True))[0]}
+        present = (await self._fs.list_path(dst_folder, refresh=True))[0]
+        taken = {o.name for o in present}
+        folders = {o.name for o in present if o.is_dir}
         # Every clash is decided before the first move; a name moved earlier in this
-        # request counts as taken. "overwrite" and any other policy replace, as AList does.
+        # request counts as taken. "overwrite" and any other policy replace a file, as
+        # AList does; a folder is never replaced by a file (AList's rename fails there).
         moves: builtins.list[str] = []
         for path in files:
             name = split_path(path)[1]
             if name in taken:
-                if policy == "cancel":
-                    raise FileExists(name)
                 if policy == "skip":
                     continue
+                if policy == "cancel" or name in folders:
+                    raise FileExists(name)
             taken.add(name)
             moves.append(path)
         for path in moves:
@@ -483,6 +486,7 @@ class FsWriter:
             return
         source = await self.exists(self.place(src))
         if existing.is_dir or (source is not None and source.is_dir):
+            await self.tree.refuse_holding(dst, src)
             await self.tree.remove(dst)
 
     async def _source_exists(self, src: str) -> None:
