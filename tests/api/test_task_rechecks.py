@@ -10,6 +10,7 @@ import pytest
 from manifold.models import Perm, Task, TaskState, User
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import Api
+from tests.unit.test_tasks import Gate, settled
 
 PASSWORD = "dora-pw-5521"
 DENIED = (403, "permission denied")
@@ -128,3 +129,20 @@ async def test_a_task_of_a_disabled_or_deleted_user_is_not_retried(
     body = await api.post("/api/admin/task/copy/retry", params={"tid": task.id}, token=admin)
     assert (body["code"], body["message"]) == DENIED
     assert api.services.tasks.get(task.id).state == TaskState.FAILED
+
+
+async def test_an_automatic_retry_is_checked_again_too(api: Api, dora: tuple[User, str]) -> None:
+    user, _ = dora
+    gate = Gate()
+    recheck = api.services.writer.task_recheck(Perm.COPY, "src", "dst_dir")
+    api.services.tasks.register(
+        "copy", gate, max_retry=1, threads_setting="copy_task_threads_num", recheck=recheck
+    )
+    payload = {"src": "/one/a.txt", "dst_dir": "/two"}
+    task = await api.services.tasks.submit("copy", "copy [/one](/a.txt)", user, payload)
+    assert await gate.next_start() == task.id
+    await change(api, user, permission=ALL_BITS & ~Perm.COPY)
+    gate.finish(task.id, "the first attempt failed")
+    done = await settled(api.services, task.id)
+    assert (done.state, done.error) == (TaskState.FAILED, "permission denied")
+    assert gate.runs == [task.id]
