@@ -9,7 +9,8 @@ running it. The payload is all a run needs, so a retry, even after a restart, ru
                  ^                ├─> WAITING_RETRY ─> (queued again)   an error, retries left
                  │                └─> FAILED                            an error, none left
     cancel:  queued ─> CANCELED at once;  RUNNING ─> CANCELING ─> CANCELED
-    retry:   FAILED or CANCELED ─> WAITING_RETRY, error and counter reset
+    retry:   FAILED or CANCELED ─> WAITING_RETRY, error and counter reset, once the
+             kind's re-check passes for the creator as they are now
     restart: every task not finished ─> FAILED "interrupted by a restart"
 
 The map in memory is authoritative in this process. Every state change is written at
@@ -39,6 +40,7 @@ from manifold.errors import (
     ManifoldError,
     NotFound,
     NotSupported,
+    PermissionDenied,
     ServerError,
     TaskNotFound,
 )
@@ -46,7 +48,15 @@ from manifold.logs import detail_text
 from manifold.models import Task, TaskState, User
 from manifold.services.admin.settings import SettingsService
 
-__all__ = ["TASK_KINDS", "Task", "TaskContext", "TaskRunner", "TaskService", "TaskState"]
+__all__ = [
+    "TASK_KINDS",
+    "Recheck",
+    "Task",
+    "TaskContext",
+    "TaskRunner",
+    "TaskService",
+    "TaskState",
+]
 
 log = logging.getLogger("manifold.tasks")
 
@@ -152,6 +162,9 @@ class TaskContext:
 
 
 TaskRunner = Callable[[TaskContext, dict[str, Any]], Awaitable[None]]
+# Whether the user may still do what the payload does: the checks a direct request
+# passes, raising the same ``ManifoldError`` it would answer.
+Recheck = Callable[[User, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -159,6 +172,7 @@ class _Kind:
     runner: TaskRunner
     max_retry: int
     threads_setting: str
+    recheck: Recheck | None = None
     queue: deque[str] = field(default_factory=deque)
     running: int = 0
 
@@ -183,9 +197,17 @@ class TaskService:
         self._ended = asyncio.Event()
 
     def register(
-        self, kind: str, runner: TaskRunner, *, max_retry: int, threads_setting: str
+        self,
+        kind: str,
+        runner: TaskRunner,
+        *,
+        max_retry: int,
+        threads_setting: str,
+        recheck: Recheck | None = None,
     ) -> None:
-        self._kinds[kind] = _Kind(runner, max_retry, threads_setting)
+        """``recheck`` runs before every retry, with the creator as they are then: a
+        task runs again only while its creator may still do what it does."""
+        self._kinds[kind] = _Kind(runner, max_retry, threads_setting, recheck)
 
     async def start(self) -> None:
         """Load every task; those a stop or crash interrupted come back failed."""
@@ -312,9 +334,17 @@ class TaskService:
         await self._delete([self._tasks[t.id] for t in succeeded])
 
     async def retry_failed(self, kind: str, user: User) -> None:
+        """Retry every failed task; one its creator may no longer run stays failed, and
+        the first such refusal is raised once the others are retried."""
+        refused: ManifoldError | None = None
         for task in self._visible(kind, user):
             if task.state == TaskState.FAILED:
-                await self._retry(self._tasks[task.id])
+                try:
+                    await self._retry(self._tasks[task.id])
+                except ManifoldError as exc:
+                    refused = refused or exc
+        if refused is not None:
+            raise refused
 
     def _visible(self, kind: str, user: User) -> list[Task]:
         self._check_kind(kind)
@@ -375,9 +405,21 @@ class TaskService:
             raise BadRequest("only a failed or canceled task can be retried")
         if task.kind not in self._kinds:
             raise NotSupported(f"{task.kind} tasks can not run on this server")
+        await self._recheck(live, self._kinds[task.kind])
         task.state, task.error, task.retry = TaskState.WAITING_RETRY, "", 0
         self._enqueue(self._kinds[task.kind], task.id)
         await self._persist(live)
+
+    async def _recheck(self, live: _Live, spec: _Kind) -> None:
+        """Run the kind's re-check with the creator reloaded, who then runs the task."""
+        task = live.task
+        if spec.recheck is None or not task.creator_id:
+            return
+        user = await self._users.get(task.creator_id)
+        if user is None or user.disabled:
+            raise PermissionDenied()
+        await spec.recheck(user, task.payload)
+        live.creator = user
 
     async def _end(self, live: _Live, state: TaskState, error: str) -> None:
         task = live.task
@@ -455,6 +497,8 @@ class TaskService:
         task.progress, live.done_bytes = 0.0, 0
         try:
             await self._persist(live)
+            if task.retry > 0:
+                await self._recheck(live, spec)  # an automatic retry, maybe much later
             if live.creator is None and task.creator_id:
                 live.creator = await self._creator(task.creator_id)
             await spec.runner(TaskContext(self, live), task.payload)

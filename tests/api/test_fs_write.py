@@ -371,7 +371,7 @@ async def test_put_overwrite_false_keeps_the_file(admin: Api, root: Path) -> Non
     assert (root / "a.txt").read_text() == "alpha"
 
 
-async def test_put_bad_escape_and_missing_length(admin: Api, root: Path) -> None:
+async def test_put_bad_escape_and_a_length_that_is_no_number(admin: Api, root: Path) -> None:
     response = await admin.client.put(
         "/api/fs/put",
         content=b"x",
@@ -382,10 +382,13 @@ async def test_put_bad_escape_and_missing_length(admin: Api, root: Path) -> None
     async def chunked() -> AsyncIterator[bytes]:
         yield b"abc"
 
-    body = await put(admin, "/local/chunked.txt", chunked())
+    body = await put(admin, "/local/chunked.txt", chunked(), **{"X-File-Size": "three"})
     assert body["code"] == 400
     assert "strconv.ParseInt" in body["message"]
     assert not (root / "chunked.txt").exists()
+    body = await put(admin, "/local/chunked.txt", chunked())
+    assert body["code"] == 200, body
+    assert (root / "chunked.txt").read_text() == "abc"
 
 
 async def test_put_hash_mismatch_leaves_nothing(admin: Api, root: Path) -> None:

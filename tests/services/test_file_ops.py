@@ -16,6 +16,7 @@ import pytest
 from manifold.container import Services
 from manifold.errors import (
     FileExists,
+    ManifoldError,
     PasswordRequired,
     PermissionDenied,
     RelativePath,
@@ -179,3 +180,188 @@ async def test_a_copy_under_a_new_name_into_a_password_folder_uses_the_password(
     await services.metas.create(Meta(0, "/a", password="pw", p_sub=True))
     await services.files.copy(no_bypass, "/a/docs/readme.txt", "/b/renamed.txt", password="pw")
     assert (b / "renamed.txt").read_text() == "hello"
+
+
+# --- nothing the caller asked to keep is lost ------------------------------------------
+
+
+@pytest.fixture
+async def aliased(services: Services, disks: tuple[Path, Path]) -> tuple[Path, Path]:
+    """``disks`` plus a writable Alias at ``/al`` over ``/a``."""
+    addition = json.dumps({"paths": "/a", "writable": True})
+    await services.storages.create(Storage(0, "/al", "Alias", addition=addition))
+    return disks
+
+
+async def test_a_move_or_copy_into_its_own_folder_with_overwrite_keeps_it(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    a, _ = disks
+    writer, who = services.writer, caller()
+    await writer.move(who, "/a/docs", "/a/docs", ["readme.txt"], True)
+    await writer.copy(who, "/a/docs", "/a/docs", ["readme.txt", "deep"], True)
+    await writer.copy_now(who, "/a/docs/readme.txt", "/a/docs", True)
+    await services.files.rename(who, "/a/docs/readme.txt", "/a/docs/readme.txt", True)
+    await services.files.copy(who, "/a/docs/deep", "/a/docs/deep", True)
+    await writer.rename(who, "/a/docs/readme.txt", "readme.txt", True)
+    assert (a / "docs" / "readme.txt").read_text() == "hello"
+    assert (a / "docs" / "deep" / "x.bin").stat().st_size == 3000
+    with pytest.raises(FileExists):
+        await writer.move(who, "/a/docs", "/a/docs", ["readme.txt"], False)
+
+
+async def test_the_same_file_through_a_writable_alias_is_kept(
+    services: Services, aliased: tuple[Path, Path]
+) -> None:
+    a, _ = aliased
+    writer, who = services.writer, caller()
+    await writer.copy_now(who, "/a/docs/readme.txt", "/al/docs", True)
+    await writer.copy_now(who, "/al/docs/readme.txt", "/a/docs", True)
+    tasks = await writer.copy(who, "/a/docs", "/al/docs", ["readme.txt"], True)
+    for task in tasks:
+        await services.tasks.wait_done(task.id)
+    await services.files.copy(who, "/al/docs/deep", "/a/docs/deep", True)
+    assert (a / "docs" / "readme.txt").read_text() == "hello"
+    assert (a / "docs" / "deep" / "x.bin").stat().st_size == 3000
+
+
+@pytest.mark.parametrize("dst", ["/al/docs/deep", "/al/docs", "/a/docs/deep", "/al/docs/deep/new"])
+async def test_a_folder_is_never_copied_into_its_own_subtree(
+    services: Services, aliased: tuple[Path, Path], dst: str
+) -> None:
+    a, _ = aliased
+    before = sorted(str(p.relative_to(a)) for p in a.rglob("*"))
+    writer, who = services.writer, caller()
+    with pytest.raises(ServerError, match="subfolder of the source folder"):
+        await writer.copy_now(who, "/a/docs", dst, True)
+    with pytest.raises(ServerError, match="subfolder of the source folder"):
+        await writer.copy(who, "/a", dst, ["docs"], True)
+    with pytest.raises(ServerError, match="subfolder of the source folder"):
+        await services.files.copy(who, "/a/docs", f"{dst}/other", True)
+    with pytest.raises(ServerError, match="subfolder of the source folder"):
+        await services.files.rename(who, "/a/docs", "/a/docs/deep/docs", True)
+    assert sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
+
+
+async def test_a_refused_name_among_several_moves_nothing(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    a, _ = disks
+    (a / "docs" / "deep" / "readme.txt").write_text("there")
+    with pytest.raises(ServerError, match="subfolder of the source folder"):
+        await services.writer.move(
+            caller(), "/a/docs", "/a/docs/deep", ["readme.txt", "deep"], True
+        )
+    assert (a / "docs" / "readme.txt").read_text() == "hello"
+    assert (a / "docs" / "deep" / "readme.txt").read_text() == "there"
+
+
+@pytest.fixture
+async def namesakes(services: Services, disks: tuple[Path, Path]) -> Path:
+    """``/a/x/report.txt`` to be moved or copied, and a bystander ``/a/y/report.txt``."""
+    a, _ = disks
+    make_tree(a, {"x/report.txt": "mine", "y/report.txt": "bystander"})
+    return a
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+async def test_a_rename_to_a_new_name_elsewhere_leaves_the_namesake_alone(
+    services: Services, namesakes: Path, overwrite: bool
+) -> None:
+    a = namesakes
+    await services.files.rename(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
+    assert (a / "y" / "final.txt").read_text() == "mine"
+    assert (a / "y" / "report.txt").read_text() == "bystander"
+    assert not (a / "x" / "report.txt").exists()
+    assert sorted(p.name for p in (a / "y").iterdir()) == ["final.txt", "report.txt"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+async def test_a_copy_to_a_new_name_elsewhere_leaves_the_namesake_alone(
+    services: Services, namesakes: Path, overwrite: bool
+) -> None:
+    a = namesakes
+    await services.files.copy(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
+    await services.files.copy(caller(), "/a/x/report.txt", "/b/report.txt", overwrite)
+    assert (a / "y" / "final.txt").read_text() == "mine"
+    assert (a / "y" / "report.txt").read_text() == "bystander"
+    assert (a / "x" / "report.txt").read_text() == "mine"
+    assert sorted(p.name for p in (a / "y").iterdir()) == ["final.txt", "report.txt"]
+
+
+async def test_overwrite_replaces_only_the_exact_destination(
+    services: Services, namesakes: Path
+) -> None:
+    a = namesakes
+    make_tree(a, {"y/final.txt": "old", "y/copy.txt": "old"})
+    files, who = services.files, caller()
+    with pytest.raises(FileExists):
+        await files.rename(who, "/a/x/report.txt", "/a/y/final.txt")
+    with pytest.raises(FileExists):
+        await files.copy(who, "/a/x/report.txt", "/a/y/copy.txt")
+    await files.copy(who, "/a/x/report.txt", "/a/y/copy.txt", overwrite=True)
+    await files.rename(who, "/a/x/report.txt", "/a/y/final.txt", overwrite=True)
+    assert (a / "y" / "final.txt").read_text() == "mine"
+    assert (a / "y" / "copy.txt").read_text() == "mine"
+    assert (a / "y" / "report.txt").read_text() == "bystander"
+    assert sorted(p.name for p in (a / "y").iterdir()) == ["copy.txt", "final.txt", "report.txt"]
+
+
+async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    _, b = disks
+    make_tree(b, {"readme.txt": "old", "docs/stale.txt": "stale"})
+    writer, who = services.writer, caller()
+    tasks = await writer.copy(who, "/a/docs", "/b", ["readme.txt", "deep"], True)
+    tasks += await writer.copy(who, "/a", "/b", ["docs"], True)
+    for task in tasks:
+        await services.tasks.wait_done(task.id)
+    while any(not t.done for t in services.tasks.undone("copy", who.user)):
+        await services.tasks.wait_done(services.tasks.undone("copy", who.user)[0].id)
+    assert (b / "readme.txt").read_text() == "hello"
+    assert (b / "deep" / "x.bin").stat().st_size == 3000
+    assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+async def test_a_name_too_long_changes_nothing(
+    services: Services, namesakes: Path, overwrite: bool
+) -> None:
+    a = namesakes
+    with pytest.raises(ManifoldError):
+        await services.files.rename(caller(), "/a/x/report.txt", f"/a/y/{'n' * 300}", overwrite)
+    assert (a / "x" / "report.txt").read_text() == "mine"
+    assert sorted(p.name for p in (a / "x").iterdir()) == ["report.txt"]
+    assert sorted(p.name for p in (a / "y").iterdir()) == ["report.txt"]
+
+
+async def test_overwrite_by_a_copy_or_move_of_the_same_name_leaves_nothing_parked(
+    services: Services, disks: tuple[Path, Path]
+) -> None:
+    a, _ = disks
+    make_tree(a, {"readme.txt": "old", "moved/readme.txt": "old"})
+    writer, who = services.writer, caller()
+    await writer.copy(who, "/a/docs", "/a", ["readme.txt"], True)
+    await writer.move(who, "/a/docs", "/a/moved", ["readme.txt"], True)
+    assert (a / "readme.txt").read_text() == "hello"
+    assert (a / "moved" / "readme.txt").read_text() == "hello"
+    assert not (a / "docs" / "readme.txt").exists()
+    assert not [p for p in a.rglob("*") if p.name.startswith(".manifold")]
+
+
+async def test_a_copy_never_replaces_the_folder_holding_its_source(
+    services: Services, aliased: tuple[Path, Path]
+) -> None:
+    a, _ = aliased
+    make_tree(a, {"x/x": "inner file"})
+    writer, who = services.writer, caller()
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await writer.copy(who, "/a/x", "/a", ["x"], True)
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await writer.copy(who, "/al/x", "/a", ["x"], True)
+    with pytest.raises(ServerError, match="the destination holds the source"):
+        await services.files.copy(who, "/a/x/x", "/a/x", True)
+    assert (a / "x" / "x").read_text() == "inner file"
+    await services.files.rename(who, "/a/x/x", "/a/x", True)  # a move takes it out first
+    assert (a / "x").read_text() == "inner file"

@@ -229,8 +229,15 @@ def file_path(request: Request) -> str:
         raise BadRequest("File-Path is not valid UTF-8 once unescaped") from exc
 
 
-def content_length(request: Request) -> int:
-    value = request.headers.get("content-length", "")
+def content_length(request: Request) -> int | None:
+    """The body's size: ``Content-Length``, else the ``X-File-Size`` a streaming client
+    declares, else unknown until the body ends (chunked, as OpenList v4 accepts it;
+    AList v3.45 refuses it)."""
+    value = request.headers.get("content-length")
+    if value is None:
+        value = request.headers.get("x-file-size")
+        if value is None:
+            return None
     if not value.isdigit():
         raise BadRequest(f'strconv.ParseInt: parsing "{value}": invalid syntax')
     return int(value)
@@ -254,7 +261,9 @@ _UPLOAD_HEADERS = {
     **{name.title(): False for name in _HASH_HEADERS},
 }
 PUT_INPUT = raw_body(
-    "application/octet-stream", BINARY, {**_UPLOAD_HEADERS, "Content-Length": True}
+    "application/octet-stream",
+    BINARY,
+    {**_UPLOAD_HEADERS, "Content-Length": False, "X-File-Size": False},
 )
 FORM_INPUT = raw_body(
     "multipart/form-data",

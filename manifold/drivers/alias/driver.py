@@ -115,6 +115,20 @@ class AliasDriver(Driver[Addition]):
             return posixpath.normpath(prefix + "/" + posixpath.relpath(real, real_target))
         raise last
 
+    async def backing_path(self, path: str) -> str | None:
+        """The path in the server's tree that ``path`` stands for (the first target
+        holding it, as reads and writes use), or None for the alias's own folder
+        of several targets. ``ObjectNotFound`` when no target holds it."""
+        if (path or "/") == "/" and len(self._targets) > 1:
+            return None
+        tree = self._tree()
+
+        async def held(real: str) -> str:
+            await tree.get_path(real)
+            return real
+
+        return await self._first(path, held)
+
     async def get(self, path: str) -> Obj:
         if path == "/":
             return await self.root_obj()

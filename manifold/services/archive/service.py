@@ -145,12 +145,14 @@ class ArchiveService:
             self.run_decompress,
             max_retry=2,
             threads_setting="decompress_download_task_threads_num",
+            recheck=self._writer.task_recheck(Perm.DECOMPRESS, "src", write_into="dst_dir"),
         )
         tasks.register(
             "decompress_upload",
             self.run_upload,
             max_retry=2,
             threads_setting="decompress_upload_task_threads_num",
+            recheck=self._writer.task_recheck(Perm.DECOMPRESS, write_into="dst_dir"),
         )
 
     # -- reading --------------------------------------------------------------------

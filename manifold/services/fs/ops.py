@@ -74,31 +74,21 @@ class FileOps:
 
     async def rename(
         self, caller: Caller, src: str, dst: str, overwrite: bool = False, password: str = ""
-    ) -> None:
-        """Move ``src`` to the path ``dst``: a rename, a move, or a move and a rename.
+    ) -> Obj:
+        """Give ``src`` the path ``dst``: a rename, a move, or both in one step that
+        touches nothing else on the way.
 
         Between two storages it is refused, as AList refuses it.
         """
         self._protocol_allows(caller, write=True)
-        (src_dir, name), (dst_dir, new_name) = split_path(src), split_path(dst)
-        if src_dir != dst_dir:
-            await self._writer.move(caller, src_dir, dst_dir, [name], overwrite, password)
-        if new_name != name:
-            moved = f"{dst_dir}/{name}"
-            await self._writer.rename(caller, moved, new_name, overwrite, password)
+        return await self._writer.move_to(caller, src, dst, overwrite, password)
 
     async def copy(
         self, caller: Caller, src: str, dst: str, overwrite: bool = False, password: str = ""
     ) -> Obj:
         """Copy ``src`` to the path ``dst`` and return the copy once it is whole."""
         self._protocol_allows(caller, write=True)
-        (_, name), (dst_dir, new_name) = split_path(src), split_path(dst)
-        copied = await self._writer.copy_now(caller, src, dst_dir, overwrite, password)
-        if new_name != name:
-            return await self._writer.rename(
-                caller, f"{dst_dir}/{name}", new_name, overwrite, password
-            )
-        return copied
+        return await self._writer.copy_to(caller, src, dst, overwrite, password)
 
     async def remove(self, caller: Caller, path: str, password: str = "") -> None:
         self._protocol_allows(caller, write=True)

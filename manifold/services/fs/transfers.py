@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from manifold.config import make_private
-from manifold.errors import InvalidRequest, ObjectNotFound
+from manifold.errors import InvalidRequest, ObjectNotFound, PermissionDenied
+from manifold.models import Perm, User
+from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
 from manifold.services.fs.tree import FileTree, copy_task_name
@@ -47,10 +49,30 @@ class Transfers:
             _unlink(str(entry))
 
     def register(self, tasks: TaskService) -> None:
-        tasks.register("copy", self.run_copy, max_retry=2, threads_setting="copy_task_threads_num")
+        copy_check = self._writer.task_recheck(Perm.COPY, "src", "dst_dir", with_password=True)
         tasks.register(
-            "upload", self.run_upload, max_retry=0, threads_setting="upload_task_threads_num"
+            "copy",
+            self.run_copy,
+            max_retry=2,
+            threads_setting="copy_task_threads_num",
+            recheck=copy_check,
         )
+        tasks.register(
+            "upload",
+            self.run_upload,
+            max_retry=0,
+            threads_setting="upload_task_threads_num",
+            recheck=self._recheck_upload,
+        )
+
+    async def _recheck_upload(self, user: User, payload: dict[str, Any]) -> None:
+        """What ``upload_target`` checks: the path, and writing into its folder."""
+        path = str(payload["path"])
+        folder = split_path(path)[0]
+        check = self._writer.task_recheck(None, "path", with_password=True)
+        await check(user, payload)
+        if not self._writer.can_write_in(Caller(user, ""), folder):
+            raise PermissionDenied()
 
     async def run_copy(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         """One level of a copy between storages: a file is streamed, a folder is made
@@ -67,6 +89,8 @@ class Transfers:
         await self._tree.copy_file(src, dst_dir, lambda stream: _counted(stream, ctx))
 
     async def _copy_folder(self, ctx: TaskContext, src: str, dst_dir: str, password: str) -> None:
+        if await self._tree.is_itself(src, f"{dst_dir}/{split_path(src)[1]}"):
+            return  # a folder copied onto itself is there already
         _, target = await self._tree.copy_folder_level(src, dst_dir)
         ctx.set_status("src object is dir, listing objs")
         caller = Caller(ctx.creator, "") if ctx.creator is not None else None

@@ -38,6 +38,7 @@ from manifold.errors import (
 from manifold.models import Link, LinkArgs, Obj
 from manifold.paths import clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
+from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
@@ -224,6 +225,22 @@ class FileTree:
         await self.events.moved(path, clean_path(f"{dst_dir}/{split_path(path)[1]}"))
         return obj
 
+    async def rename_to(self, path: str, dst: str, replace: bool = False) -> Obj:
+        """Give the object at ``path`` the full path ``dst`` (``placing.rename_to``)."""
+        return await placing.rename_to(self, path, dst, replace)
+
+    async def copy_to(self, path: str, dst: str, replace: bool = False) -> Obj:
+        """Copy the object at ``path`` to the full path ``dst`` (``placing.copy_to``)."""
+        return await placing.copy_to(self, path, dst, replace)
+
+    async def is_itself(self, path: str, dst: str) -> bool:
+        """Whether ``dst`` is the object at ``path`` itself (``placing.is_itself``)."""
+        return await placing.is_itself(self, path, dst)
+
+    async def refuse_holding(self, dst: str, path: str) -> None:
+        """Refuse to replace ``dst`` when it holds ``path`` (``placing.refuse_holding``)."""
+        await placing.refuse_holding(self, dst, path)
+
     async def remove(self, path: str) -> None:
         place = self.refuse_root(self.place(path), "remove")
         await place.ops.remove(place.sub_path)
@@ -270,16 +287,22 @@ class FileTree:
             return obj
         if await self.exists(self.place(target)) is not None:
             raise ObjectExists()
-        return await self._copy_across(path, dst_dir)
+        if await self.is_itself(path, target):
+            raise ObjectExists()
+        return await self.copy_across(path, target)
 
-    async def _copy_across(self, path: str, dst_dir: str) -> Obj:
+    async def copy_across(self, path: str, target: str) -> Obj:
+        """Copy ``path`` to the full path ``target``, one folder level at a time."""
         source, _ = await self.lookup(path)
+        target_dir, name = split_path(target)
         if not source.is_dir:
-            return await self.copy_file(path, dst_dir)
-        folder, target = await self.copy_folder_level(path, dst_dir)
+            return await self.copy_file(path, target_dir, name=name)
+        folder = await self.make_dir(target)
         try:
             for child in (await self.listing(path))[0]:
-                await self._copy_across(clean_path(f"{path}/{child.name}"), target)
+                await self.copy_across(
+                    clean_path(f"{path}/{child.name}"), clean_path(f"{target}/{child.name}")
+                )
         except BaseException:
             with suppress(ManifoldError):
                 await self.remove(target)
@@ -287,9 +310,13 @@ class FileTree:
         return folder
 
     async def copy_file(
-        self, path: str, dst_dir: str, counted: Callable[[Stream], Stream] | None = None
+        self,
+        path: str,
+        dst_dir: str,
+        counted: Callable[[Stream], Stream] | None = None,
+        name: str = "",
     ) -> Obj:
-        """Stream one file into ``dst_dir`` under its own name (any two storages).
+        """Stream one file into ``dst_dir`` under ``name`` or its own (any two storages).
 
         ``counted`` wraps the byte stream (a task counts its progress with it).
         """
@@ -297,7 +324,7 @@ class FileTree:
         stream = link_stream(link, client=self._http)
         if counted is not None:
             stream = counted(stream)
-        name = split_path(path)[1]
+        name = name or split_path(path)[1]
         return await self.put(clean_path(f"{dst_dir}/{name}"), stream, obj.size, obj.modified)
 
     async def copy_folder_level(self, path: str, dst_dir: str) -> tuple[Obj, str]:

@@ -61,6 +61,8 @@ class Uploads:
             "overwrite": overwrite,
             "modified": None if modified is None else modified.timestamp(),
         }
+        if password:
+            payload["password"] = password  # a retry is checked with it again
         return await self._tasks.submit("upload", title, caller.user, payload, spooled_size)
 
 

@@ -16,6 +16,7 @@ import asyncio
 import builtins
 from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import Any
 
 from manifold.errors import (
     BadRequest,
@@ -25,15 +26,22 @@ from manifold.errors import (
     PermissionDenied,
     ServerError,
 )
-from manifold.models import Obj, Perm, Task
-from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.models import Obj, Perm, Task, User
+from manifold.paths import (
+    clean_path,
+    has_unsafe_chars,
+    is_sub_path,
+    split_path,
+    validate_name,
+    validate_new_name,
+)
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access, patterns
 from manifold.services.fs.read import FsService
 from manifold.services.fs.tree import FileTree, Place, copy_task_name
 from manifold.services.fs.walk import TreeWalker
-from manifold.services.runner import TaskService
+from manifold.services.runner import Recheck, TaskService
 
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 
@@ -89,6 +97,7 @@ class FsWriter:
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
+        await self._refuse_unsafe_new(full)
         return await self.tree.make_dir(full)
 
     async def rename(
@@ -98,13 +107,40 @@ class FsWriter:
         full = self._fs.resolve(caller, path)
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
-        parent, _ = split_path(full)
+        parent, old_name = split_path(full)
+        if name != old_name:
+            validate_new_name(name)
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
-        if dst != full:
-            await self._clear_way(self.place(dst), name, overwrite)
-        return await self.tree.rename(full, name)
+        await self._refuse_taken(full, dst, overwrite)
+        return await self.tree.rename_to(full, dst, overwrite)
+
+    async def move_to(
+        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+    ) -> Obj:
+        """Give ``src`` the full path ``dst`` in one step (a protocol's MOVE): the move
+        bit to change folders, the rename bit to change names."""
+        full, target = await self._ends(caller, src, dst, password)
+        (src_dir, name), (dst_dir, new_name) = split_path(full), split_path(target)
+        if src_dir != dst_dir:
+            self.require(caller, Perm.MOVE)
+        if name != new_name:
+            self.require(caller, Perm.RENAME)
+        self.tree.refuse_root(self.place(full), "move" if src_dir != dst_dir else "rename")
+        await self._refuse_taken(full, target, overwrite)
+        return await self.tree.rename_to(full, target, overwrite)
+
+    async def copy_to(
+        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+    ) -> Obj:
+        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole."""
+        self.require(caller, Perm.COPY)
+        full, target = await self._ends(caller, src, dst, password)
+        self.tree.refuse_root(self.place(full), "copy")
+        await self._source_exists(full)
+        await self._refuse_taken(full, target, overwrite)
+        return await self.tree.copy_to(full, target, overwrite)
 
     async def batch_rename(
         self,
@@ -118,7 +154,9 @@ class FsWriter:
         checked = [
             (
                 await self.child(caller, folder, old, password),
-                await self.child(caller, folder, new, password),
+                await self.child(
+                    caller, folder, new if new == old else validate_new_name(new), password
+                ),
                 new,
             )
             for old, new in pairs
@@ -161,10 +199,9 @@ class FsWriter:
             place = self.tree.refuse_root(self.place(src), "move")
             if not place.same_storage(self.place(dst_folder)):
                 raise ServerError.across_storages()
-            name = split_path(src)[1]
-            if overwrite:
-                await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
-            await self.tree.move(src, dst_folder)
+        # Every name is checked before the first moves: none lands in itself.
+        for src, dst in await self._targets(pairs):
+            await self.tree.rename_to(src, dst, overwrite)
 
     async def copy(
         self,
@@ -178,14 +215,18 @@ class FsWriter:
         """Copy within a storage at once; across storages as one copy task per name."""
         self.require(caller, Perm.COPY)
         pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
+        for src, _ in pairs:
+            self.tree.refuse_root(self.place(src), "copy")
+            await self._source_exists(src)
         tasks: builtins.list[Task] = []
-        for src, dst_folder in pairs:
-            place, dst_place = self.place(src), self.place(dst_folder)
-            await self._ready_to_copy(src, dst_folder, overwrite)
-            if self.tree.copies_natively(place, dst_place):
-                await self.tree.copy(src, dst_folder)
-            else:
-                tasks.append(await self.submit_copy(caller, src, dst_folder, password))
+        for src, dst in await self._targets(pairs):
+            dst_folder = split_path(dst)[0]
+            if self.tree.copies_natively(self.place(src), self.place(dst_folder)):
+                await self.tree.copy_to(src, dst, overwrite)
+                continue
+            if overwrite:
+                await self._clear_for_task(src, dst)
+            tasks.append(await self.submit_copy(caller, src, dst_folder, password))
         return tasks
 
     async def copy_now(
@@ -198,8 +239,9 @@ class FsWriter:
         [(full, dst_folder)] = await self._pairs(
             caller, src_dir, dst_dir, [name], overwrite, password
         )
-        await self._ready_to_copy(full, dst_folder, overwrite)
-        return await self.tree.copy(full, dst_folder)
+        self.tree.refuse_root(self.place(full), "copy")
+        await self._source_exists(full)
+        return await self.tree.copy_to(full, clean_path(f"{dst_folder}/{name}"), overwrite)
 
     async def submit_copy(
         self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
@@ -270,21 +312,25 @@ class FsWriter:
             and split_path(entry.path)[0] != dst_folder
             and self.place(entry.path).same_storage(src_place)
         ]
-        taken = {o.name for o in (await self._fs.list_path(dst_folder, refresh=True))[0]}
+        present = (await self._fs.list_path(dst_folder, refresh=True))[0]
+        taken = {o.name for o in present}
+        folders = {o.name for o in present if o.is_dir}
+        # Every clash is decided before the first move; a name moved earlier in this
+        # request counts as taken. "overwrite" and any other policy replace a file, as
+        # AList does; a folder is never replaced by a file (AList's rename fails there).
         moves: builtins.list[str] = []
         for path in files:
             name = split_path(path)[1]
             if name in taken:
-                if policy == "cancel":
-                    raise FileExists(name)
                 if policy == "skip":
                     continue
-                # "overwrite" and any other policy replace, as AList does.
-                await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
+                if policy == "cancel" or name in folders:
+                    raise FileExists(name)
             taken.add(name)
             moves.append(path)
         for path in moves:
-            await self.tree.move(path, dst_folder)
+            dst = clean_path(f"{dst_folder}/{split_path(path)[1]}")
+            await self.tree.rename_to(path, dst, replace=True)
         return len(moves)
 
     async def put(
@@ -322,7 +368,7 @@ class FsWriter:
         """Where an upload to ``path`` goes, after every check an upload needs."""
         full = self._fs.resolve(caller, path)
         parent, name = split_path(full)
-        validate_name(name)
+        validate_new_name(name)
         if not access.can_access(caller.user, self._metas.nearest(parent), full, password):
             raise PermissionDenied()
         if not self.can_write_in(caller, parent):
@@ -335,6 +381,37 @@ class FsWriter:
         if existing is not None and (existing.is_dir or not overwrite):
             raise FileExists()
         return place, name
+
+    # --- tasks run again: the checks their request passed, for the user as they are now
+
+    async def recheck_path(self, caller: Caller, full: str, password: str = "") -> None:
+        """What ``folder`` and ``child`` check, for a path already joined to a base path."""
+        if not is_sub_path(caller.user.base_path, full):
+            raise PermissionDenied()
+        self._fs.check_access(caller, full, password)
+        await self._fs.confine(caller, full)
+
+    def task_recheck(
+        self, perm: Perm | None, *paths: str, write_into: str = "", with_password: bool = False
+    ) -> Recheck:
+        """A task kind's re-check (``TaskService.register``): the creator still has
+        ``perm``, may reach the payload's ``paths`` and may write into ``write_into``
+        (with the folder password the payload keeps, ``with_password``)."""
+
+        async def check(user: User, payload: dict[str, Any]) -> None:
+            caller = Caller(user, "")
+            if perm is not None:
+                self.require(caller, perm)
+            password = str(payload.get("password", "")) if with_password else ""
+            for key in paths:
+                await self.recheck_path(caller, str(payload[key]), password)
+            if write_into:
+                folder = str(payload[write_into])
+                await self.recheck_path(caller, folder, password)
+                if not self.can_write_in(caller, folder):
+                    raise PermissionDenied()
+
+        return check
 
     # --- helpers ------------------------------------------------------------------
 
@@ -364,18 +441,61 @@ class FsWriter:
                     raise FileExists(name)
         return pairs
 
-    async def _ready_to_copy(self, src: str, dst_folder: str, overwrite: bool) -> None:
-        """The source is there, and with ``overwrite`` its namesake in the target is gone."""
-        if await self.exists(self.place(src)) is None:
-            raise ObjectNotFound(f"failed get src [{src}] file: object not found")
-        if overwrite:
-            name = split_path(src)[1]
-            await self._clear_way(self.place(f"{dst_folder}/{name}"), name, True)
+    async def _ends(self, caller: Caller, src: str, dst: str, password: str) -> tuple[str, str]:
+        """The checked full paths of a source and of the new path it is to have."""
+        src_dir, name = split_path(clean_path(src))
+        dst_dir, new_name = split_path(clean_path(dst))
+        full = await self.child(
+            caller, await self.folder(caller, src_dir, password), name, password
+        )
+        dst_folder = await self.folder(caller, dst_dir, password)
+        if new_name != name:
+            validate_new_name(new_name)
+        target = await self.child(caller, dst_folder, new_name, password)
+        await self.walker.guard_whole(caller, full, password)
+        return full, target
 
-    async def _clear_way(self, place: Place, name: str, overwrite: bool) -> None:
-        existing = await self.exists(place)
+    async def _targets(
+        self, pairs: builtins.list[tuple[str, str]]
+    ) -> builtins.list[tuple[str, str]]:
+        """(source, destination path) of each pair, leaving out the sources that are their
+        own destination; ``ServerError`` for any that would land inside itself."""
+        targets = []
+        for src, dst_folder in pairs:
+            dst = clean_path(f"{dst_folder}/{split_path(src)[1]}")
+            if not await self.tree.is_itself(src, dst):
+                targets.append((src, dst))
+        return targets
+
+    async def _refuse_unsafe_new(self, full: str) -> None:
+        """``validate_new_name`` for each segment of ``full`` that does not exist yet;
+        folders already named so stay usable."""
+        segments = full.split("/")
+        for depth, segment in enumerate(segments):
+            if segment and has_unsafe_chars(segment):
+                place = self.tree.find("/".join(segments[: depth + 1]))
+                if place is not None and await self.exists(place) is None:
+                    validate_new_name(segment)
+
+    async def _clear_for_task(self, src: str, dst: str) -> None:
+        """Make way for a copy task to ``dst`` (a different object: ``_targets`` dropped
+        the source itself). A file over a file is left to the task, whose ``put``
+        replaces it only once the copy is whole; a folder on either side goes first."""
+        existing = await self.exists(self.place(dst))
         if existing is None:
             return
-        if not overwrite:
-            raise FileExists(name)
-        await self.tree.remove(place.path)
+        source = await self.exists(self.place(src))
+        if existing.is_dir or (source is not None and source.is_dir):
+            await self.tree.refuse_holding(dst, src)
+            await self.tree.remove(dst)
+
+    async def _source_exists(self, src: str) -> None:
+        if await self.exists(self.place(src)) is None:
+            raise ObjectNotFound(f"failed get src [{src}] file: object not found")
+
+    async def _refuse_taken(self, src: str, dst: str, overwrite: bool) -> None:
+        """AList's check: without ``overwrite`` a taken ``dst`` other than ``src`` is refused."""
+        if overwrite or dst == src:
+            return
+        if await self.exists(self.place(dst)) is not None:
+            raise FileExists(split_path(dst)[1])

@@ -130,12 +130,14 @@ class OfflineService:
             self.run_download,
             max_retry=1,
             threads_setting="offline_download_task_threads_num",
+            recheck=self._writer.task_recheck(Perm.OFFLINE_DOWNLOAD, write_into="dst_dir"),
         )
         tasks.register(
             "offline_download_transfer",
             self._transfers.run,
             max_retry=2,
             threads_setting="offline_download_transfer_task_threads_num",
+            recheck=self._writer.task_recheck(Perm.OFFLINE_DOWNLOAD, write_into="dst_dir"),
         )
 
     def ready(self) -> list[str]:

@@ -1,0 +1,196 @@
+"""Putting an object at a full path without losing anything on the way.
+
+A move, a rename, a copy under a new name: the driver contract offers ``rename``
+(same folder), ``move`` and ``copy`` (into a folder, keeping the name), and none of
+them replaces a taken name. Here these steps are combined so that
+
+* nothing but the destination path itself is ever touched: a namesake of the old
+  name in the destination folder is passed by under a parking name, not cleared;
+* the destination being the source itself, reached through any link or Alias, is a
+  no-op, and a destination inside the source is refused before any step;
+* an object replaced at the destination is only set aside while the new one takes
+  its place, and removed after; when a step fails, the steps before it are undone.
+
+Parking names are hidden (a leading dot) and never reserved for drivers' own use,
+so no sweep of unfinished uploads can take an object parked here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from manifold.errors import (
+    ManifoldError,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    ServerError,
+)
+from manifold.models import Obj
+from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+
+if TYPE_CHECKING:
+    from manifold.services.fs.tree import FileTree
+
+INTO_ITSELF = "the destination folder is a subfolder of the source folder"
+HOLDS_SOURCE = "the destination holds the source: a copy cannot replace it"
+# Aliases of aliases followed before the chain counts as a loop.
+MAX_HOPS = 16
+
+
+@runtime_checkable
+class Forwarding(Protocol):
+    """A driver whose entries are other mounts' entries (Alias)."""
+
+    async def backing_path(self, path: str) -> str | None: ...
+
+
+async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
+    """Give the object at ``path`` the full path ``dst``: a rename, a move, or both.
+
+    ``ObjectExists`` for a taken ``dst`` without ``replace``; across storages
+    AList's "can't move" error.
+    """
+    src = tree.refuse_root(tree.place(path), "move")
+    if await is_itself(tree, path, dst):
+        return (await tree.lookup(path))[0]
+    (src_dir, name), (dst_dir, new_name) = split_path(path), split_path(dst)
+    validate_name(new_name)
+    if not src.same_storage(tree.place(dst_dir)):
+        raise ServerError.across_storages()
+    existing = await tree.exists(tree.place(dst))
+    if existing is not None and not replace:
+        raise ObjectExists()
+    steps, via, set_aside = _Steps(tree), name, ""
+    try:
+        if src_dir != dst_dir:
+            if await tree.exists(tree.place(clean_path(f"{dst_dir}/{name}"))) is not None:
+                via = parking_name()
+                await steps.rename(path, via)
+            obj = await steps.move(clean_path(f"{src_dir}/{via}"), dst_dir)
+        if existing is not None:
+            set_aside = clean_path(f"{dst_dir}/{parking_name()}")
+            await steps.rename(dst, split_path(set_aside)[1])
+        if via != new_name:
+            obj = await steps.rename(clean_path(f"{dst_dir}/{via}"), new_name)
+    except BaseException:
+        await steps.undo()
+        raise
+    if set_aside:
+        await tree.remove(set_aside)
+    return obj
+
+
+async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
+    """Copy the object at ``path`` to the full path ``dst``; the copy once whole.
+
+    Under a new name or over an existing object, the copy is made beside ``dst``
+    and takes its place only when whole, so a failed copy leaves ``dst`` as it was.
+    """
+    src = tree.refuse_root(tree.place(path), "copy")
+    if await is_itself(tree, path, dst):
+        return (await tree.lookup(path))[0]
+    (_, name), (dst_dir, new_name) = split_path(path), split_path(dst)
+    validate_name(new_name)
+    existing = await tree.exists(tree.place(dst))
+    if existing is not None and not replace:
+        raise ObjectExists()
+    if existing is not None:
+        await refuse_holding(tree, dst, path)
+    if existing is None and name == new_name:
+        return await tree.copy(path, dst_dir)
+    native = tree.copies_natively(src, tree.place(dst_dir))
+    if existing is None and not native:
+        return await tree.copy_across(path, dst)
+    # A driver copies under the source's own name: into a folder of its own first.
+    beside = clean_path(f"{dst_dir}/{parking_name()}")
+    made = clean_path(f"{beside}/{name}") if native else beside
+    try:
+        if native:
+            await tree.make_dir(beside)
+            await tree.copy(path, beside)
+        else:
+            await tree.copy_across(path, beside)
+        return await rename_to(tree, made, dst, replace)
+    finally:
+        with suppress(ManifoldError):  # gone once the copy took its place
+            await tree.remove(beside)
+
+
+async def is_itself(tree: FileTree, path: str, dst: str) -> bool:
+    """Whether ``dst`` is the object at ``path`` itself, reached by whatever path;
+    ``ServerError`` when ``dst`` lies inside it (a folder into its own subtree)."""
+    if clean_path(path) == clean_path(dst):
+        return True
+    real, real_dst = await backing_path(tree, path), await backing_path(tree, dst)
+    if real == real_dst:
+        return True
+    if is_sub_path(real, real_dst):
+        raise ServerError(INTO_ITSELF)
+    return False
+
+
+async def refuse_holding(tree: FileTree, dst: str, path: str) -> None:
+    """``ServerError`` when the folder ``dst``, to be replaced by a copy, holds the
+    source ``path`` (a move takes the source out first; a copy would lose it)."""
+    if is_sub_path(await backing_path(tree, dst), await backing_path(tree, path)):
+        raise ServerError(HOLDS_SOURCE)
+
+
+async def backing_path(tree: FileTree, path: str, hops: int = 0) -> str:
+    """Where ``path`` really is once Aliases and links are followed; for a path that
+    nothing holds yet, where it would be made."""
+    if hops > MAX_HOPS:
+        raise ServerError(f"too many aliases lead to {path}: is there a loop?")
+    place = tree.find(path)
+    if place is None:
+        return path
+    driver = place.ops.driver
+    try:
+        if not isinstance(driver, Forwarding):
+            return await tree.real_path_of(path)
+        inner = await driver.backing_path(place.sub_path)
+    except PermissionDenied:
+        return path  # links lead out of the storage: no other mount's path either
+    except ObjectNotFound:
+        if place.is_root:
+            raise
+        parent, name = split_path(path)
+        return clean_path(f"{await backing_path(tree, parent, hops + 1)}/{name}")
+    return path if inner is None else await backing_path(tree, inner, hops + 1)
+
+
+def parking_name() -> str:
+    """A name no one uses, for an object on its way to a taken or another name."""
+    return f".manifold-parked-{secrets.token_hex(8)}"
+
+
+class _Steps:
+    """The renames and moves made so far, undone in reverse when a later step fails."""
+
+    def __init__(self, tree: FileTree) -> None:
+        self._tree = tree
+        self._undo: builtins.list[Callable[[], Awaitable[Obj]]] = []
+
+    async def rename(self, path: str, new_name: str) -> Obj:
+        obj = await self._tree.rename(path, new_name)
+        parent, name = split_path(path)
+        renamed = clean_path(f"{parent}/{new_name}")
+        self._undo.append(lambda: self._tree.rename(renamed, name))
+        return obj
+
+    async def move(self, path: str, dst_dir: str) -> Obj:
+        obj = await self._tree.move(path, dst_dir)
+        parent, name = split_path(path)
+        moved = clean_path(f"{dst_dir}/{name}")
+        self._undo.append(lambda: self._tree.move(moved, parent))
+        return obj
+
+    async def undo(self) -> None:
+        for step in reversed(self._undo):
+            with suppress(ManifoldError):
+                await step()

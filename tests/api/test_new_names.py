@@ -1,0 +1,86 @@
+"""Names a client gives to something new hold no control or text-reordering character;
+entries already named so stay readable, movable and removable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from manifold.errors import InvalidRequest
+from manifold.services.auth.service import Caller
+from tests.api.fs_helpers import fs_list, make_tree, mount_local, names
+from tests.conftest import Api
+
+# A right-to-left override, a bell, a zero-width space, a C1 control, a line separator.
+UNSAFE = ["evil\u202etxt.exe", "bell\x07", "zero\u200bwidth", "c1\x85", "line\u2028break"]
+ODD = "odd\u202ename"
+
+
+@pytest.fixture
+async def root(api: Api, tmp_path: Path) -> Path:
+    root = make_tree(tmp_path / "root", {"a.txt": "alpha", "sub/": ""})
+    (root / ODD).mkdir()
+    (root / ODD / "in.txt").write_text("inner")
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    return root
+
+
+async def admin(api: Api) -> Caller:
+    user = await api.services.users.by_name("admin")
+    assert user is not None
+    return Caller(user, "198.51.100.9")
+
+
+def refused(body: dict[str, object]) -> bool:
+    return body["code"] == 400 and "control characters" in str(body["message"])
+
+
+@pytest.mark.parametrize("name", UNSAFE)
+async def test_new_names_are_refused_everywhere(api: Api, root: Path, name: str) -> None:
+    before = sorted(p.name for p in root.rglob("*"))
+    assert refused(await api.post("/api/fs/mkdir", {"path": f"/local/sub/{name}/deeper"}))
+    assert refused(await api.post("/api/fs/rename", {"path": "/local/a.txt", "name": name}))
+    batch = {"src_dir": "/local", "rename_objects": [{"src_name": "a.txt", "new_name": name}]}
+    assert refused(await api.post("/api/fs/batch_rename", batch))
+    regex = {"src_dir": "/local", "src_name_regex": "^a", "new_name_regex": name}
+    assert refused(await api.post("/api/fs/regex_rename", regex))
+    response = await api.client.put(
+        "/api/fs/put",
+        content=b"x",
+        headers={"File-Path": quote(f"/local/{name}"), "Authorization": api.token},
+    )
+    assert refused(response.json())
+    who = await admin(api)
+    with pytest.raises(InvalidRequest):
+        await api.services.files.rename(who, "/local/a.txt", f"/local/sub/{name}")
+    with pytest.raises(InvalidRequest):
+        await api.services.files.copy(who, "/local/a.txt", f"/local/sub/{name}")
+    assert sorted(p.name for p in root.rglob("*")) == before
+
+
+async def test_entries_already_named_so_stay_usable(api: Api, root: Path) -> None:
+    assert ODD in names(await fs_list(api, "/local"))
+    assert names(await fs_list(api, f"/local/{ODD}")) == ["in.txt"]
+    body = await api.post("/api/fs/mkdir", {"path": f"/local/{ODD}/made"})
+    assert body["code"] == 200, body
+    body = await api.post("/api/fs/rename", {"path": f"/local/{ODD}", "name": ODD})
+    assert body["code"] == 200, body
+    who = await admin(api)
+    await api.services.files.copy(who, f"/local/{ODD}", f"/local/sub/{ODD}")
+    assert (root / "sub" / ODD / "in.txt").read_text() == "inner"
+    body = await api.post(
+        "/api/fs/move", {"src_dir": "/local/sub", "dst_dir": "/local", "names": [ODD]}
+    )
+    assert (body["code"], body["message"]) == (403, f"file [{ODD}] exists")
+    await api.services.files.rename(who, f"/local/sub/{ODD}", "/local/sub/kept")
+    body = await api.post(
+        "/api/fs/move", {"src_dir": "/local", "dst_dir": "/local/sub", "names": [ODD]}
+    )
+    assert body["code"] == 200, body
+    assert (root / "sub" / ODD / "made").is_dir()
+    body = await api.post("/api/fs/remove", {"dir": "/local/sub", "names": [ODD]})
+    assert body["code"] == 200, body
+    assert sorted(p.name for p in (root / "sub").iterdir()) == ["kept"]

@@ -1,0 +1,200 @@
+"""The write endpoints never lose what they were asked to keep."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.live_server import STUCK
+from tests.conftest import Api
+
+
+@pytest.fixture
+async def root(api: Api, tmp_path: Path) -> Path:
+    root = make_tree(tmp_path / "root", {"s/a/keep.txt": "keep", "s/a/in/x.txt": "x"})
+    await api.as_admin()
+    await mount_local(api, "/s", root / "s")
+    return root / "s"
+
+
+@pytest.mark.parametrize("route", ["/api/fs/move", "/api/fs/copy"])
+async def test_into_its_own_folder_with_overwrite_keeps_the_file(
+    api: Api, root: Path, route: str
+) -> None:
+    body = await api.post(
+        route, {"src_dir": "/s/a", "dst_dir": "/s/a", "names": ["keep.txt"], "overwrite": True}
+    )
+    assert body["code"] == 200, body
+    assert (root / "a" / "keep.txt").read_text() == "keep"
+    body = await api.post(route, {"src_dir": "/s/a", "dst_dir": "/s/a", "names": ["keep.txt"]})
+    assert (body["code"], body["message"]) == (403, "file [keep.txt] exists")
+
+
+async def test_a_rename_onto_its_own_name_keeps_it(api: Api, root: Path) -> None:
+    body = await api.post(
+        "/api/fs/rename", {"path": "/s/a/keep.txt", "name": "keep.txt", "overwrite": True}
+    )
+    assert body["code"] == 200, body
+    assert (root / "a" / "keep.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("route", ["/api/fs/move", "/api/fs/copy"])
+async def test_a_folder_into_its_own_subtree_is_refused_before_anything_changes(
+    api: Api, root: Path, route: str
+) -> None:
+    (root / "a" / "in" / "keep.txt").write_text("inner")
+    body = await api.post(
+        route,
+        {"src_dir": "/s", "dst_dir": "/s/a/in", "names": ["a"], "overwrite": True},
+    )
+    assert body["code"] == 500
+    assert body["message"] == "the destination folder is a subfolder of the source folder"
+    assert sorted(p.name for p in (root / "a" / "in").iterdir()) == ["keep.txt", "x.txt"]
+
+
+# --- recursive_move -----------------------------------------------------------------
+
+
+@pytest.fixture
+async def namesakes(root: Path) -> Path:
+    """Two files named ``one`` below ``/s/src``; ``/s/dst`` holds ``two``."""
+    make_tree(root, {"src/one": "1", "src/in/one": "inner 1", "src/in/two": "2", "dst/two": "x"})
+    return root
+
+
+async def recursive_move(api: Api, policy: str) -> dict[str, object]:
+    return await api.post(
+        "/api/fs/recursive_move",
+        {"src_dir": "/s/src", "dst_dir": "/s/dst", "conflict_policy": policy},
+    )
+
+
+def tree_of(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_recursive_move_cancel_moves_nothing(api: Api, namesakes: Path) -> None:
+    before = tree_of(namesakes)
+    body = await recursive_move(api, "cancel")
+    assert (body["code"], body["message"]) in (
+        (403, "file [one] exists"),
+        (403, "file [two] exists"),
+    )
+    assert tree_of(namesakes) == before
+    (namesakes / "dst" / "two").unlink()
+    body = await recursive_move(api, "cancel")
+    assert (body["code"], body["message"]) == (403, "file [one] exists")
+    assert (namesakes / "src" / "in" / "two").exists()
+
+
+async def test_recursive_move_skip_keeps_the_first_of_namesakes(api: Api, namesakes: Path) -> None:
+    body = await recursive_move(api, "skip")
+    assert (body["code"], body["message"]) == (200, "Successfully moved 1 file")
+    assert (namesakes / "dst" / "two").read_text() == "x"
+    assert (namesakes / "dst" / "one").read_text() in ("1", "inner 1")
+    moved = (namesakes / "dst" / "one").read_text()
+    left = namesakes / "src" / ("in/one" if moved == "1" else "one")
+    assert left.exists()
+
+
+@pytest.mark.parametrize("policy", ["overwrite", "anything"])
+async def test_recursive_move_other_policies_move_every_file(
+    api: Api, namesakes: Path, policy: str
+) -> None:
+    body = await recursive_move(api, policy)
+    assert (body["code"], body["message"]) == (200, "Successfully moved 3 files")
+    assert (namesakes / "dst" / "two").read_text() == "2"
+    assert (namesakes / "dst" / "one").read_text() in ("1", "inner 1")
+    assert sorted(p.name for p in (namesakes / "dst").iterdir()) == ["one", "two"]
+    assert not [p for p in (namesakes / "src").rglob("*") if p.is_file()]
+
+
+# --- PUT without Content-Length -----------------------------------------------------
+
+
+async def _pieces(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+async def _put_chunked(
+    url: str, token: str, path: str, body: AsyncIterator[bytes], **headers: str
+) -> httpx.Response:
+    sent = {"File-Path": quote(path), "Authorization": token, **headers}
+    async with httpx.AsyncClient(base_url=url, timeout=STUCK) as client:
+        return await client.put("/api/fs/put", content=body, headers=sent)
+
+
+async def test_a_chunked_put_streams_with_the_size_unknown(
+    api: Api, live_root: tuple[str, Path]
+) -> None:
+    url, root = live_root
+    response = await _put_chunked(
+        url, api.token, "/local/dir/chunked.bin", _pieces(b"abc", b"x" * 300_000, b"end")
+    )
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert "content-length" not in response.request.headers
+    assert response.json()["code"] == 200, response.text
+    assert (root / "dir" / "chunked.bin").read_bytes() == b"abc" + b"x" * 300_000 + b"end"
+
+
+async def test_a_chunked_put_keeps_overwrite_hashes_and_as_task(
+    api: Api, live_root: tuple[str, Path]
+) -> None:
+    url, root = live_root
+    refused = await _put_chunked(
+        url, api.token, "/local/keep.txt", _pieces(b"new"), Overwrite="false"
+    )
+    assert (refused.json()["code"], refused.json()["message"]) == (403, "file exists")
+    assert (root / "keep.txt").read_text() == "keep"
+    wrong = await _put_chunked(
+        url, api.token, "/local/h.txt", _pieces(b"data"), **{"X-File-Md5": "0" * 32}
+    )
+    assert wrong.json()["code"] == 400
+    assert not (root / "h.txt").exists()
+    md5 = hashlib.md5(b"data", usedforsecurity=False).hexdigest()
+    right = await _put_chunked(
+        url, api.token, "/local/h.txt", _pieces(b"da", b"ta"), **{"X-File-Md5": md5}
+    )
+    assert right.json()["code"] == 200, right.text
+    as_task = await _put_chunked(
+        url, api.token, "/local/t.txt", _pieces(b"tas", b"k"), **{"As-Task": "true"}
+    )
+    body = as_task.json()
+    assert body["code"] == 200, body
+    task = await api.services.tasks.wait_done(body["data"]["task"]["id"])
+    assert task.error == ""
+    assert (root / "t.txt").read_text() == "task"
+
+
+async def test_a_declared_size_must_be_a_number(api: Api, live_root: tuple[str, Path]) -> None:
+    url, root = live_root
+    response = await _put_chunked(
+        url, api.token, "/local/n.txt", _pieces(b"abc"), **{"X-File-Size": "lots"}
+    )
+    assert response.json()["code"] == 400
+    short = await _put_chunked(
+        url, api.token, "/local/n.txt", _pieces(b"abc"), **{"X-File-Size": "4"}
+    )
+    assert short.json()["code"] == 400
+    assert not (root / "n.txt").exists()
+
+
+@pytest.mark.parametrize("policy", ["overwrite", "anything", "cancel"])
+async def test_recursive_move_never_replaces_a_folder_with_a_file(
+    api: Api, root: Path, policy: str
+) -> None:
+    make_tree(root, {"src/d/x": "file x", "src/d/y": "file y", "src/x/keep": "kept"})
+    before = tree_of(root)
+    body = await api.post(
+        "/api/fs/recursive_move",
+        {"src_dir": "/s/src", "dst_dir": "/s/src", "conflict_policy": policy},
+    )
+    assert (body["code"], body["message"]) == (403, "file [x] exists")
+    assert tree_of(root) == before
