@@ -33,7 +33,9 @@ T = TypeVar("T")
 log = logging.getLogger("manifold.drivers")
 
 # Calls that read or make what already exists: safe to repeat after a failure.
-IDEMPOTENT = frozenset({"root_obj", "get", "list", "link", "make_dir", "real_paths", "fingerprint"})
+IDEMPOTENT = frozenset(
+    {"root_obj", "get", "list", "link", "make_dir", "real_paths", "served_from", "fingerprint"}
+)
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
 UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
 
@@ -92,6 +94,11 @@ class Layer(Driver[Any]):
 
     async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
         return await self.around("real_paths", lambda: self.inner.real_paths(paths))
+
+    async def served_from(
+        self, anchor: str, paths: Sequence[str]
+    ) -> builtins.list[tuple[str, str] | None] | None:
+        return await self.around("served_from", lambda: self.inner.served_from(anchor, paths))
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await self.around("list", lambda: self.inner.list(dir))

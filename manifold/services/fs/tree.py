@@ -326,6 +326,10 @@ class FileTree:
             raise PermissionDenied()
         return clean_path(f"{place.mount_path}/{real}")
 
+    def mount_path_of(self, path: str) -> str | None:
+        found = self.find(clean_path(path))
+        return None if found is None else found.mount_path
+
     async def make_dir_path(self, path: str) -> Obj:
         return await self.make_dir(clean_path(path))
 
