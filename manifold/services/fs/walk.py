@@ -6,7 +6,11 @@ work to come) go through ``TreeWalker``. An entry is reached only when the calle
 name it directly: it is not hidden by its folder's rules nor by its own meta, any folder
 password over it was given (or the user needs none), and no link takes it out of the
 caller's base path. Whatever fails a check is withheld, never followed. A folder reached
-twice through links (a loop) is entered once.
+twice through links (a loop) is entered once, and so is a folder an Alias shows again.
+
+A walk is bounded: past ``MAX_DEPTH`` levels below its start, or ``MAX_ENTRIES`` entries,
+it stops with ``WalkTooLarge`` rather than run on; a walk whose request is cancelled (its
+client gone) stops at its next folder, since every folder is an ``await``.
 
 Whole-folder operations that do not walk (a rename, a move or copy inside one storage,
 a remove) would carry withheld entries along unseen; ``guard_whole`` refuses them when
@@ -19,13 +23,17 @@ import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from manifold.errors import PermissionDenied
+from manifold.errors import PermissionDenied, ServerError
 from manifold.models import Meta, Obj, Perm
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.read import FsService
 from manifold.vfs.paths import clean_path, is_sub_path
+
+# How far below its start a walk goes, and how many entries it meets, before it stops.
+MAX_DEPTH = 1024
+MAX_ENTRIES = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,18 @@ class Visit:
 
 class HiddenContents(PermissionDenied):
     default_message = "permission denied: the folder holds entries you cannot access"
+
+
+class WalkTooLarge(ServerError):
+    """A walk past its bounds: the request would go on for too long, or forever."""
+
+    @classmethod
+    def too_deep(cls, path: str) -> WalkTooLarge:
+        return cls(f"walk too deep: more than {MAX_DEPTH} levels below the start at {path}")
+
+    @classmethod
+    def too_many(cls) -> WalkTooLarge:
+        return cls(f"walk too large: more than {MAX_ENTRIES} entries")
 
 
 class LoopGuard:
@@ -96,17 +116,23 @@ class TreeWalker:
         """
         loops = LoopGuard(self._fs)
         await loops.first_time(folder)
-        stack = [start or await self.visit(caller, folder, password)]
+        stack = [(start or await self.visit(caller, folder, password), 1)]
+        met = 0
         while stack:
-            visit = stack.pop()
+            visit, depth = stack.pop()
+            met += len(visit.entries)
+            if met > MAX_ENTRIES:
+                raise WalkTooLarge.too_many()
             for entry in visit.entries:
                 if not entry.obj.is_dir:
                     yield entry, None
                     continue
                 inner = None
                 if await loops.first_time(entry.path):
+                    if depth >= MAX_DEPTH:
+                        raise WalkTooLarge.too_deep(folder)
                     inner = await self.visit(caller, entry.path, password)
-                    stack.append(inner)
+                    stack.append((inner, depth + 1))
                 yield entry, inner
 
     async def guard_whole(self, caller: Caller, path: str, password: str) -> None:
