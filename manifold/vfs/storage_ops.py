@@ -226,20 +226,27 @@ class StorageOps:
     # iterating the old one), so the next listing is right without a driver call.
 
     async def make_dir(self, path: str) -> Obj:
-        """Create the folder ``path`` and any missing parents; an existing folder is fine."""
-        path = clean_path(path)
-        if path == "/":
-            return await self.get(path)
-        try:
-            obj = await self.get(path)
-        except ObjectNotFound:
-            parent, name = split_path(path)
-            folder = await self.make_dir(parent)
-            obj = await self.driver.make_dir(folder, name)
-            self.patch_add(parent, obj)
-            return obj
+        """Create the folder ``path`` and any missing parents; an existing folder is fine.
+
+        From the deepest folder that exists down, one level after another: a path of
+        any depth costs one driver call a missing level, and no nesting of calls.
+        """
+        folder, missing = clean_path(path), builtins.list[str]()
+        while True:
+            try:
+                obj = await self.get(folder)
+                break
+            except ObjectNotFound:
+                if folder == "/":
+                    raise
+                folder, name = split_path(folder)
+                missing.append(name)
         if not obj.is_dir:
             raise ObjectExists("file exists")
+        for name in reversed(missing):
+            obj = await self.driver.make_dir(obj, name)
+            self.patch_add(folder, obj)
+            folder = clean_path(f"{folder}/{name}")
         return obj
 
     async def rename(self, path: str, new_name: str) -> Obj:

@@ -32,7 +32,7 @@ from manifold.services.fs.read import FsService
 from manifold.vfs.paths import clean_path, is_sub_path
 
 # How far below its start a walk goes, and how many entries it meets, before it stops.
-MAX_DEPTH = 1024
+MAX_DEPTH = 256
 MAX_ENTRIES = 1_000_000
 
 
