@@ -212,6 +212,13 @@ async def test_search_through_an_alias_leaves_out_names_behind_links(world: Worl
         hits = await world.call(who, "/api/fs/search", request)
         assert hits["code"] == 200, hits
         assert hits["data"]["content"] == [], (who, hits)
+    # What the Aliases show is searchable at their paths, each folder once per Alias.
+    request = {"parent": "/", "keywords": "own.txt", "page": 1, "per_page": 100}
+    hits = await world.call("dave", "/api/fs/search", request)
+    assert [(h["parent"], h["name"]) for h in hits["data"]["content"]] == [("/team", "own.txt")]
+    hits = await world.call("bob", "/api/fs/search", request)
+    parents = sorted(h["parent"] for h in hits["data"]["content"])
+    assert parents == [f"/local/users/bob/{name}" for name in ("docs", "one", "two")]
 
 
 # --- metas through Aliases: those of the path asked for apply (as AList) ------------

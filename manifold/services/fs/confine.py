@@ -25,6 +25,9 @@ from manifold.errors import AliasLoop
 from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.paths import is_sub_path
 
+# Where a folder really is: the storages on the way (Aliases, when they count, then the
+# one holding it) and its real path there.
+RealPlace = tuple[tuple[int, ...], str]
 # A group of paths of one storage, entered at one place: (path, its place) pairs.
 _Group = builtins.list[tuple[str, Place]]
 
@@ -37,27 +40,35 @@ class Confinement:
         """Those of ``paths`` (each at or below ``anchor``) that links take out of it."""
         return await self._escaping(anchor, paths, ())
 
-    async def real_place(self, path: str) -> tuple[int, str]:
+    async def real_place(self, path: str, across_aliases: bool = True) -> RealPlace:
         """The storage that really holds ``path`` and its place there, links followed.
 
-        Two paths with the same place are one folder reached twice (a link loop, or
-        an Alias of a folder reached also directly).
+        Two paths with the same place are one folder reached twice: a link loop, or
+        (``across_aliases``) a folder reached both directly and through an Alias.
+        Without it, the Aliases crossed on the way are part of the place, so a folder
+        shown by an Alias differs from the folder itself but a link loop in it does not.
         """
         through: tuple[Place, ...] = ()
         while True:
             place = self._tree.find(path)
             if place is None:
-                return 0, path  # a virtual folder: no link leads to it
+                return (0,), path  # a virtual folder: no link leads to it
             driver = place.ops.driver
             served = await driver.served_from(place.sub_path, [place.sub_path])
-            if served is None:
-                (real,) = await driver.real_paths([place.sub_path])
-                return id(place.mounted), real if real is not None else place.sub_path
-            (pair,) = served
+            pair = served[0] if served is not None else None
             if pair is None:
-                return id(place.mounted), place.sub_path  # a folder the Alias makes itself
+                crossed = () if across_aliases else tuple(id(p.mounted) for p in through)
+                return (*crossed, id(place.mounted)), await self._real(place, served is None)
             through = _entering(through, place)
             path = pair[1]
+
+    @staticmethod
+    async def _real(place: Place, has_links: bool) -> str:
+        """``place`` with its storage's links followed (a folder an Alias makes has none)."""
+        if not has_links:
+            return place.sub_path
+        (real,) = await place.ops.driver.real_paths([place.sub_path])
+        return real if real is not None else place.sub_path
 
     async def _escaping(
         self, anchor: str, paths: Sequence[str], through: tuple[Place, ...]

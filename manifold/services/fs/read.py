@@ -28,7 +28,7 @@ from manifold.models import Link, LinkArgs, Meta, Obj
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
-from manifold.services.fs.confine import Confinement
+from manifold.services.fs.confine import Confinement, RealPlace
 from manifold.services.fs.tree import FileTree
 from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.paths import clean_path, join_base, split_path
@@ -110,10 +110,11 @@ class FsService:
         """Those of ``paths`` that links take out of the caller's base path, asked at once."""
         return await self._confinement.escaping(clean_path(caller.user.base_path), paths)
 
-    async def real_place(self, path: str) -> tuple[int, str]:
+    async def real_place(self, path: str, across_aliases: bool = True) -> RealPlace:
         """Where ``path`` really is: its storage, and its place there with links followed,
-        through Aliases. Two paths with the same place are one folder reached twice."""
-        return await self._confinement.real_place(path)
+        through Aliases. Two paths with the same place are one folder reached twice
+        (see ``Confinement.real_place``)."""
+        return await self._confinement.real_place(path, across_aliases)
 
     def links_confine(self, caller: Caller) -> bool:
         """Whether links can take a path out of the caller's base path (see ``escaping``):

@@ -23,11 +23,12 @@ import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from manifold.errors import PermissionDenied, ServerError
+from manifold.errors import AliasLoop, PermissionDenied, ServerError
 from manifold.models import Meta, Obj, Perm
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
+from manifold.services.fs.confine import RealPlace
 from manifold.services.fs.read import FsService
 from manifold.vfs.paths import clean_path, is_sub_path
 
@@ -67,14 +68,27 @@ class WalkTooLarge(ServerError):
 
 
 class LoopGuard:
-    """Tells a folder met for the first time from one reached again through links."""
+    """Tells a folder met for the first time from one reached again through links.
 
-    def __init__(self, fs: FsService) -> None:
+    ``across_aliases``: a folder shown by an Alias counts as the folder itself, and a
+    loop of Aliases raises ``AliasLoop`` (a request's walk: it acts on each folder once
+    and says why it stopped). Without it (the search index, which names every path a
+    folder is shown at), an Alias's folder is a folder of its own and a loop of
+    Aliases is simply not entered.
+    """
+
+    def __init__(self, fs: FsService, across_aliases: bool = False) -> None:
         self._fs = fs
-        self._seen: set[tuple[int, str]] = set()
+        self._across = across_aliases
+        self._seen: set[RealPlace] = set()
 
     async def first_time(self, folder: str) -> bool:
-        place = await self._fs.real_place(folder)
+        try:
+            place = await self._fs.real_place(folder, self._across)
+        except AliasLoop:
+            if self._across:
+                raise
+            return False
         if place in self._seen:
             return False
         self._seen.add(place)
@@ -114,7 +128,7 @@ class TreeWalker:
         folder whose real place was entered already (a link loop) comes with ``None``
         and is not entered again.
         """
-        loops = LoopGuard(self._fs)
+        loops = LoopGuard(self._fs, across_aliases=True)
         await loops.first_time(folder)
         stack = [(start or await self.visit(caller, folder, password), 1)]
         met = 0
