@@ -247,13 +247,6 @@ class VirtualTree(Protocol):
 
     async def link_path(self, path: str, args: LinkArgs) -> Link: ...
 
-    async def real_path_of(self, path: str) -> str:
-        """The virtual path where ``path`` really is once links are followed.
-
-        ``PermissionDenied`` when links lead out of the storage holding it.
-        """
-        ...
-
     def mount_path_of(self, path: str) -> str | None:
         """The mount path of the storage serving ``path``; None for a virtual folder."""
         ...

@@ -319,13 +319,6 @@ class FileTree:
     async def link_path(self, path: str, args: LinkArgs) -> Link:
         return (await self.link(clean_path(path), args))[1]
 
-    async def real_path_of(self, path: str) -> str:
-        place = self.place(clean_path(path))
-        (real,) = await place.ops.driver.real_paths([place.sub_path])
-        if real is None:
-            raise PermissionDenied()
-        return clean_path(f"{place.mount_path}/{real}")
-
     def mount_path_of(self, path: str) -> str | None:
         found = self.find(clean_path(path))
         return None if found is None else found.mount_path
