@@ -116,3 +116,17 @@ async def test_the_index_over_a_ring_of_aliases_ends(api: Api, ring: Path) -> No
         "/api/fs/search", {"parent": "/", "keywords": "m.txt", "page": 1, "per_page": 100}
     )
     assert hits["code"] == 200, hits
+
+
+async def test_a_ring_of_three_aliases_answers_a_loop(
+    api: Api, storages: Path, tmp_path: Path
+) -> None:
+    await mount_local(api, "/g", make_tree(tmp_path / "g", {"g.txt": "g"}))
+    for mount_path, target in (("/m/a", "/f"), ("/f/b", "/g"), ("/g/c", "/m")):
+        assert (await alias(api, mount_path, target))["code"] == 200
+    through = await answered(api.post("/api/fs/list", {"path": "/m/a/b/c"}))
+    assert through["code"] == 200, through
+    again = await answered(api.post("/api/fs/list", {"path": "/m/a/b/c/a"}))
+    assert again["message"] == f"{LOOP}: /m/a -> /f/b -> /g/c -> /m/a", again
+    walked = await answered(api.post("/api/fs/remove_empty_directory", {"src_dir": "/m/a"}))
+    assert walked["message"].startswith(LOOP), walked
