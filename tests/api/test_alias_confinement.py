@@ -251,3 +251,12 @@ async def test_hide_rules_on_the_alias_path_hold_through_it(world: World) -> Non
     removed = await world.call("erin", "/api/fs/remove", {"dir": "/", "names": ["sub"]})
     assert removed["code"] == 403, removed
     assert (world.root / "users/bob/docs/sub/a.txt").is_file()
+
+
+async def test_metas_on_the_target_path_are_the_target_paths_own(world: World) -> None:
+    """As in AList: an Alias is a view with metas of its own (see the README)."""
+    await add_meta(world.api, "/local/users/bob/docs/sub", password="pw", p_sub=True)
+    direct = await world.call("bob", "/api/fs/get", {"path": "/docs/sub/a.txt"})
+    assert direct["code"] == 403, direct
+    through = await world.call("bob", "/api/fs/get", {"path": "/two/sub/a.txt"})
+    assert through["code"] == 200, through
