@@ -27,6 +27,7 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── ObjectExists
         ├── StorageNotFound
         ├── NotSupported                the driver lacks the capability
+        ├── AliasLoop                   an Alias reached again through its own target
         ├── UnknownArchiveFormat        no archive format recognised in the file
         ├── SearchNotAvailable          the search_index setting is none (or unknown)
         ├── TemporaryFailure            a back end is unreachable; worth retrying
@@ -38,6 +39,7 @@ status codes from this same tree.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Self
 
 
@@ -158,6 +160,16 @@ class WrongArchivePassword(ManifoldError):
 
     code = 202
     default_message = "wrong archive password"
+
+
+class AliasLoop(ServerError):
+    """An Alias reached again through its own target: its tree holds itself."""
+
+    default_message = "alias loop"
+
+    @classmethod
+    def through(cls, mounts: Sequence[str]) -> Self:
+        return cls(f"{cls.default_message}: {' -> '.join(mounts)}")
 
 
 class UnknownArchiveFormat(ServerError):

@@ -260,11 +260,8 @@ class VirtualTree(Protocol):
 
     async def link_path(self, path: str, args: LinkArgs) -> Link: ...
 
-    async def real_path_of(self, path: str) -> str:
-        """The virtual path where ``path`` really is once links are followed.
-
-        ``PermissionDenied`` when links lead out of the storage holding it.
-        """
+    def mount_path_of(self, path: str) -> str | None:
+        """The mount path of the storage serving ``path``; None for a virtual folder."""
         ...
 
 
@@ -396,6 +393,20 @@ class Driver(ABC, Generic[OptionsT]):
             except PermissionDenied:
                 found.append(None)
         return found
+
+    async def served_from(
+        self, anchor: str, paths: Sequence[str]
+    ) -> builtins.list[tuple[str, str] | None] | None:
+        """For a driver that serves other mounts (Alias): where each of ``paths`` is
+        served from in the server's tree, paired with where ``anchor`` (a folder of this
+        storage above them all) lies in the same target.
+
+        The services carry a base path through it this way, so that links in the
+        target are held below the anchor there as they are on the target's own storage.
+        A pair is ``None`` for a folder the driver makes itself (an Alias root listing
+        its names). Back ends of their own answer ``None``: ``real_paths`` is theirs.
+        """
+        return None
 
     @abstractmethod
     async def init(self) -> None:

@@ -94,6 +94,11 @@ class Layer(Driver[Any]):
     async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
         return await self.around("real_paths", lambda: self.inner.real_paths(paths))
 
+    async def served_from(
+        self, anchor: str, paths: Sequence[str]
+    ) -> builtins.list[tuple[str, str] | None] | None:
+        return await self.inner.served_from(anchor, paths)  # asks no back end: never limited
+
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await self.around("list", lambda: self.inner.list(dir))
 

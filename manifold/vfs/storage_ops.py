@@ -276,21 +276,39 @@ class StorageOps:
     # iterating the old one), so the next listing is right without a driver call.
 
     async def make_dir(self, path: str) -> Obj:
-        """Create the folder ``path`` and any missing parents; an existing folder is fine."""
-        path = clean_path(path)
-        if path == "/":
-            return await self.get(path)
-        try:
-            obj = await self.get(path)
-        except ObjectNotFound:
-            parent, name = split_path(path)
-            folder = await self.make_dir(parent)
-            obj = await self.driver.make_dir(folder, name)
-            self.patch_add(parent, obj)
-            return obj
+        """Create the folder ``path`` and any missing parents; an existing folder is fine.
+
+        The deepest folder that exists is found by halving (a folder exists only where
+        its parents do), then each missing level is made inside the one before: a path
+        of any depth costs a few lookups and one driver call a missing level, with no
+        nesting of calls.
+        """
+        names = [name for name in clean_path(path).split("/") if name]
+        depth, obj = await self._deepest(names)
         if not obj.is_dir:
             raise ObjectExists("file exists")
+        for at in range(depth, len(names)):
+            obj = await self.driver.make_dir(obj, names[at])
+            self.patch_add(_joined(names[:at]), obj)
         return obj
+
+    async def _deepest(self, names: builtins.list[str]) -> tuple[int, Obj]:
+        """How many of ``names`` lead to an existing object, and that object."""
+        try:
+            return len(names), await self.get(_joined(names))
+        except ObjectNotFound:
+            pass
+        found, missing, obj = 0, len(names), None
+        while missing - found > 1:
+            middle = (found + missing) // 2
+            try:
+                obj = await self.get(_joined(names[:middle]))
+                found = middle
+            except ObjectNotFound:
+                missing = middle
+        if obj is None or found == 0:
+            obj = await self.get("/")
+        return found, obj
 
     async def rename(self, path: str, new_name: str) -> Obj:
         path = clean_path(path)
@@ -387,3 +405,7 @@ def _same_objects(new: builtins.list[Obj], old: builtins.list[Obj]) -> bool:
     """Whether two listings hold the very same objects in the same order (drivers
     that reuse unchanged objects across scans, as Local does, make this common)."""
     return len(new) == len(old) and all(map(operator.is_, new, old))
+
+
+def _joined(names: builtins.list[str]) -> str:
+    return "/" + "/".join(names)

@@ -11,6 +11,7 @@ from fastapi import Request
 from pydantic import Field
 from starlette.responses import Response
 
+from manifold.api.client_gone import until_gone
 from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok, ok_message
 from manifold.api.multipart import file_part
@@ -141,12 +142,15 @@ async def move(
 async def recursive_move(
     body: RecursiveMoveBody, request: Request, caller: CallerDep, services: ServicesDep
 ) -> Response:
-    moved = await services.writer.recursive_move(
-        caller,
-        body.src_dir,
-        body.dst_dir,
-        body.conflict_policy,
-        _password(request, body.password),
+    moved = await until_gone(
+        request,
+        services.writer.recursive_move(
+            caller,
+            body.src_dir,
+            body.dst_dir,
+            body.conflict_policy,
+            _password(request, body.password),
+        ),
     )
     noun = "file" if moved == 1 else "files"
     return ok_message(f"Successfully moved {moved} {noun}")
@@ -176,8 +180,11 @@ async def remove(
 async def remove_empty_directory(
     body: SrcDirBody, request: Request, caller: CallerDep, services: ServicesDep
 ) -> Response:
-    await services.writer.remove_empty_directory(
-        caller, body.src_dir, _password(request, body.password)
+    await until_gone(
+        request,
+        services.writer.remove_empty_directory(
+            caller, body.src_dir, _password(request, body.password)
+        ),
     )
     return ok()
 

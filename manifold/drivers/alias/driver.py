@@ -10,19 +10,27 @@ path that holds the object; with ``protect_same_name`` an object found in severa
 targets is refused (``same-name files cannot be Rename`` and the like), without it
 the first target wins. Renaming, moving, copying or removing an alias root entry
 itself is ``not support``.
+
+Loops: a target that lies inside the alias, or holds its mount, is refused at init.
+A loop through other Aliases (this one's target holds another's mount, whose target
+holds this one's) shows when a call made through this alias would come back to it:
+``AliasLoop``, before any storage is asked again, so no listing waits on itself.
 """
 
 from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from manifold.drivers.alias.meta import Addition
 from manifold.drivers.base import Driver, LinkArgs, VirtualTree, WritableTree, validate_name
 from manifold.errors import (
+    AliasLoop,
     InvalidRequest,
     ManifoldError,
     NotSupported,
@@ -31,9 +39,12 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Link, Obj
+from manifold.paths import is_sub_path
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 R = TypeVar("R")
+# The mount paths of the Aliases the current call has come through, outermost first.
+_THROUGH: ContextVar[tuple[str, ...]] = ContextVar("alias_through", default=())
 
 
 def parse_paths(text: str) -> dict[str, list[str]]:
@@ -63,8 +74,10 @@ class AliasDriver(Driver[Addition]):
         mount = self.storage.mount_path.rstrip("/") or "/"
         for targets in self._targets.values():
             for target in targets:
-                if mount == "/" or target == mount or target.startswith(mount + "/"):
+                if mount == "/" or is_sub_path(mount, target):
                     raise InvalidRequest(f"alias target {target} lies inside the alias itself")
+                if is_sub_path(target, mount):
+                    raise InvalidRequest(f"alias target {target} holds the alias itself")
 
     async def drop(self) -> None:
         return None
@@ -77,7 +90,8 @@ class AliasDriver(Driver[Addition]):
         found = False
         for target in self._real_paths(dir.path):
             try:
-                children = await self._tree().list_path(target)
+                with self._through(target) as tree:
+                    children = await tree.list_path(target)
             except ObjectNotFound:
                 continue
             found = True
@@ -89,31 +103,37 @@ class AliasDriver(Driver[Addition]):
         return list(merged.values())
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
-        return await self._first(file.path, lambda real: self._tree().link_path(real, args))
+        return await self._first(file.path, lambda real, tree: tree.link_path(real, args))
 
-    async def real_path(self, path: str) -> str:
-        """``path`` with links followed, while they stay inside the target it came through.
+    async def served_from(
+        self, anchor: str, paths: Sequence[str]
+    ) -> builtins.list[tuple[str, str] | None]:
+        """Each path in the target holding it (the first, as reads take it), with
+        ``anchor`` carried into that same target; an anchor above the target (the
+        root of an alias of several names) becomes the target itself."""
+        return [await self._served_pair(anchor, path) for path in paths]
 
-        A link in a target that leads elsewhere in the tree leaves this alias, as a link
-        out of a Local root leaves that storage: ``PermissionDenied``.
-        """
-        if self._is_alias_root(path):
-            return posixpath.normpath(path or "/")
+    async def _served_pair(self, anchor: str, path: str) -> tuple[str, str] | None:
         prefix, targets = self._targets_of(path)
-        last: ManifoldError = ObjectNotFound()
-        tree = self._tree()
-        for target, rest in targets:
-            inner = posixpath.normpath(posixpath.join(target, rest))
-            try:
-                await tree.get_path(inner)  # the first target holding it, as for reads
-            except ObjectNotFound as exc:
-                last = exc
-                continue
-            real, real_target = await tree.real_path_of(inner), await tree.real_path_of(target)
-            if real != real_target and not real.startswith(real_target.rstrip("/") + "/"):
-                raise PermissionDenied()
-            return posixpath.normpath(prefix + "/" + posixpath.relpath(real, real_target))
-        raise last
+        if not targets:
+            return None  # the root of several names, or a name it does not have
+        target, rest = await self._holder(targets)
+        inside = posixpath.relpath(posixpath.normpath(anchor or "/"), prefix or "/")
+        at = target if inside.startswith("..") else posixpath.join(target, inside)
+        return posixpath.normpath(at), posixpath.normpath(posixpath.join(target, rest))
+
+    async def _holder(self, targets: builtins.list[tuple[str, str]]) -> tuple[str, str]:
+        """The first (target, rest) whose target holds the rest; else the first."""
+        if len(targets) > 1:
+            for target, rest in targets:
+                inner = posixpath.join(target, rest)
+                try:
+                    with self._through(inner) as tree:
+                        await tree.get_path(inner)
+                except ObjectNotFound:
+                    continue
+                return target, rest
+        return targets[0]
 
     async def backing_path(self, path: str) -> str | None:
         """The path in the server's tree that ``path`` stands for (the first target
@@ -121,9 +141,8 @@ class AliasDriver(Driver[Addition]):
         of several targets. ``ObjectNotFound`` when no target holds it."""
         if (path or "/") == "/" and len(self._targets) > 1:
             return None
-        tree = self._tree()
 
-        async def held(real: str) -> str:
+        async def held(real: str, tree: VirtualTree) -> str:
             await tree.get_path(real)
             return real
 
@@ -134,40 +153,44 @@ class AliasDriver(Driver[Addition]):
             return await self.root_obj()
         if len(self._targets) > 1 and path[1:] in self._targets:
             return Obj(path[1:], 0, True, self.storage.modified or _EPOCH, path=path)
-        obj = await self._first(path, self._tree().get_path)
+        obj = await self._first(path, lambda real, tree: tree.get_path(real))
         return _aliased(obj, path, keep_hash=True)
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         tree = self._writable()
         real = await self._req_path(parent.path, True, "same-name dirs cannot make sub-dir")
-        made = await tree.make_dir_path(posixpath.join(real, validate_name(name)))
+        with self._through(real):
+            made = await tree.make_dir_path(posixpath.join(real, validate_name(name)))
         return _aliased(made, posixpath.join(parent.path, name))
 
     async def move(self, src: Obj, dst_dir: Obj) -> Obj:
         tree = self._writable()
         real = await self._req_path(src.path, False, "same-name files cannot be moved")
         dst = await self._req_path(dst_dir.path, True, "same-name dirs cannot be moved to")
-        moved = await tree.move_path(real, dst)
+        with self._through(real), self._through(dst):
+            moved = await tree.move_path(real, dst)
         return _aliased(moved, posixpath.join(dst_dir.path, moved.name))
 
     async def rename(self, src: Obj, new_name: str) -> Obj:
         tree = self._writable()
         real = await self._req_path(src.path, False, "same-name files cannot be Rename")
-        renamed = await tree.rename_path(real, validate_name(new_name))
+        with self._through(real):
+            renamed = await tree.rename_path(real, validate_name(new_name))
         return _aliased(renamed, posixpath.join(posixpath.dirname(src.path), new_name))
 
     async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
         tree = self._writable()
         real = await self._req_path(src.path, False, "same-name files cannot be copied")
         dst = await self._req_path(dst_dir.path, True, "same-name dirs cannot be copied to")
-        copied = await tree.copy_path(real, dst)
+        with self._through(real), self._through(dst):
+            copied = await tree.copy_path(real, dst)
         return _aliased(copied, posixpath.join(dst_dir.path, copied.name))
 
     async def remove(self, obj: Obj) -> None:
         tree = self._writable()
-        await tree.remove_path(
-            await self._req_path(obj.path, False, "same-name files cannot be Delete")
-        )
+        real = await self._req_path(obj.path, False, "same-name files cannot be Delete")
+        with self._through(real):
+            await tree.remove_path(real)
 
     async def put(
         self,
@@ -182,7 +205,8 @@ class AliasDriver(Driver[Addition]):
         tree = self._writable()
         real = await self._req_path(dst_dir.path, True, "same-name dirs cannot be Put")
         name = validate_name(name)
-        stored = await tree.put_path(real, name, stream, size, modified, overwrite=overwrite)
+        with self._through(real):
+            stored = await tree.put_path(real, name, stream, size, modified, overwrite=overwrite)
         return _aliased(stored, posixpath.join(dst_dir.path, name))
 
     def _writable(self) -> WritableTree:
@@ -200,7 +224,8 @@ class AliasDriver(Driver[Addition]):
         found = ""
         for real in self._real_paths(path):
             try:
-                await self._tree().get_path(real)
+                with self._through(real) as tree:
+                    await tree.get_path(real)
             except ObjectNotFound:
                 continue
             if not self.options.protect_same_name:
@@ -217,15 +242,34 @@ class AliasDriver(Driver[Addition]):
         inner = (path or "/").strip("/")
         return not inner or (len(self._targets) > 1 and "/" not in inner)
 
-    async def _first(self, path: str, call: Callable[[str], Awaitable[R]]) -> R:
+    async def _first(self, path: str, call: Callable[[str, VirtualTree], Awaitable[R]]) -> R:
         """The answer of the first target that has ``path``."""
         last: ManifoldError = ObjectNotFound()
         for real in self._real_paths(path):
             try:
-                return await call(real)
+                with self._through(real) as tree:
+                    return await call(real, tree)
             except ObjectNotFound as exc:
                 last = exc
         raise last
+
+    @contextmanager
+    def _through(self, target: str) -> Iterator[VirtualTree]:
+        """The tree, for calls on ``target`` made through this alias.
+
+        A call that would reach an alias it has already come through is a loop; it is
+        refused before the storage is asked, since that alias is still waiting on it.
+        """
+        tree = self._tree()
+        through = (*_THROUGH.get(), self.storage.mount_path)
+        mount = tree.mount_path_of(target)
+        if mount in through:
+            raise AliasLoop.through((*through, mount))
+        token = _THROUGH.set(through)
+        try:
+            yield tree
+        finally:
+            _THROUGH.reset(token)
 
     def _tree(self) -> VirtualTree:
         if self.tree is None:

@@ -50,6 +50,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
+from manifold.drivers.local.deep import remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.seen import SEEN
@@ -182,6 +183,9 @@ class LocalDriver(Driver[Addition]):
         self._recycle_bin = ""
         self._thumbs: Thumbnailer | None = None
         self._reals: dict[str, tuple[str | None, float]] = {}
+        # The folder made last, as (storage path, real host path): a deep ``make_dir``
+        # makes one level inside the last, and need not resolve the whole path again.
+        self._made: tuple[str, str] | None = None
         # This storage's folders in ``SEEN``: one token per instance, so that a storage
         # edited (a new instance, maybe other options) never reuses the old one's objects.
         self._token = object()
@@ -491,13 +495,34 @@ class LocalDriver(Driver[Addition]):
         return True
 
     def _make_dir(self, parent: str, name: str) -> Obj:
+        target = os.path.join(self._made_folder(parent) or self._folder(parent), name)
         # Idempotent: an existing name is fine, the stat below tells a folder from a file.
         with suppress(FileExistsError):
-            os.mkdir(os.path.join(self._folder(parent), name), self._dir_mode)
-        made = self._stat(os.path.join(parent, name))
-        if not made.is_dir:
-            raise ObjectExists()
-        return made
+            os.mkdir(target, self._dir_mode)
+        path = os.path.normpath(os.path.join(parent, name))
+        st = os.lstat(target)
+        if not _S_ISDIR(st.st_mode):
+            made = self._stat(path)  # a link is followed only inside the root
+            if not made.is_dir:
+                raise ObjectExists()
+            return made
+        self._made = (path, target)
+        return _obj(path, st)
+
+    def _made_folder(self, parent: str) -> str | None:
+        """The real folder of ``parent`` when it is the folder made last, still a folder.
+
+        Each level of a deep path is made inside the one before: resolving the whole
+        path again for each would cost the square of its depth in lookups.
+        """
+        made = self._made
+        if made is None or made[0] != os.path.normpath(parent):
+            return None
+        try:
+            st = os.lstat(made[1])
+        except OSError:
+            return None
+        return made[1] if _S_ISDIR(st.st_mode) else None
 
     def _rename(self, path: str, new_name: str) -> Obj:
         old = self._entry(path)
@@ -546,7 +571,7 @@ class LocalDriver(Driver[Addition]):
         if self._recycle_bin:
             _move_entry(entry, self._recycle_target(os.path.basename(entry)))
         elif stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(entry)
+            remove_tree(entry)
         else:
             os.remove(entry)
 

@@ -119,8 +119,7 @@ class DownloadService:
 
     async def link(self, target: Target, args: LinkArgs) -> tuple[Obj, Link]:
         """How to fetch the target's bytes, from the place resolved for the request."""
-        place = target.place
-        return await place.ops.link(place.sub_path, args)
+        return await self._fs.link_at(target.place, args)
 
     def direct_link_url(self, url: str, query: Iterable[tuple[str, str]]) -> str:
         """``url`` with the request's query added when ``forward_direct_link_params`` is on."""

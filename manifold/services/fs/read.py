@@ -25,10 +25,11 @@ from manifold.errors import (
     PermissionDenied,
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
-from manifold.paths import clean_path, is_sub_path, join_base, split_path
+from manifold.paths import clean_path, join_base, split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
+from manifold.services.fs.confine import Confinement, RealPlace
 from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.memo import DerivedMemo
 
@@ -94,58 +95,32 @@ class FsService:
         self._views: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_VIEW_BUDGET)
         self._names: DerivedMemo[tuple[builtins.list[str], builtins.list[int]]]
         self._names = DerivedMemo(_VIEW_BUDGET)
+        self._confinement = Confinement(tree)
 
     def resolve(self, caller: Caller, path: str) -> str:
         return join_base(caller.user.base_path, path)
 
     async def confine(self, caller: Caller, full: str) -> None:
-        """Refuse ``full`` when links take it out of a base path that lies inside a storage.
-
-        The storage's own root is enforced by its driver; this adds the user's base
-        path, for back ends with links (a link in ``/home/bob`` to ``/home/alice``).
-        """
+        """Refuse ``full`` when links take it out of the caller's base path, or out of
+        an alias target it is reached through (see ``confine.Confinement``)."""
         if await self.escaping(caller, (full,)):
             raise PermissionDenied()
 
     async def escaping(self, caller: Caller, paths: Sequence[str]) -> set[str]:
         """Those of ``paths`` that links take out of the caller's base path, asked at once."""
-        at_base = self._base_inside_storage(caller)
-        if at_base is None:
-            return set()
-        inside: dict[str, str] = {}
-        for path in paths:
-            at_path = self.tree.find(path)
-            if at_path is not None and at_path.same_storage(at_base):
-                inside[path] = at_path.sub_path
-        if not inside:
-            return set()
-        driver = at_base.ops.driver
-        real_base, *reals = await driver.real_paths([at_base.sub_path, *inside.values()])
-        return {
-            path
-            for path, real in zip(inside, reals, strict=True)
-            if real is None or real_base is None or not is_sub_path(real_base, real)
-        }
+        return await self._confinement.escaping(clean_path(caller.user.base_path), paths)
 
-    async def real_place(self, path: str) -> tuple[int, str]:
-        """Where ``path`` really is: its storage, and its place there with links followed.
-
-        Two paths with the same place are one folder reached twice (a link loop).
-        """
-        place = self.tree.find(path)
-        if place is None:
-            return 0, path  # a virtual folder: no link leads to it
-        (real,) = await place.ops.driver.real_paths([place.sub_path])
-        return id(place.mounted), real if real is not None else place.sub_path
+    async def real_place(self, path: str, across_aliases: bool = True) -> RealPlace:
+        """Where ``path`` really is: its storage, and its place there with links followed,
+        through Aliases. Two paths with the same place are one folder reached twice
+        (see ``Confinement.real_place``)."""
+        return await self._confinement.real_place(path, across_aliases)
 
     def links_confine(self, caller: Caller) -> bool:
-        """Whether links can take a path out of the caller's base path (see ``escaping``)."""
-        return self._base_inside_storage(caller) is not None
-
-    def _base_inside_storage(self, caller: Caller) -> Place | None:
+        """Whether links can take a path out of the caller's base path (see ``escaping``):
+        a base path inside a storage, or at the root of one (an Alias's target)."""
         base = clean_path(caller.user.base_path)
-        at_base = self.tree.find(base) if base != "/" else None
-        return at_base if at_base is not None and not at_base.is_root else None
+        return base != "/" and self.tree.find(base) is not None
 
     def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         meta = self._metas.nearest(path)
@@ -274,8 +249,20 @@ class FsService:
         return await self.tree.other(full, method, data)
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
-        """The bytes of a file at an already-authorised virtual path."""
+        """The bytes of a file at an already-authorised virtual path.
+
+        Whoever asks, a link out of an alias target is refused here, as a link out of
+        a Local root is by its driver: a signed ``/d`` URL names the alias path.
+        """
+        if await self._confinement.escaping("/", (path,)):
+            raise PermissionDenied()
         return await self.tree.link(path, args)
+
+    async def link_at(self, place: Place, args: LinkArgs) -> tuple[Obj, Link]:
+        """``link`` for a path already resolved to ``place`` (``/d`` resolves it once)."""
+        if await self._confinement.escaping("/", (place.path,)):
+            raise PermissionDenied()
+        return await place.ops.link(place.sub_path, args)
 
     def needs_sign(self, path: str, meta: Meta | None, place: Place | None = None) -> bool:
         """Whether objects under ``path`` carry a sign: storage signing or a password.

@@ -347,11 +347,17 @@ class FileTree:
         return (await self.link(clean_path(path), args))[1]
 
     async def real_path_of(self, path: str) -> str:
+        """``path`` with its storage's links followed, as a path in the server's tree;
+        ``PermissionDenied`` when links lead out of that storage."""
         place = self.place(clean_path(path))
         (real,) = await place.ops.driver.real_paths([place.sub_path])
         if real is None:
             raise PermissionDenied()
         return clean_path(f"{place.mount_path}/{real}")
+
+    def mount_path_of(self, path: str) -> str | None:
+        found = self.find(clean_path(path))
+        return None if found is None else found.mount_path
 
     async def make_dir_path(self, path: str) -> Obj:
         return await self.make_dir(clean_path(path))

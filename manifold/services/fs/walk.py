@@ -6,7 +6,11 @@ work to come) go through ``TreeWalker``. An entry is reached only when the calle
 name it directly: it is not hidden by its folder's rules nor by its own meta, any folder
 password over it was given (or the user needs none), and no link takes it out of the
 caller's base path. Whatever fails a check is withheld, never followed. A folder reached
-twice through links (a loop) is entered once.
+twice through links (a loop) is entered once, and so is a folder an Alias shows again.
+
+A walk is bounded: past ``MAX_DEPTH`` levels below its start, or ``MAX_ENTRIES`` entries,
+it stops with ``WalkTooLarge`` rather than run on; a walk whose request is cancelled (its
+client gone) stops at its next folder, since every folder is an ``await``.
 
 Whole-folder operations that do not walk (a rename, a move or copy inside one storage,
 a remove) would carry withheld entries along unseen; ``guard_whole`` refuses them when
@@ -19,13 +23,18 @@ import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from manifold.errors import PermissionDenied
+from manifold.errors import AliasLoop, PermissionDenied, ServerError
 from manifold.models import Meta, Obj, Perm
 from manifold.paths import clean_path, is_sub_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
+from manifold.services.fs.confine import RealPlace
 from manifold.services.fs.read import FsService
+
+# How far below its start a walk goes, and how many entries it meets, before it stops.
+MAX_DEPTH = 256
+MAX_ENTRIES = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +55,40 @@ class HiddenContents(PermissionDenied):
     default_message = "permission denied: the folder holds entries you cannot access"
 
 
-class LoopGuard:
-    """Tells a folder met for the first time from one reached again through links."""
+class WalkTooLarge(ServerError):
+    """A walk past its bounds: the request would go on for too long, or forever."""
 
-    def __init__(self, fs: FsService) -> None:
+    @classmethod
+    def too_deep(cls, path: str) -> WalkTooLarge:
+        return cls(f"walk too deep: more than {MAX_DEPTH} levels below the start at {path}")
+
+    @classmethod
+    def too_many(cls) -> WalkTooLarge:
+        return cls(f"walk too large: more than {MAX_ENTRIES} entries")
+
+
+class LoopGuard:
+    """Tells a folder met for the first time from one reached again through links.
+
+    ``across_aliases``: a folder shown by an Alias counts as the folder itself, and a
+    loop of Aliases raises ``AliasLoop`` (a request's walk: it acts on each folder once
+    and says why it stopped). Without it (the search index, which names every path a
+    folder is shown at), an Alias's folder is a folder of its own and a loop of
+    Aliases is simply not entered.
+    """
+
+    def __init__(self, fs: FsService, across_aliases: bool = False) -> None:
         self._fs = fs
-        self._seen: set[tuple[int, str]] = set()
+        self._across = across_aliases
+        self._seen: set[RealPlace] = set()
 
     async def first_time(self, folder: str) -> bool:
-        place = await self._fs.real_place(folder)
+        try:
+            place = await self._fs.real_place(folder, self._across)
+        except AliasLoop:
+            if self._across:
+                raise
+            return False
         if place in self._seen:
             return False
         self._seen.add(place)
@@ -94,19 +128,25 @@ class TreeWalker:
         folder whose real place was entered already (a link loop) comes with ``None``
         and is not entered again.
         """
-        loops = LoopGuard(self._fs)
+        loops = LoopGuard(self._fs, across_aliases=True)
         await loops.first_time(folder)
-        stack = [start or await self.visit(caller, folder, password)]
+        stack = [(start or await self.visit(caller, folder, password), 1)]
+        met = 0
         while stack:
-            visit = stack.pop()
+            visit, depth = stack.pop()
+            met += len(visit.entries)
+            if met > MAX_ENTRIES:
+                raise WalkTooLarge.too_many()
             for entry in visit.entries:
                 if not entry.obj.is_dir:
                     yield entry, None
                     continue
                 inner = None
                 if await loops.first_time(entry.path):
+                    if depth >= MAX_DEPTH:
+                        raise WalkTooLarge.too_deep(folder)
                     inner = await self.visit(caller, entry.path, password)
-                    stack.append(inner)
+                    stack.append((inner, depth + 1))
                 yield entry, inner
 
     async def guard_whole(self, caller: Caller, path: str, password: str) -> None:
