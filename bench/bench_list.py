@@ -1,9 +1,10 @@
 """Directory listing: Manifold's /api/fs/list against rclone's rc /operations/list on the
 same 10,000-entry local folder, in one run (sequential latency and wrk throughput), then
 first-page and whole-listing times for a 100,000-entry folder, cold and warm.
-Targets: 10,000 entries >= 1.5x rclone, and rescanned within 1.5x of a raw os.scandir
+Targets: 10,000 entries >= 1.5x rclone, and rescanned within 1.25x of a raw os.scandir
 + stat of the same folder timed in the same run; first page of 100,000 entries under
-0.4 s cold.
+0.4 s cold. Without rclone or wrk installed, only the figures against the raw scan are
+printed.
 
 Manifold keeps a Local folder's scan for a few seconds (a snapshot, so that paging
 does not rescan) while rclone scans on every request; the "rescanning" rows send
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -137,6 +139,37 @@ def raw_scan(folder: Path, repeat: int) -> float:
     return best
 
 
+@contextlib.contextmanager
+def pinging(url: str) -> Iterator[list[float]]:
+    """Ask ``url`` over and over from another thread while the block runs; yields the
+    seconds each answer took (a listing that holds the event loop shows as one long
+    answer)."""
+    took: list[float] = [0.0]
+    done = threading.Event()
+
+    def ping() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            with urllib.request.urlopen(url, timeout=300) as response:
+                response.read()
+            took.append(time.perf_counter() - started)
+
+    thread = threading.Thread(target=ping)
+    thread.start()
+    try:
+        yield took
+    finally:
+        done.set()
+        thread.join()
+
+
+def rate(url: str, args: argparse.Namespace, script: str) -> float:
+    """wrk's requests per second, or 0 where wrk is not installed."""
+    if shutil.which("wrk") is None:
+        return 0.0
+    return wrk(url, args.seconds, args.connections, script)
+
+
 def run(work: Path, files: Path, args: argparse.Namespace) -> None:
     raw_ten = raw_scan(files / "ten", max(args.repeat, 5))
     raw_hundred = raw_scan(files / "hundred", 3)
@@ -158,11 +191,11 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
             raise RuntimeError(f"Manifold listed {total} entries, not 10000")
         ours_seq = sequential(list_url, ten, args.repeat, token)
         script = lua(work, "manifold.lua", ten, token)
-        ours_rate = wrk(list_url, args.seconds, args.connections, script)
+        ours_rate = rate(list_url, args, script)
         rescan = {**ten, "refresh": True}
         rescan_seq = sequential(list_url, rescan, args.repeat, token)
         script = lua(work, "manifold-rescan.lua", rescan, token)
-        rescan_rate = wrk(list_url, args.seconds, args.connections, script)
+        rescan_rate = rate(list_url, args, script)
 
         # 100,000 entries: each measurement on a storage of its own, so that the first
         # request finds nothing Manifold cached (the kernel's dentry cache stays warm).
@@ -175,11 +208,21 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         page_warm = min(timed(list_url, page, token)[0] for _ in range(3))
         whole = {"path": "/big2/hundred", "page": 1, "per_page": 0}
         mount("/big2")
-        whole_cold, out = timed(list_url, whole, token)
+        with pinging(f"{base}/api/public/settings") as stalls:
+            whole_cold, out = timed(list_url, whole, token)
         if manifold_ok(out)["total"] != 100_000:
             raise RuntimeError("the whole listing does not hold 100000 entries")
         whole_warm = min(timed(list_url, whole, token)[0] for _ in range(3))
 
+    print_big(raw_hundred, page_cold, page_warm, whole_cold, whole_warm)
+    print(f"longest answer to another request during the cold whole listing: {max(stalls):.3f} s")
+    print(
+        f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
+        f"{rescan_seq / raw_ten:.2f}x (target <= 1.25x)"
+    )
+    if shutil.which("rclone") is None or shutil.which("wrk") is None:
+        print("(rclone or wrk not installed: the comparison with rclone is left out)")
+        return
     with rclone_rcd(work) as port:
         rc_url = f"http://127.0.0.1:{port}/operations/list"
         body = {"fs": str(files), "remote": "ten"}
@@ -207,10 +250,11 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         f"{rescan_rate / peer_rate:>8.2f}"
     )
     print("(ratio > 1: Manifold faster; target >= 1.5)")
-    print(
-        f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
-        f"{rescan_seq / raw_ten:.2f}x (target <= 1.5x)"
-    )
+
+
+def print_big(
+    raw_hundred: float, page_cold: float, page_warm: float, whole_cold: float, whole_warm: float
+) -> None:
     print()
     print("100,000 entries, Manifold /api/fs/list, seconds")
     print(f"{'request':<28}{'cold':>10}{'warm':>10}")

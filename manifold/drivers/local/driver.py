@@ -8,9 +8,10 @@ link itself. New names pass
 ``validate_name``. Every blocking call runs in a worker thread inside
 ``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
 
-Listing is one ``scandir`` over the open folder, each entry costing one ``fstatat``
-by name; an entry whose stat did not change since the folder's last scan is that
-scan's object again (``seen``), and an unchanged folder gives the very same list.
+Listing is one ``listdir`` of the open folder, each entry costing one ``fstatat`` by
+name, sorted by name (as AList's Local lists); an entry whose stat did not change since
+the folder's last scan is that scan's object again (``seen``), and an unchanged folder
+gives the very same list.
 With the ``thumbnail`` option, pictures (and videos, where ffmpeg is installed) carry
 ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the API makes absolute
 and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import errno
+import operator
 import os
 import secrets
 import shutil
@@ -53,7 +55,7 @@ from manifold.drivers.base import (
 )
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
-from manifold.drivers.local.seen import SEEN
+from manifold.drivers.local.seen import SEEN, Scan
 from manifold.drivers.local.thumbs import (
     Thumbnailer,
     VideoPosition,
@@ -121,6 +123,8 @@ _HAS_BIRTH = hasattr(os.stat_result, "st_birthtime")
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _S_ISDIR = stat.S_ISDIR
 _S_ISREG = stat.S_ISREG
+_S_ISLNK = stat.S_ISLNK
+_BY_NAME = operator.attrgetter("name")
 
 
 def _birth(st: os.stat_result) -> float | None:
@@ -398,90 +402,106 @@ class LocalDriver(Driver[Addition]):
         return real
 
     def _list(self, path: str) -> builtins.list[Obj]:
-        """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name.
+        """The folder's entries in name order, as AList's Local lists them (Go's
+        ``os.ReadDir`` sorts by name, byte by byte; code point order is the same).
 
-        An entry whose stat is what the last scan of this folder found is that scan's
-        object (``seen``); only new and changed entries make new objects.
+        One ``listdir`` of the open folder, then one ``lstat`` by name an entry in the
+        order the system gave (cheaper than ``scandir``'s own entries, and than any
+        other order); then one sort of the objects. An entry whose stat is what the
+        last scan of this folder found is that scan's object (``seen``), and an
+        unchanged folder gives the very list of its last scan, unsorted again.
         """
         real = self._folder(path)
-        prefix = path if path.endswith(os.sep) else path + os.sep
+        last = SEEN.get(self._token, path)
+        fd = os.open(real, _DIR_FLAGS)
+        try:
+            found = os.listdir(fd)
+            scan = last if found == last.found else self._names(found)
+            objs, stamps, reused = self._stat_all(fd, real, path, scan.names, last)
+        finally:
+            os.close(fd)
+        if scan.temps:
+            _sweep(real, scan.temps)
+        if reused == len(objs) == len(last.objs):
+            if scan is not last:
+                SEEN.put(self._token, path, replace(last, found=found, names=scan.names))
+            return last.ordered  # nothing changed: the very list of the last scan
+        ordered = sorted(objs, key=_BY_NAME)
+        SEEN.put(self._token, path, replace(scan, objs=objs, stamps=stamps, ordered=ordered))
+        return ordered
+
+    def _names(self, found: builtins.list[str]) -> Scan:
+        """The names to look at, in the order found, with the temporaries apart."""
         show_hidden = self.options.show_hidden
+        names: builtins.list[str] = []
+        temps: builtins.list[str] = []
+        for name in found:
+            if name[0] == ".":
+                if name.startswith(TEMP_PREFIX):
+                    temps.append(name)
+                    continue
+                if not show_hidden:
+                    continue
+            names.append(name)
+        return Scan(found, names, temps)
+
+    def _stat_all(
+        self, fd: int, real: str, path: str, names: builtins.list[str], last: Scan
+    ) -> tuple[builtins.list[Obj], builtins.list[object], int]:
+        """An object an entry (or the last scan's, unchanged), and how many were reused."""
+        prefix = path if path.endswith(os.sep) else path + os.sep
         thumbs = self._thumbs if self.options.thumbnail else None
-        last_objs, last_stamps = SEEN.get(self._token, path)
+        last_objs, last_stamps = last.objs, last.stamps
         known = len(last_objs)
         at = 0  # where the last scan's entry for the next name is expected
         places: dict[str, int] | None = None  # the last scan's names, once its order differs
         reused = 0
         objs: builtins.list[Obj] = []
         stamps: builtins.list[object] = []
-        temps: builtins.list[str] = []
-        append, stamped = objs.append, stamps.append
-        fd = os.open(real, _DIR_FLAGS)
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if name[0] == ".":
-                        if name.startswith(TEMP_PREFIX):
-                            temps.append(name)
-                            continue
-                        if not show_hidden:
-                            continue
-                    try:
-                        if entry.is_symlink() and not self._stays_inside(real, name):
-                            continue
-                        st = entry.stat()
-                    except OSError:
-                        # Dangles, loops or vanished meanwhile: one odd entry must not
-                        # make the whole folder unlistable.
+        append, stamped, lstat = objs.append, stamps.append, os.lstat
+        for name in names:
+            try:
+                st = lstat(name, dir_fd=fd)
+                if _S_ISLNK(st.st_mode):
+                    if not self._stays_inside(real, name):
                         continue
-                    mode = st.st_mode
-                    if _S_ISREG(mode):
-                        size, is_dir = st.st_size, False
-                    elif _S_ISDIR(mode):
-                        size, is_dir = 0, True
-                    else:
-                        continue  # pipes, sockets, devices
-                    stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
-                    # A folder's order is the same from one scan to the next until it
-                    # changes: the last scan's entry is looked for where it was first.
-                    if at < known and last_objs[at].name == name:
-                        place = at
-                    elif known:
-                        if places is None:
-                            places = {o.name: i for i, o in enumerate(last_objs)}
-                        place = places.get(name, -1)
-                    else:
-                        place = -1
-                    if place >= 0:
-                        at = place + 1
-                        last = last_objs[place]
-                        if (
-                            last_stamps[place] == stamp
-                            and last.size == size
-                            and last.is_dir == is_dir
-                        ):
-                            reused += 1
-                            append(last)
-                            stamped(stamp)
-                            continue
-                    thumb = (
-                        THUMB_SELF
-                        if thumbs is not None and not is_dir and thumbs.offers(name)
-                        else ""
-                    )
-                    created = _created(st) if _HAS_BIRTH else None
-                    modified = _from_timestamp(st.st_mtime, UTC)
-                    append(new_obj(name, size, is_dir, modified, created, prefix + name, thumb))
+                    st = os.stat(name, dir_fd=fd)
+            except OSError:
+                # Dangles, loops or vanished meanwhile: one odd entry must not make
+                # the whole folder unlistable.
+                continue
+            mode = st.st_mode
+            if _S_ISREG(mode):
+                size, is_dir = st.st_size, False
+            elif _S_ISDIR(mode):
+                size, is_dir = 0, True
+            else:
+                continue  # pipes, sockets, devices
+            stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+            # A folder's order is the same from one scan to the next until it changes:
+            # the last scan's entry is looked for where it was first.
+            if at < known and last_objs[at].name == name:
+                place = at
+            elif known:
+                if places is None:
+                    places = {o.name: i for i, o in enumerate(last_objs)}
+                place = places.get(name, -1)
+            else:
+                place = -1
+            if place >= 0:
+                at = place + 1
+                before = last_objs[place]
+                if last_stamps[place] == stamp and before.size == size and before.is_dir == is_dir:
+                    reused += 1
+                    append(before)
                     stamped(stamp)
-        finally:
-            os.close(fd)
-        if temps:
-            _sweep(real, temps)
-        if reused == len(objs) == known:
-            return last_objs  # nothing changed: the very list of the last scan
-        SEEN.put(self._token, path, objs, stamps)
-        return objs
+                    continue
+            thumb = THUMB_SELF if thumbs is not None and not is_dir and thumbs.offers(name) else ""
+            created = _created(st) if _HAS_BIRTH else None
+            modified = _from_timestamp(st.st_mtime, UTC)
+            append(new_obj(name, size, is_dir, modified, created, prefix + name, thumb))
+            stamped(stamp)
+        return objs, stamps, reused
 
     def _stays_inside(self, folder: str, name: str) -> bool:
         """Whether a symlink in ``folder`` resolves inside the root."""
