@@ -125,6 +125,7 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/admin/setting/get", settings.get_setting, admin=True),
     Route(POST, "/api/admin/setting/save", settings.save_settings, admin=True),
     Route(POST, "/api/admin/setting/delete", settings.delete_setting, admin=True),
+    Route(POST, "/api/admin/setting/default", settings.default_settings, admin=True),
     Route(POST, "/api/admin/setting/reset_token", settings.reset_token, admin=True),
     Route(POST, "/api/admin/setting/set_aria2", offline.set_aria2, admin=True),
     Route(POST, "/api/admin/setting/set_qbit", offline.set_qbit, admin=True),
