@@ -18,6 +18,7 @@ from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
+from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.limiter import MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
@@ -73,7 +74,8 @@ class Services:
     def build(cls, config: Config) -> Services:
         engine = open_engine(config.effective_database_url)
         settings = SettingsService(repos.SettingRepo(engine))
-        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine))
+        changes = UserChanges(config.data_dir)
+        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes)
         revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)

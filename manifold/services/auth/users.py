@@ -2,7 +2,7 @@
 
 The cache is keyed by name and id and is dropped for a user on every change made
 through this service. Changes made behind its back (the command line editing the
-database of a running server) are announced with ``forget``.
+database of a running server) are noticed through ``UserChanges``, which drops it all.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from manifold.db.repos import SshKeyRepo, UserRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
+from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.passwords import hash_static_async, static_hash
 from manifold.vfs.paths import clean_path
 
@@ -39,9 +40,12 @@ class UserInput:
 
 
 class UserService:
-    def __init__(self, repo: UserRepo, keys: SshKeyRepo) -> None:
+    def __init__(
+        self, repo: UserRepo, keys: SshKeyRepo, changes: UserChanges | None = None
+    ) -> None:
         self._repo = repo
         self._keys = keys
+        self._changes = changes
         self._by_name: dict[str, User] = {}
 
     async def ensure_defaults(self, admin_password: str | None) -> str | None:
@@ -146,6 +150,12 @@ class UserService:
 
     def forget(self, username: str) -> None:
         self._by_name.pop(username, None)
+
+    def notice_changes(self, now: bool = False) -> None:
+        """Drop every cached user if the command line changed users meanwhile; unless
+        ``now``, this looks at most once a second (see ``UserChanges``)."""
+        if self._changes is not None and self._changes.changed(now):
+            self._by_name.clear()
 
     async def _save(self, old: User, new: User) -> None:
         await self._repo.save(new)
