@@ -96,7 +96,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/share/delete", openlist.share_action),
     Route(POST, "/api/share/enable", openlist.share_action),
     Route(POST, "/api/share/disable", openlist.share_action),
-    Route(POST, "/api/admin/scan/start", openlist.scan_start, admin=True),
+    Route(
+        POST, "/api/admin/scan/start", openlist.scan_start, admin=True, openapi=openlist.SCAN_INPUT
+    ),
     Route(POST, "/api/admin/scan/stop", openlist.scan_stop, admin=True),
     Route(GET, "/api/admin/scan/progress", openlist.scan_progress, admin=True),
     Route(ANY, "/api/public/settings", settings.public_settings, openapi=no_body()),

@@ -28,6 +28,7 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import FileOps
 from manifold.services.fs.read import FsService
+from manifold.services.fs.scan import ScanService
 from manifold.services.fs.streams import http_client
 from manifold.services.fs.tree import FileTree
 from manifold.services.fs.uploads import Uploads
@@ -68,6 +69,7 @@ class Services:
     uploads: Uploads
     tasks: TaskService
     search: SearchService
+    scan: ScanService
     created_admin_password: str | None = None
 
     @classmethod
@@ -119,6 +121,7 @@ class Services:
             offline=offline,
             tasks=tasks,
             search=search,
+            scan=ScanService(tree),
             events=events,
             tree=tree,
             http=http,
@@ -152,6 +155,7 @@ class Services:
         await self.search.start()
 
     async def stop(self) -> None:
+        await self.scan.close()
         await self.search.stop()
         await self.offline.stop()
         await self.tasks.stop()
