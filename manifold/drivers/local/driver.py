@@ -73,7 +73,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
-from manifold.models import THUMB_SELF, Link, Obj, Storage, new_obj
+from manifold.models import THUMB_SELF, DiskUsage, Link, Obj, Storage, new_obj
 
 T = TypeVar("T")
 
@@ -156,6 +156,12 @@ def _folder_token(path: str) -> str | None:
     if time.time_ns() - st.st_mtime_ns < _TICK_NS:
         return None
     return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _disk_usage(path: str) -> DiskUsage:
+    fs = os.statvfs(path)
+    total = fs.f_blocks * fs.f_frsize
+    return DiskUsage(total, total - fs.f_bfree * fs.f_frsize, fs.f_bavail * fs.f_frsize)
 
 
 def _is_served(st: os.stat_result) -> bool:
@@ -248,6 +254,10 @@ class LocalDriver(Driver[Addition]):
 
     async def fingerprint(self, dir: Obj) -> str | None:
         return await self._run(_folder_token, dir.path)
+
+    async def details(self) -> DiskUsage:
+        """The space of the file system holding the root folder."""
+        return await self._run(_disk_usage, self._root)
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         return await self._run(self._make_dir, parent.path, validate_name(name))
