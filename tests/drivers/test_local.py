@@ -732,6 +732,36 @@ async def test_a_listing_comes_in_name_order(tmp_path: Path) -> None:
     await driver.drop()
 
 
+async def test_a_rescan_of_the_same_names_remakes_what_changed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for n in range(8):
+        (root / f"f{(n * 5) % 8}.txt").write_text("x")
+    (root / "sub").mkdir()
+    (root / "later").symlink_to(root / "sub" / "target")  # dangling: left out
+    driver = await local_driver(root)
+    first = await scanned(driver)
+    assert [o.name for o in first] == [*(f"f{n}.txt" for n in range(8)), "sub"]
+    (root / "f3.txt").write_text("grown")
+    os.utime(root / "f6.txt", (0, 0))
+    second = {o.name: o for o in await scanned(driver)}
+    assert [o.name for o in await scanned(driver)] == [o.name for o in first]
+    before = {o.name: o for o in first}
+    assert all(second[n] is before[n] for n in second if n not in ("f3.txt", "f6.txt"))
+    assert second["f3.txt"].size == 5
+    assert second["f6.txt"].modified == datetime(1970, 1, 1, tzinfo=UTC)
+    # The same names: an entry left out that now counts, and one that no longer does.
+    (root / "sub" / "target").mkdir()
+    (root / "f1.txt").unlink()
+    os.mkfifo(root / "f1.txt")
+    names = [o.name for o in await scanned(driver)]
+    assert names == ["f0.txt", *(f"f{n}.txt" for n in range(2, 8)), "later", "sub"]
+    fresh = await local_driver(root)
+    assert await scanned(fresh) == await scanned(driver)
+    await driver.drop()
+    await fresh.drop()
+
+
 async def test_an_edited_storage_never_reuses_the_old_ones_objects(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -751,7 +781,7 @@ def test_seen_folders_keep_to_their_budget() -> None:
     names = [o.name for o in objs]
 
     def scan(count: int) -> Scan:
-        return Scan(names * count, names * count, [], objs * count, [0] * 4 * count, objs * count)
+        return Scan(names * count, names * count, names * count, [], objs * count, [0] * 4 * count)
 
     for folder in ("/a", "/b", "/c"):
         seen.put(owner, folder, scan(1))

@@ -9,7 +9,7 @@ link itself. New names pass
 ``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
 
 Listing is one ``listdir`` of the open folder, each entry costing one ``fstatat`` by
-name, sorted by name (as AList's Local lists); an entry whose stat did not change since
+name, in name order (as AList's Local lists); an entry whose stat did not change since
 the folder's last scan is that scan's object again (``seen``), and an unchanged folder
 gives the very same list.
 With the ``thumbnail`` option, pictures (and videos, where ffmpeg is installed) carry
@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import errno
-import operator
 import os
 import secrets
 import shutil
@@ -124,7 +123,6 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _S_ISDIR = stat.S_ISDIR
 _S_ISREG = stat.S_ISREG
 _S_ISLNK = stat.S_ISLNK
-_BY_NAME = operator.attrgetter("name")
 
 
 def _birth(st: os.stat_result) -> float | None:
@@ -415,11 +413,13 @@ class LocalDriver(Driver[Addition]):
         """The folder's entries in name order, as AList's Local lists them (Go's
         ``os.ReadDir`` sorts by name, byte by byte; code point order is the same).
 
-        One ``listdir`` of the open folder, then one ``lstat`` by name an entry in the
-        order the system gave (cheaper than ``scandir``'s own entries, and than any
-        other order); then one sort of the objects. An entry whose stat is what the
-        last scan of this folder found is that scan's object (``seen``), and an
-        unchanged folder gives the very list of its last scan, unsorted again.
+        One ``listdir`` of the open folder and one ``lstat`` by name an entry. A first
+        scan (or one after names came or went) sorts the names and makes the objects
+        in name order, the order every later pass reads them (filters, encoding), which
+        keeps those passes within the processor's caches. A rescan of the same names
+        reads them in the system's order (cheaper for it than any other) and reuses
+        every object whose stat did not change (``seen``): an unchanged folder gives
+        the very list of its last scan.
         """
         real = self._folder(path)
         last = SEEN.get(self._token, path)
@@ -427,23 +427,29 @@ class LocalDriver(Driver[Addition]):
         try:
             found = os.listdir(fd)
             scan = last if found == last.found else self._names(found)
-            objs, stamps, reused = self._stat_all(fd, real, path, scan.names, last)
+            objs = self._restat(fd, real, path, last) if scan is last and last.objs else None
+            if objs is None:
+                objs = self._scan(fd, real, path, scan, last)
         finally:
             os.close(fd)
         if scan.temps:
             _sweep(real, scan.temps)
+        return objs
+
+    def _scan(self, fd: int, real: str, path: str, scan: Scan, last: Scan) -> builtins.list[Obj]:
+        """Every entry read in name order, reusing the last scan's unchanged objects."""
+        objs, stamps, reused = self._stat_all(fd, real, path, scan.names, last)
         if reused == len(objs) == len(last.objs):
-            if scan is not last:
-                SEEN.put(self._token, path, replace(last, found=found, names=scan.names))
-            return last.ordered  # nothing changed: the very list of the last scan
-        ordered = sorted(objs, key=_BY_NAME)
-        SEEN.put(self._token, path, replace(scan, objs=objs, stamps=stamps, ordered=ordered))
-        return ordered
+            objs, stamps = last.objs, last.stamps  # the very list of the last scan
+        if scan is not last or objs is not last.objs:
+            SEEN.put(self._token, path, replace(scan, objs=objs, stamps=stamps, places=None))
+        return objs
 
     def _names(self, found: builtins.list[str]) -> Scan:
-        """The names to look at, in the order found, with the temporaries apart."""
+        """The names to look at, in the order found and sorted, with the temporaries
+        apart."""
         show_hidden = self.options.show_hidden
-        names: builtins.list[str] = []
+        looked: builtins.list[str] = []
         temps: builtins.list[str] = []
         for name in found:
             if name[0] == ".":
@@ -452,19 +458,81 @@ class LocalDriver(Driver[Addition]):
                     continue
                 if not show_hidden:
                     continue
-            names.append(name)
-        return Scan(found, names, temps)
+            looked.append(name)
+        return Scan(found, looked, sorted(looked), temps)
+
+    def _restat(self, fd: int, real: str, path: str, last: Scan) -> builtins.list[Obj] | None:
+        """The last scan's objects, with those whose stat changed made anew, reading the
+        entries in the system's order; None when an entry was left out then and is not
+        now, or the other way round (the caller scans afresh)."""
+        places = last.places
+        if places is None:
+            where = {obj.name: index for index, obj in enumerate(last.objs)}
+            places = [where.get(name, -1) for name in last.looked]
+            last = replace(last, places=places)
+            SEEN.put(self._token, path, last)
+        last_objs, last_stamps = last.objs, last.stamps
+        changed: builtins.list[tuple[int, str, os.stat_result]] = []
+        lstat = os.lstat
+        for name, place in zip(last.looked, places, strict=True):
+            try:
+                st = lstat(name, dir_fd=fd)
+                if _S_ISLNK(st.st_mode):
+                    if not self._stays_inside(real, name):
+                        raise OSError  # left out, like an entry that vanished
+                    st = os.stat(name, dir_fd=fd)
+            except OSError:
+                if place >= 0:
+                    return None
+                continue
+            mode = st.st_mode
+            if _S_ISREG(mode):
+                size, is_dir = st.st_size, False
+            elif _S_ISDIR(mode):
+                size, is_dir = 0, True
+            elif place >= 0:
+                return None
+            else:
+                continue
+            if place < 0:
+                return None
+            stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+            before = last_objs[place]
+            if last_stamps[place] != stamp or before.size != size or before.is_dir != is_dir:
+                changed.append((place, name, st))
+        if not changed:
+            return last_objs
+        objs, stamps = list(last_objs), list(last_stamps)
+        for place, name, st in changed:
+            objs[place], stamps[place] = self._made(path, name, st)
+        SEEN.put(self._token, path, replace(last, objs=objs, stamps=stamps))
+        return objs
+
+    def _made(self, path: str, name: str, st: os.stat_result) -> tuple[Obj, object]:
+        """A new object for an entry of ``path`` (a regular file or a folder)."""
+        is_dir = _S_ISDIR(st.st_mode)
+        thumbs = self._thumbs if self.options.thumbnail else None
+        thumb = THUMB_SELF if thumbs is not None and not is_dir and thumbs.offers(name) else ""
+        created = _created(st) if _HAS_BIRTH else None
+        modified = _from_timestamp(st.st_mtime, UTC)
+        prefix = path if path.endswith(os.sep) else path + os.sep
+        size = 0 if is_dir else st.st_size
+        made = new_obj(name, size, is_dir, modified, created, prefix + name, thumb)
+        return made, st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
 
     def _stat_all(
         self, fd: int, real: str, path: str, names: builtins.list[str], last: Scan
     ) -> tuple[builtins.list[Obj], builtins.list[object], int]:
-        """An object an entry (or the last scan's, unchanged), and how many were reused."""
+        """An object an entry (or the last scan's, unchanged), and how many were reused.
+
+        ``names`` and the last scan's objects are both in name order: the last object
+        for a name is found by walking the two together.
+        """
         prefix = path if path.endswith(os.sep) else path + os.sep
         thumbs = self._thumbs if self.options.thumbnail else None
         last_objs, last_stamps = last.objs, last.stamps
         known = len(last_objs)
-        at = 0  # where the last scan's entry for the next name is expected
-        places: dict[str, int] | None = None  # the last scan's names, once its order differs
+        at = 0  # the last scan's first object whose name is not before the current one
         reused = 0
         objs: builtins.list[Obj] = []
         stamps: builtins.list[object] = []
@@ -488,20 +556,17 @@ class LocalDriver(Driver[Addition]):
             else:
                 continue  # pipes, sockets, devices
             stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
-            # A folder's order is the same from one scan to the next until it changes:
-            # the last scan's entry is looked for where it was first.
-            if at < known and last_objs[at].name == name:
-                place = at
-            elif known:
-                if places is None:
-                    places = {o.name: i for i, o in enumerate(last_objs)}
-                place = places.get(name, -1)
-            else:
-                place = -1
-            if place >= 0:
-                at = place + 1
-                before = last_objs[place]
-                if last_stamps[place] == stamp and before.size == size and before.is_dir == is_dir:
+            if at < known:
+                before = last_objs[at]
+                while before.name < name and at + 1 < known:
+                    at += 1
+                    before = last_objs[at]
+                if (
+                    before.name == name
+                    and last_stamps[at] == stamp
+                    and before.size == size
+                    and before.is_dir == is_dir
+                ):
                     reused += 1
                     append(before)
                     stamped(stamp)

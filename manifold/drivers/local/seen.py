@@ -5,7 +5,7 @@ and mode are what they were last time is handed back as the very ``Obj`` made th
 instead of a new one equal to it. That saves building the object and its time, and
 lets whatever was derived from the last listing (sorted, filtered and encoded
 entries, see ``vfs.memo``) be recognised by identity rather than compared field by
-field; a folder where nothing changed is not sorted again.
+field. A folder whose names are those of its last scan is not sorted again.
 
 One budget, in entries, for every Local storage of the process; folders listed least
 recently are forgotten first. Scans run in worker threads, so every access holds a
@@ -29,20 +29,22 @@ SEEN_BUDGET = 100_000
 class Scan:
     """What one scan of a folder found. Every list is shared: never change one.
 
-    ``found`` is the folder's names as the system listed them; ``names`` those that
-    were looked at (no temporaries, hidden names only where shown), in the same
-    order; ``temps`` the temporaries; ``objs`` the objects made, in that order too,
-    and beside each in ``stamps`` what it was made from: the modification time in ns
-    (with the birth time where the system has one). ``ordered`` is ``objs`` in name
-    order: the listing handed out.
+    ``found`` is the folder's names as the system listed them; ``looked`` those that
+    were looked at (no temporaries, hidden names only where shown), in that order, and
+    ``names`` the same sorted; ``temps`` the temporaries; ``objs`` the objects made, in
+    name order: the listing handed out; and beside each in ``stamps`` what it was made
+    from: the modification time in ns (with the birth time where the system has one).
+    ``places`` (once a rescan needed it) gives for each of ``looked`` its place in
+    ``objs``, -1 for a name left out (gone meanwhile, a pipe, a link leading out).
     """
 
     found: list[str] = field(default_factory=list)
+    looked: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     temps: list[str] = field(default_factory=list)
     objs: list[Obj] = field(default_factory=list)
     stamps: list[object] = field(default_factory=list)
-    ordered: list[Obj] = field(default_factory=list)
+    places: list[int] | None = None
 
 
 NOTHING = Scan()
