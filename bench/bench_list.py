@@ -10,6 +10,9 @@ Manifold keeps a Local folder's scan for a few seconds (a snapshot, so that pagi
 does not rescan) while rclone scans on every request; the "rescanning" rows send
 ``refresh: true`` so that Manifold scans and renders on every request too.
 
+The processor time the server spent (all its threads, from /proc) is printed beside
+the raw scan's, which other work on a shared machine moves far less than wall time.
+
 Run: .venv/bin/python -m bench.bench_list [--seconds N] [--repeat N]
 """
 
@@ -25,7 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.common import ADMIN_PASSWORD, free_port, manifold_server, stop, wait_for_port, wrk
@@ -126,6 +129,46 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def raw_cpu(folder: Path, repeat: int) -> float:
+    """Processor seconds of one ``os.scandir`` + ``stat`` of ``folder`` (mean of
+    ``repeat``): unlike wall time, hardly moved by other work on a shared machine."""
+    started = time.process_time()
+    for _ in range(repeat):
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                entry.stat()
+    return (time.process_time() - started) / repeat
+
+
+def cpu_clock(data: Path) -> Callable[[], float]:
+    """The processor seconds the server serving ``data`` has used so far (all threads),
+    read from /proc; found by its ``--data`` argument."""
+    wanted = str(data).encode()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and wanted in (entry / "cmdline").read_bytes().split(b"\0"):
+                stat_file = entry / "stat"
+                break
+    else:
+        raise RuntimeError(f"no process serves {data}")
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds() -> float:
+        fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    return seconds
+
+
+def cpu_per_request(
+    clock: Callable[[], float], url: str, body: object, token: str, n: int
+) -> float:
+    started = clock()
+    for _ in range(n):
+        post(url, body, token)
+    return (clock() - started) / n
+
+
 def raw_scan(folder: Path, repeat: int) -> float:
     """The floor for a rescan: ``os.scandir`` and one ``stat`` an entry, in this process
     (best of ``repeat``)."""
@@ -194,6 +237,8 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         ours_rate = rate(list_url, args, script)
         rescan = {**ten, "refresh": True}
         rescan_seq = sequential(list_url, rescan, args.repeat, token)
+        clock = cpu_clock(work / "data")
+        rescan_cpu = cpu_per_request(clock, list_url, rescan, token, max(args.repeat, 20))
         script = lua(work, "manifold-rescan.lua", rescan, token)
         rescan_rate = rate(list_url, args, script)
 
@@ -201,7 +246,9 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         # request finds nothing Manifold cached (the kernel's dentry cache stays warm).
         page = {"path": "/big1/hundred", "page": 1, "per_page": 30}
         mount("/big1")
+        before = clock()
         page_cold, out = timed(list_url, page, token)
+        page_cold_cpu = clock() - before
         content = manifold_ok(out)["content"]
         if not isinstance(content, list) or len(content) != 30:
             raise RuntimeError("the first page does not hold 30 entries")
@@ -215,6 +262,13 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         whole_warm = min(timed(list_url, whole, token)[0] for _ in range(3))
 
     print_big(raw_hundred, page_cold, page_warm, whole_cold, whole_warm)
+    raw_ten_cpu = raw_cpu(files / "ten", max(args.repeat, 20))
+    raw_hundred_cpu = raw_cpu(files / "hundred", 3)
+    print(
+        f"processor time: first page cold {page_cold_cpu:.3f} s (raw scan {raw_hundred_cpu:.3f} s);"
+        f" rescanning {rescan_cpu * 1000:.1f} ms a request (raw scan {raw_ten_cpu * 1000:.1f} ms,"
+        f" {rescan_cpu / raw_ten_cpu:.2f}x)"
+    )
     print(f"longest answer to another request during the cold whole listing: {max(stalls):.3f} s")
     print(
         f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
