@@ -16,7 +16,8 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from manifold.errors import BadRequest, ManifoldError
+from manifold.errors import BadRequest
+from manifold.logs import error_text
 from manifold.services.fs.tree import FileTree
 from manifold.vfs.paths import clean_path
 
@@ -73,8 +74,8 @@ class ScanService:
             path, depth = folders.pop()
             try:
                 objs, _driver = await self._tree.listing(path, refresh=True)
-            except ManifoldError as exc:
-                log.warning("manual scan: cannot list %s: %s", path, exc.message)
+            except Exception as exc:  # one folder's failure, whatever it is, ends only it
+                log.warning("manual scan: cannot list %s: %s", path, error_text(exc))
                 continue
             self._count += len(objs)
             if depth < MAX_DEPTH:
