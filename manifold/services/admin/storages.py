@@ -277,6 +277,6 @@ async def _usage(driver: Driver[Any]) -> DiskUsage | None:
     try:
         async with asyncio.timeout(USAGE_SECONDS):
             return await driver.details()
-    except (ManifoldError, TimeoutError) as exc:
+    except Exception as exc:  # the storages table must show, whatever one back end does
         log.debug("usage of %s unknown: %s", driver.storage.mount_path, error_text(exc))
         return None
