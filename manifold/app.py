@@ -91,7 +91,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/share/delete", openlist.share_action),
     Route(POST, "/api/share/enable", openlist.share_action),
     Route(POST, "/api/share/disable", openlist.share_action),
-    Route(POST, "/api/admin/scan/start", openlist.scan_start, admin=True),
+    Route(
+        POST, "/api/admin/scan/start", openlist.scan_start, admin=True, openapi=openlist.SCAN_INPUT
+    ),
     Route(POST, "/api/admin/scan/stop", openlist.scan_stop, admin=True),
     Route(GET, "/api/admin/scan/progress", openlist.scan_progress, admin=True),
     Route(ANY, "/api/public/settings", settings.public_settings, openapi=no_body()),
@@ -120,6 +122,7 @@ ROUTES: tuple[Route, ...] = (
     Route(GET, "/api/admin/setting/get", settings.get_setting, admin=True),
     Route(POST, "/api/admin/setting/save", settings.save_settings, admin=True),
     Route(POST, "/api/admin/setting/delete", settings.delete_setting, admin=True),
+    Route(POST, "/api/admin/setting/default", settings.default_settings, admin=True),
     Route(POST, "/api/admin/setting/reset_token", settings.reset_token, admin=True),
     Route(POST, "/api/admin/setting/set_aria2", offline.set_aria2, admin=True),
     Route(POST, "/api/admin/setting/set_qbit", offline.set_qbit, admin=True),

@@ -14,12 +14,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import httpx
-
 from manifold import VERSION_STRING, logs
 from manifold.config import Config, ConfigError, load_config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.users import random_password
 
 EXIT_USAGE = 2
@@ -132,7 +131,11 @@ def _check_port(host: str, port: int) -> None:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
-def _with_services(args: argparse.Namespace, work: Callable[[Services], Awaitable[int]]) -> int:
+def _with_services(
+    args: argparse.Namespace,
+    work: Callable[[Services], Awaitable[int]],
+    changes_users: bool = False,
+) -> int:
     config = _config(args)
 
     async def run() -> int:
@@ -142,25 +145,15 @@ def _with_services(args: argparse.Namespace, work: Callable[[Services], Awaitabl
             if services.created_admin_password:
                 sys.stdout.write(f"initial admin password: {services.created_admin_password}\n")
             result = await work(services)
-            await _tell_running_server(config, services)
+            if changes_users:
+                # A running server caches users: it drops them on seeing this mark,
+                # whatever address it listens on (nothing is asked of it over HTTP).
+                UserChanges(config.data_dir).mark()
             return result
         finally:
             await services.stop()
 
     return asyncio.run(run())
-
-
-async def _tell_running_server(config: Config, services: Services) -> None:
-    """A running server caches users; ask it to forget the admin we just changed."""
-    admin = await services.users.admin()
-    host = "127.0.0.1" if config.address in ("0.0.0.0", "", "::") else config.address  # noqa: S104
-    url = f"http://{host}:{config.port}/api/admin/user/del_cache"
-    headers = {"Authorization": services.settings.get("token")}
-    try:
-        async with httpx.AsyncClient(timeout=2) as client:
-            await client.post(url, params={"username": admin.username}, headers=headers)
-    except httpx.HTTPError:
-        return  # no server running: nothing to tell
 
 
 def _admin_show(args: argparse.Namespace) -> int:
@@ -192,7 +185,7 @@ def _set_admin_password(args: argparse.Namespace, password: str) -> int:
         sys.stdout.write(f"admin user's password: {password}\n")
         return 0
 
-    return _with_services(args, work)
+    return _with_services(args, work, changes_users=True)
 
 
 def _admin_token(args: argparse.Namespace) -> int:
@@ -210,7 +203,7 @@ def _cancel2fa(args: argparse.Namespace) -> int:
         sys.stdout.write("two-factor authentication of the admin is now off\n")
         return 0
 
-    return _with_services(args, work)
+    return _with_services(args, work, changes_users=True)
 
 
 if __name__ == "__main__":

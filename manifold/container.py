@@ -18,6 +18,7 @@ from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
+from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.limiter import MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
@@ -27,6 +28,7 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import FileOps
 from manifold.services.fs.read import FsService
+from manifold.services.fs.scan import ScanService
 from manifold.services.fs.streams import http_client
 from manifold.services.fs.transfers import Transfers
 from manifold.services.fs.tree import FileTree
@@ -67,13 +69,15 @@ class Services:
     uploads: Uploads
     tasks: TaskService
     search: SearchService
+    scan: ScanService
     created_admin_password: str | None = None
 
     @classmethod
     def build(cls, config: Config) -> Services:
         engine = open_engine(config.effective_database_url)
         settings = SettingsService(repos.SettingRepo(engine))
-        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine))
+        changes = UserChanges(config.data_dir)
+        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes)
         revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
@@ -117,6 +121,7 @@ class Services:
             offline=offline,
             tasks=tasks,
             search=search,
+            scan=ScanService(tree),
             events=events,
             tree=tree,
             http=http,
@@ -150,6 +155,7 @@ class Services:
         await self.search.start()
 
     async def stop(self) -> None:
+        await self.scan.close()
         await self.search.stop()
         await self.offline.stop()
         await self.tasks.stop()

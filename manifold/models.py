@@ -194,6 +194,16 @@ class Link:
     reader: RangeReader | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """A back end's space in bytes, as ``df`` counts it: ``free`` is what a writer may
+    still use, so ``used + free`` can fall short of ``total`` (blocks kept for root)."""
+
+    total: int
+    used: int
+    free: int
+
+
 @dataclass(slots=True)
 class Storage:
     id: int

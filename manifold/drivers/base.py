@@ -40,7 +40,7 @@ from pydantic.fields import FieldInfo
 
 from manifold.concurrency import DISK_POOL, DRIVER_POOL, Pool, run_in
 from manifold.errors import ManifoldError, NotSupported, PermissionDenied
-from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
+from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.paths import RESERVED_PREFIX, validate_name
 
 # Re-exported: drivers import what they need from this module alone.
@@ -319,6 +319,7 @@ class Driver(ABC, Generic[OptionsT]):
         "put",
         "other",
         "fingerprint",
+        "details",
     )
 
     def __init__(self, storage: Storage, options: OptionsT) -> None:
@@ -527,6 +528,11 @@ class Driver(ABC, Generic[OptionsT]):
         change made behind its back shows at once while paging stays on one scan.
         ``None`` when the back end cannot tell right now (the listing is rescanned).
         """
+        raise NotSupported()
+
+    async def details(self) -> DiskUsage:
+        """The back end's total and free space (OpenList's ``GetDetails``), shown in the
+        storages table; implemented only where the back end knows them."""
         raise NotSupported()
 
 

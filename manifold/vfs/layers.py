@@ -27,14 +27,16 @@ from typing import Any, TypeVar
 from manifold.concurrency import Pool
 from manifold.drivers.base import Driver, DriverConfig, VirtualTree
 from manifold.errors import TemporaryFailure
-from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
+from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 
 T = TypeVar("T")
 
 log = logging.getLogger("manifold.drivers")
 
 # Calls that read or make what already exists: safe to repeat after a failure.
-IDEMPOTENT = frozenset({"root_obj", "get", "list", "link", "make_dir", "real_paths", "fingerprint"})
+IDEMPOTENT = frozenset(
+    {"root_obj", "get", "list", "link", "make_dir", "real_paths", "fingerprint", "details"}
+)
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
 UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
 
@@ -143,6 +145,9 @@ class Layer(Driver[Any]):
 
     async def fingerprint(self, dir: Obj) -> str | None:
         return await self.around("fingerprint", lambda: self.inner.fingerprint(dir))
+
+    async def details(self) -> DiskUsage:
+        return await self.around("details", self.inner.details)
 
 
 class TimeoutLayer(Layer):

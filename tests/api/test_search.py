@@ -108,7 +108,6 @@ INDEX_CALLS: list[tuple[str, str, Any]] = [
     ("POST", "/api/admin/index/update", {"paths": ["/"], "max_depth": 1}),
     ("POST", "/api/admin/index/stop", None),
     ("POST", "/api/admin/index/clear", None),
-    ("GET", "/api/admin/index/progress", None),
 ]
 
 

@@ -516,3 +516,49 @@ async def test_public_lists_the_web_page_reads_first_answer_without_a_token(
         assert ".zip" in body["data"] and all(e.startswith(".") for e in body["data"])
     else:
         assert body["data"] == ["SimpleHttp"]  # the others once set up and answering
+
+
+# -- load default settings --------------------------------------------------------
+
+
+DEFAULT = "/api/admin/setting/default"
+
+
+async def test_defaults_of_a_group_are_shown_not_saved(api: Api) -> None:
+    await api.as_admin()
+    changed = {**await item(api, "site_title"), "value": "My files"}
+    assert (await api.post(SAVE, [changed]))["code"] == 200
+    body = await api.post(DEFAULT, params={"group": "1"})
+    assert body["code"] == 200, body
+    assert [entry["key"] for entry in body["data"]] == SITE_GROUP
+    shown = {entry["key"]: entry for entry in body["data"]}
+    assert shown["site_title"]["value"] == "Manifold"
+    listed = {e["key"]: e for e in (await api.get("/api/admin/setting/list"))["data"]}
+    assert shown["version"] == listed["version"]  # what cannot change is as it is
+    assert all(shown[key]["index"] == listed[key]["index"] for key in shown)
+    # The page puts the defaults in its form; only a save stores them.
+    assert (await item(api, "site_title"))["value"] == "My files"
+    assert (await api.post(SAVE, body["data"]))["code"] == 200
+    assert (await item(api, "site_title"))["value"] == "Manifold"
+
+
+async def test_defaults_of_several_groups_come_group_by_group(api: Api) -> None:
+    await api.as_admin()
+    body = await api.post(DEFAULT, params={"groups": "5,1", "group": "3"})
+    offline = [d for d in DEFAULT_SETTINGS if d.group == 5]
+    assert len(offline) >= 6
+    assert [entry["group"] for entry in body["data"]] == [1] * len(SITE_GROUP) + [5] * len(offline)
+    token = (await item(api, "token"))["value"]
+    single = (await api.post(DEFAULT, params={"group": "0"}))["data"]
+    assert next(e for e in single if e["key"] == "token")["value"] == token
+    everything = (await api.post(DEFAULT))["data"]
+    assert len(everything) == len(DEFAULT_SETTINGS)
+    assert_error(await api.post(DEFAULT, params={"group": "x"}), 400, "invalid group list: 'x'")
+
+
+async def test_defaults_are_for_the_admin_only(api: Api) -> None:
+    await api.make_user("plain", "plain-password-1", permission=0)
+    body = await api.post(
+        DEFAULT, params={"group": "1"}, token=await api.login("plain", "plain-password-1")
+    )
+    assert body["code"] == 403, body

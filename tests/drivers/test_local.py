@@ -22,7 +22,7 @@ from PIL import Image
 from manifold.drivers.base import FileSource, LinkArgs
 from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
-from manifold.drivers.local.seen import SeenFolders
+from manifold.drivers.local.seen import NOTHING, Scan, SeenFolders
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -706,6 +706,62 @@ async def test_a_rescan_makes_new_objects_for_exactly_what_changed(tmp_path: Pat
     await fresh.drop()
 
 
+# Names whose directory order differs from their name order on common file systems,
+# with upper case, digits, punctuation and characters past ASCII (bytewise order).
+ORDER_NAMES = ["b", "B", "a10", "a9", "a", "_x", "Zeta", "é", "e", "\u4e2d", "~", "0", "a.b"]
+
+
+async def test_a_listing_comes_in_name_order(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for n, name in enumerate(ORDER_NAMES):
+        if n % 3:
+            (root / name).write_text("x")
+        else:
+            (root / name).mkdir()
+    for n in range(300):
+        (root / f"f{(n * 7919) % 300:03}").write_text("")
+    expected = sorted([*ORDER_NAMES, *(f"f{n:03}" for n in range(300))], key=str.encode)
+    driver = await local_driver(root)
+    assert [o.name for o in await scanned(driver)] == expected
+    (root / "f150").unlink()
+    (root / "f1500").write_text("")
+    (root / "a10").write_text("grown")
+    again = [o.name for o in await scanned(driver)]
+    assert again == sorted([*(set(expected) - {"f150"}), "f1500"], key=str.encode)
+    await driver.drop()
+
+
+async def test_a_rescan_of_the_same_names_remakes_what_changed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    for n in range(8):
+        (root / f"f{(n * 5) % 8}.txt").write_text("x")
+    (root / "sub").mkdir()
+    (root / "later").symlink_to(root / "sub" / "target")  # dangling: left out
+    driver = await local_driver(root)
+    first = await scanned(driver)
+    assert [o.name for o in first] == [*(f"f{n}.txt" for n in range(8)), "sub"]
+    (root / "f3.txt").write_text("grown")
+    os.utime(root / "f6.txt", (0, 0))
+    second = {o.name: o for o in await scanned(driver)}
+    assert [o.name for o in await scanned(driver)] == [o.name for o in first]
+    before = {o.name: o for o in first}
+    assert all(second[n] is before[n] for n in second if n not in ("f3.txt", "f6.txt"))
+    assert second["f3.txt"].size == 5
+    assert second["f6.txt"].modified == datetime(1970, 1, 1, tzinfo=UTC)
+    # The same names: an entry left out that now counts, and one that no longer does.
+    (root / "sub" / "target").mkdir()
+    (root / "f1.txt").unlink()
+    os.mkfifo(root / "f1.txt")
+    names = [o.name for o in await scanned(driver)]
+    assert names == ["f0.txt", *(f"f{n}.txt" for n in range(2, 8)), "later", "sub"]
+    fresh = await local_driver(root)
+    assert await scanned(fresh) == await scanned(driver)
+    await driver.drop()
+    await fresh.drop()
+
+
 async def test_an_edited_storage_never_reuses_the_old_ones_objects(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -722,17 +778,22 @@ def test_seen_folders_keep_to_their_budget() -> None:
     seen = SeenFolders(budget=10)
     owner = object()
     objs = [Obj(name=f"f{n}", size=0, is_dir=False, modified=WHEN) for n in range(4)]
+    names = [o.name for o in objs]
+
+    def scan(count: int) -> Scan:
+        return Scan(names * count, names * count, names * count, [], objs * count, [0] * 4 * count)
+
     for folder in ("/a", "/b", "/c"):
-        seen.put(owner, folder, objs, [0] * 4)
+        seen.put(owner, folder, scan(1))
     assert len(seen) == 8
-    assert seen.get(owner, "/a") == ([], [])  # the least recently listed went first
-    assert seen.get(owner, "/b")[0] is objs
-    seen.put(owner, "/d", objs * 3, [0] * 12)  # bigger than the whole budget: not kept
-    assert seen.get(owner, "/d") == ([], [])
+    assert seen.get(owner, "/a") == NOTHING  # the least recently listed went first
+    assert seen.get(owner, "/b").objs is objs or seen.get(owner, "/b").objs == objs
+    seen.put(owner, "/d", scan(3))  # bigger than the whole budget: not kept
+    assert seen.get(owner, "/d") == NOTHING
     assert len(seen) == 8
     seen.forget(owner)
     assert len(seen) == 0
-    assert seen.get(owner, "/b") == ([], [])
+    assert seen.get(owner, "/b") == NOTHING
 
 
 def test_new_obj_builds_what_the_constructor_does() -> None:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import tracemalloc
 from datetime import UTC, datetime
 
 import orjson
 
-from manifold.api.fs_render import FolderStyle
+from manifold.api.fs_render import FolderStyle, ListingRenderer
 from manifold.api.fs_time import ORJSON_TIME
 from manifold.container import Services
 from manifold.models import THUMB_SELF, Obj
+from manifold.services.fs.read import Listing
 
 WHEN = datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=UTC)
 
@@ -89,3 +91,34 @@ async def test_a_kept_encoded_entry_holds_only_its_own_bytes(services: Services)
         tracemalloc.stop()
     average = sum(len(fragment) for fragment in kept) / len(kept)
     assert held / len(kept) < average + 200
+
+
+def big_listing(count: int, start: int = 0, stop: int | None = None) -> Listing:
+    entries = [obj(f"f{n:06}.txt") for n in range(count)]
+    stop = count if stop is None else stop
+    return Listing(entries, start, stop, "", "", False, "Local", "/big", signed=False)
+
+
+async def test_other_requests_run_while_a_big_listing_renders(services: Services) -> None:
+    renderer = ListingRenderer(services)
+    listing = big_listing(20_000)
+    rendering = asyncio.create_task(renderer.body(listing))
+
+    async def other_request() -> bool:
+        return rendering.done()
+
+    # Started after the rendering, answered before it ends: the encoding gives way.
+    assert await asyncio.create_task(other_request()) is False
+    body = orjson.loads(b"".join(await rendering))
+    assert [e["name"] for e in body["content"]] == [o.name for o in listing.entries]
+    assert body["total"] == 20_000
+
+
+async def test_a_page_past_the_end_is_an_empty_array_and_an_empty_folder_null(
+    services: Services,
+) -> None:
+    renderer = ListingRenderer(services)
+    past = orjson.loads(b"".join(await renderer.body(big_listing(5, start=5, stop=5))))
+    assert (past["content"], past["total"]) == ([], 5)
+    empty = orjson.loads(b"".join(await renderer.body(big_listing(0))))
+    assert (empty["content"], empty["total"]) == (None, 0)

@@ -77,7 +77,7 @@ def _kind(annotation: Any) -> str | None:
         return "string"
     if annotation is bool:
         return "bool"
-    if isinstance(annotation, type) and issubclass(annotation, int):
+    if isinstance(annotation, type) and issubclass(annotation, int | float):
         return "number"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "object"

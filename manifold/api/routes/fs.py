@@ -74,7 +74,7 @@ async def list_fs(request: Request) -> Response:
     listing = await services.fs.list(
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
-    return envelope.ok_encoded(*_renderer(request, services).body(listing))
+    return envelope.ok_encoded(*await _renderer(request, services).body(listing))
 
 
 def _renderer(request: Request, services: Services) -> ListingRenderer:

@@ -1,20 +1,30 @@
-"""Addresses the OpenList web frontend calls beyond AList v3.45, answered so that no
-page shows an error or waits: shares (none yet, so empty lists) and the manual scan
-(the search index is built from the index page instead).
-
-The answers are stable: listing endpoints answer an empty page, actions answer one
-clear error that says the feature is not here, never a 404 or a crash.
+"""Addresses the OpenList web frontend calls beyond AList v3.45: shares (none yet, so
+empty lists, and actions answer one clear error that says the feature is not here,
+never a 404 or a crash) and the manual scan of the Indexes page, with OpenList's
+request and answers.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from fastapi import Request
 from starlette.responses import Response
 
+from manifold.api.binding import bind
+from manifold.api.deps import ServicesDep
 from manifold.api.envelope import error, ok
+from manifold.api.openapi import bound
 from manifold.api.routes.tasks import TaskCallerDep
+from manifold.api.schemas import RequestBody
 
 SHARES_MISSING = "sharing is not available on this server yet"
-SCAN_MISSING = "manual scan is not available; build the search index instead"
+
+
+class ScanBody(RequestBody):
+    path: str = ""  # the root when missing or empty
+    # Listings a second at most; 0 for no limit.
+    limit: float = 0
 
 
 async def share_list(_: TaskCallerDep) -> Response:
@@ -25,13 +35,19 @@ async def share_action(_: TaskCallerDep) -> Response:
     return error(500, SHARES_MISSING)
 
 
-async def scan_start() -> Response:
-    return error(400, SCAN_MISSING)
+SCAN_INPUT = bound(ScanBody)
 
 
-async def scan_stop() -> Response:
-    return error(400, "manual scan is not running")
+async def scan_start(request: Request, services: ServicesDep) -> Response:
+    body = await bind(request, ScanBody)
+    services.scan.start(body.path or "/", body.limit)
+    return ok()
 
 
-async def scan_progress() -> Response:
-    return ok({"obj_count": 0, "is_done": True})
+async def scan_stop(services: ServicesDep) -> Response:
+    await services.scan.stop()
+    return ok()
+
+
+async def scan_progress(services: ServicesDep) -> Response:
+    return ok(asdict(services.scan.progress()))

@@ -47,6 +47,13 @@ async def list_settings(services: ServicesDep, group: str = "", groups: str = ""
     return ok([setting_json(i) for i in items])
 
 
+async def default_settings(services: ServicesDep, group: str = "", groups: str = "") -> Response:
+    """The default items of a settings tab; the page puts them in its form."""
+    wanted = groups or group
+    items = services.settings.defaults(_ints(wanted) if wanted else None)
+    return ok([setting_json(i) for i in items])
+
+
 def _ints(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]

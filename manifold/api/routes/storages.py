@@ -11,7 +11,7 @@ from manifold.api.deps import ServicesDep
 from manifold.api.envelope import ok, paged
 from manifold.api.fs_time import iso_time
 from manifold.api.schemas import Int64, PageNumber, RequestBody
-from manifold.models import Storage
+from manifold.models import DiskUsage, Storage
 
 
 class StorageBody(RequestBody):
@@ -37,9 +37,16 @@ class StorageBody(RequestBody):
         return Storage(**self.model_dump())
 
 
-def storage_json(storage: Storage) -> dict[str, Any]:
+def storage_json(storage: Storage, usage: DiskUsage | None = None) -> dict[str, Any]:
     shown = asdict(storage)
     shown["modified"] = iso_time(storage.modified)
+    if usage is not None:
+        # OpenList's names; left out where the back end does not know them.
+        shown["mount_details"] = {
+            "total_space": usage.total,
+            "used_space": usage.used,
+            "free_space": usage.free,
+        }
     return shown
 
 
@@ -47,7 +54,8 @@ async def list_storages(
     services: ServicesDep, page: PageNumber = 1, per_page: PageNumber = 0
 ) -> Response:
     storages, total = await services.storages.page(page, per_page)
-    return paged([storage_json(s) for s in storages], total)
+    usage = await services.storages.usage(storages)
+    return paged([storage_json(s, usage.get(s.id)) for s in storages], total)
 
 
 async def get_storage(id: Int64, services: ServicesDep) -> Response:

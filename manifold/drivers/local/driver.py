@@ -8,9 +8,10 @@ link itself. New names pass
 ``validate_name``. Every blocking call runs in a worker thread inside
 ``os_errors``, which maps ``OSError`` onto ``manifold.errors``.
 
-Listing is one ``scandir`` over the open folder, each entry costing one ``fstatat``
-by name; an entry whose stat did not change since the folder's last scan is that
-scan's object again (``seen``), and an unchanged folder gives the very same list.
+Listing is one ``listdir`` of the open folder, each entry costing one ``fstatat`` by
+name, in name order (as AList's Local lists); an entry whose stat did not change since
+the folder's last scan is that scan's object again (``seen``), and an unchanged folder
+gives the very same list.
 With the ``thumbnail`` option, pictures (and videos, where ffmpeg is installed) carry
 ``/d<escaped virtual path>?type=thumb`` as ``thumb``, which the API makes absolute
 and signs; a ``type=thumb`` link is the PNG ``thumbs`` makes.
@@ -53,7 +54,7 @@ from manifold.drivers.base import (
 from manifold.drivers.local.deep import remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
-from manifold.drivers.local.seen import SEEN
+from manifold.drivers.local.seen import SEEN, Scan
 from manifold.drivers.local.thumbs import (
     Thumbnailer,
     VideoPosition,
@@ -71,7 +72,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
-from manifold.models import THUMB_SELF, Link, Obj, Storage, new_obj
+from manifold.models import THUMB_SELF, DiskUsage, Link, Obj, Storage, new_obj
 
 T = TypeVar("T")
 
@@ -121,6 +122,7 @@ _HAS_BIRTH = hasattr(os.stat_result, "st_birthtime")
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _S_ISDIR = stat.S_ISDIR
 _S_ISREG = stat.S_ISREG
+_S_ISLNK = stat.S_ISLNK
 
 
 def _birth(st: os.stat_result) -> float | None:
@@ -154,6 +156,12 @@ def _folder_token(path: str) -> str | None:
     return f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
+def _disk_usage(path: str) -> DiskUsage:
+    fs = os.statvfs(path)
+    total = fs.f_blocks * fs.f_frsize
+    return DiskUsage(total, total - fs.f_bfree * fs.f_frsize, fs.f_bavail * fs.f_frsize)
+
+
 def _is_served(st: os.stat_result) -> bool:
     # Pipes, sockets and devices could block a reader forever or never end.
     return stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
@@ -185,7 +193,7 @@ class LocalDriver(Driver[Addition]):
         self._reals: dict[str, tuple[str | None, float]] = {}
         # The folder made last, as (storage path, real host path): a deep ``make_dir``
         # makes one level inside the last, and need not resolve the whole path again.
-        self._made: tuple[str, str] | None = None
+        self._last_made: tuple[str, str] | None = None
         # This storage's folders in ``SEEN``: one token per instance, so that a storage
         # edited (a new instance, maybe other options) never reuses the old one's objects.
         self._token = object()
@@ -247,6 +255,10 @@ class LocalDriver(Driver[Addition]):
 
     async def fingerprint(self, dir: Obj) -> str | None:
         return await self._run(_folder_token, dir.path)
+
+    async def details(self) -> DiskUsage:
+        """The space of the file system holding the root folder."""
+        return await self._run(_disk_usage, self._root)
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         return await self._run(self._make_dir, parent.path, validate_name(name))
@@ -401,90 +413,173 @@ class LocalDriver(Driver[Addition]):
         return real
 
     def _list(self, path: str) -> builtins.list[Obj]:
-        """One ``scandir`` over an open folder: each entry costs one ``fstatat`` by name.
+        """The folder's entries in name order, as AList's Local lists them (Go's
+        ``os.ReadDir`` sorts by name, byte by byte; code point order is the same).
 
-        An entry whose stat is what the last scan of this folder found is that scan's
-        object (``seen``); only new and changed entries make new objects.
+        One ``listdir`` of the open folder and one ``lstat`` by name an entry. A first
+        scan (or one after names came or went) sorts the names and makes the objects
+        in name order, the order every later pass reads them (filters, encoding), which
+        keeps those passes within the processor's caches. A rescan of the same names
+        reads them in the system's order (cheaper for it than any other) and reuses
+        every object whose stat did not change (``seen``): an unchanged folder gives
+        the very list of its last scan.
         """
         real = self._folder(path)
-        prefix = path if path.endswith(os.sep) else path + os.sep
+        last = SEEN.get(self._token, path)
+        fd = os.open(real, _DIR_FLAGS)
+        try:
+            found = os.listdir(fd)
+            scan = last if found == last.found else self._names(found)
+            objs = self._restat(fd, real, path, last) if scan is last and last.objs else None
+            if objs is None:
+                objs = self._scan(fd, real, path, scan, last)
+        finally:
+            os.close(fd)
+        if scan.temps:
+            _sweep(real, scan.temps)
+        return objs
+
+    def _scan(self, fd: int, real: str, path: str, scan: Scan, last: Scan) -> builtins.list[Obj]:
+        """Every entry read in name order, reusing the last scan's unchanged objects."""
+        objs, stamps, reused = self._stat_all(fd, real, path, scan.names, last)
+        if reused == len(objs) == len(last.objs):
+            objs, stamps = last.objs, last.stamps  # the very list of the last scan
+        if scan is not last or objs is not last.objs:
+            SEEN.put(self._token, path, replace(scan, objs=objs, stamps=stamps, places=None))
+        return objs
+
+    def _names(self, found: builtins.list[str]) -> Scan:
+        """The names to look at, in the order found and sorted, with the temporaries
+        apart."""
         show_hidden = self.options.show_hidden
+        looked: builtins.list[str] = []
+        temps: builtins.list[str] = []
+        for name in found:
+            if name[0] == ".":
+                if name.startswith(TEMP_PREFIX):
+                    temps.append(name)
+                    continue
+                if not show_hidden:
+                    continue
+            looked.append(name)
+        return Scan(found, looked, sorted(looked), temps)
+
+    def _restat(self, fd: int, real: str, path: str, last: Scan) -> builtins.list[Obj] | None:
+        """The last scan's objects, with those whose stat changed made anew, reading the
+        entries in the system's order; None when an entry was left out then and is not
+        now, or the other way round (the caller scans afresh)."""
+        places = last.places
+        if places is None:
+            where = {obj.name: index for index, obj in enumerate(last.objs)}
+            places = [where.get(name, -1) for name in last.looked]
+            last = replace(last, places=places)
+            SEEN.put(self._token, path, last)
+        last_objs, last_stamps = last.objs, last.stamps
+        changed: builtins.list[tuple[int, str, os.stat_result]] = []
+        lstat = os.lstat
+        for name, place in zip(last.looked, places, strict=True):
+            try:
+                st = lstat(name, dir_fd=fd)
+                if _S_ISLNK(st.st_mode):
+                    if not self._stays_inside(real, name):
+                        raise OSError  # left out, like an entry that vanished
+                    st = os.stat(name, dir_fd=fd)
+            except OSError:
+                if place >= 0:
+                    return None
+                continue
+            mode = st.st_mode
+            if _S_ISREG(mode):
+                size, is_dir = st.st_size, False
+            elif _S_ISDIR(mode):
+                size, is_dir = 0, True
+            elif place >= 0:
+                return None
+            else:
+                continue
+            if place < 0:
+                return None
+            stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+            before = last_objs[place]
+            if last_stamps[place] != stamp or before.size != size or before.is_dir != is_dir:
+                changed.append((place, name, st))
+        if not changed:
+            return last_objs
+        objs, stamps = list(last_objs), list(last_stamps)
+        for place, name, st in changed:
+            objs[place], stamps[place] = self._made(path, name, st)
+        SEEN.put(self._token, path, replace(last, objs=objs, stamps=stamps))
+        return objs
+
+    def _made(self, path: str, name: str, st: os.stat_result) -> tuple[Obj, object]:
+        """A new object for an entry of ``path`` (a regular file or a folder)."""
+        is_dir = _S_ISDIR(st.st_mode)
         thumbs = self._thumbs if self.options.thumbnail else None
-        last_objs, last_stamps = SEEN.get(self._token, path)
+        thumb = THUMB_SELF if thumbs is not None and not is_dir and thumbs.offers(name) else ""
+        created = _created(st) if _HAS_BIRTH else None
+        modified = _from_timestamp(st.st_mtime, UTC)
+        prefix = path if path.endswith(os.sep) else path + os.sep
+        size = 0 if is_dir else st.st_size
+        made = new_obj(name, size, is_dir, modified, created, prefix + name, thumb)
+        return made, st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+
+    def _stat_all(
+        self, fd: int, real: str, path: str, names: builtins.list[str], last: Scan
+    ) -> tuple[builtins.list[Obj], builtins.list[object], int]:
+        """An object an entry (or the last scan's, unchanged), and how many were reused.
+
+        ``names`` and the last scan's objects are both in name order: the last object
+        for a name is found by walking the two together.
+        """
+        prefix = path if path.endswith(os.sep) else path + os.sep
+        thumbs = self._thumbs if self.options.thumbnail else None
+        last_objs, last_stamps = last.objs, last.stamps
         known = len(last_objs)
-        at = 0  # where the last scan's entry for the next name is expected
-        places: dict[str, int] | None = None  # the last scan's names, once its order differs
+        at = 0  # the last scan's first object whose name is not before the current one
         reused = 0
         objs: builtins.list[Obj] = []
         stamps: builtins.list[object] = []
-        temps: builtins.list[str] = []
-        append, stamped = objs.append, stamps.append
-        fd = os.open(real, _DIR_FLAGS)
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    name = entry.name
-                    if name[0] == ".":
-                        if name.startswith(TEMP_PREFIX):
-                            temps.append(name)
-                            continue
-                        if not show_hidden:
-                            continue
-                    try:
-                        if entry.is_symlink() and not self._stays_inside(real, name):
-                            continue
-                        st = entry.stat()
-                    except OSError:
-                        # Dangles, loops or vanished meanwhile: one odd entry must not
-                        # make the whole folder unlistable.
+        append, stamped, lstat = objs.append, stamps.append, os.lstat
+        for name in names:
+            try:
+                st = lstat(name, dir_fd=fd)
+                if _S_ISLNK(st.st_mode):
+                    if not self._stays_inside(real, name):
                         continue
-                    mode = st.st_mode
-                    if _S_ISREG(mode):
-                        size, is_dir = st.st_size, False
-                    elif _S_ISDIR(mode):
-                        size, is_dir = 0, True
-                    else:
-                        continue  # pipes, sockets, devices
-                    stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
-                    # A folder's order is the same from one scan to the next until it
-                    # changes: the last scan's entry is looked for where it was first.
-                    if at < known and last_objs[at].name == name:
-                        place = at
-                    elif known:
-                        if places is None:
-                            places = {o.name: i for i, o in enumerate(last_objs)}
-                        place = places.get(name, -1)
-                    else:
-                        place = -1
-                    if place >= 0:
-                        at = place + 1
-                        last = last_objs[place]
-                        if (
-                            last_stamps[place] == stamp
-                            and last.size == size
-                            and last.is_dir == is_dir
-                        ):
-                            reused += 1
-                            append(last)
-                            stamped(stamp)
-                            continue
-                    thumb = (
-                        THUMB_SELF
-                        if thumbs is not None and not is_dir and thumbs.offers(name)
-                        else ""
-                    )
-                    created = _created(st) if _HAS_BIRTH else None
-                    modified = _from_timestamp(st.st_mtime, UTC)
-                    append(new_obj(name, size, is_dir, modified, created, prefix + name, thumb))
+                    st = os.stat(name, dir_fd=fd)
+            except OSError:
+                # Dangles, loops or vanished meanwhile: one odd entry must not make
+                # the whole folder unlistable.
+                continue
+            mode = st.st_mode
+            if _S_ISREG(mode):
+                size, is_dir = st.st_size, False
+            elif _S_ISDIR(mode):
+                size, is_dir = 0, True
+            else:
+                continue  # pipes, sockets, devices
+            stamp = st.st_mtime_ns if not _HAS_BIRTH else (st.st_mtime_ns, _birth(st))
+            if at < known:
+                before = last_objs[at]
+                while before.name < name and at + 1 < known:
+                    at += 1
+                    before = last_objs[at]
+                if (
+                    before.name == name
+                    and last_stamps[at] == stamp
+                    and before.size == size
+                    and before.is_dir == is_dir
+                ):
+                    reused += 1
+                    append(before)
                     stamped(stamp)
-        finally:
-            os.close(fd)
-        if temps:
-            _sweep(real, temps)
-        if reused == len(objs) == known:
-            return last_objs  # nothing changed: the very list of the last scan
-        SEEN.put(self._token, path, objs, stamps)
-        return objs
+                    continue
+            thumb = THUMB_SELF if thumbs is not None and not is_dir and thumbs.offers(name) else ""
+            created = _created(st) if _HAS_BIRTH else None
+            modified = _from_timestamp(st.st_mtime, UTC)
+            append(new_obj(name, size, is_dir, modified, created, prefix + name, thumb))
+            stamped(stamp)
+        return objs, stamps, reused
 
     def _stays_inside(self, folder: str, name: str) -> bool:
         """Whether a symlink in ``folder`` resolves inside the root."""
@@ -506,7 +601,7 @@ class LocalDriver(Driver[Addition]):
             if not made.is_dir:
                 raise ObjectExists()
             return made
-        self._made = (path, target)
+        self._last_made = (path, target)
         return _obj(path, st)
 
     def _made_folder(self, parent: str) -> str | None:
@@ -515,7 +610,7 @@ class LocalDriver(Driver[Addition]):
         Each level of a deep path is made inside the one before: resolving the whole
         path again for each would cost the square of its depth in lookups.
         """
-        made = self._made
+        made = self._last_made
         if made is None or made[0] != os.path.normpath(parent):
             return None
         try:

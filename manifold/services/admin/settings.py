@@ -104,6 +104,19 @@ class SettingsService:
         wanted = set(groups)
         return [item for item in self._items.values() if item.group in wanted]
 
+    def defaults(self, groups: Iterable[int] | None = None) -> list[SettingItem]:
+        """The items of ``groups`` (every item for None) as a fresh install has them,
+        group by group in ascending order, as OpenList's "load default settings"
+        answers. Nothing is stored: the page shows them and the admin saves them. The
+        admin token is the current one (its default is a new random token)."""
+        fresh = merge_defaults({}, DEFAULT_SETTINGS)
+        fresh[TOKEN_KEY].value = self.get(TOKEN_KEY)
+        if groups is None:
+            return list(fresh.values())
+        return [
+            item for group in sorted(set(groups)) for item in fresh.values() if item.group == group
+        ]
+
     def items_for(self, keys: Iterable[str]) -> list[SettingItem]:
         found = []
         for key in keys:

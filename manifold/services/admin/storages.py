@@ -19,7 +19,7 @@ from manifold.drivers.base import Driver, DriverConfig, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
-from manifold.models import Obj, Storage
+from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
 from manifold.vfs.layers import wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
@@ -30,6 +30,8 @@ log = logging.getLogger("manifold.storages")
 WORK = "work"
 DISABLED = "disabled"
 LOADING = "loading"
+# How long the storages table waits for a back end's usage (OpenList's wait).
+USAGE_SECONDS = 3.0
 
 
 @dataclass(slots=True)
@@ -119,6 +121,19 @@ class StorageService:
             raise ServerError("failed get storage: record not found")
         return self._live(storage)
 
+    async def usage(self, storages: list[Storage]) -> dict[int, DiskUsage]:
+        """The space of those ``storages`` whose running driver knows it, asked of all
+        at once; one that fails or takes longer than ``USAGE_SECONDS`` is left out."""
+        asked = {
+            s.id: m.ops.driver
+            for s in storages
+            if (m := self._mounted.get(s.id)) is not None
+            and m.ops is not None
+            and "details" in m.ops.driver.capabilities()
+        }
+        found = await asyncio.gather(*(_usage(d) for d in asked.values()))
+        return {sid: u for sid, u in zip(asked, found, strict=True) if u is not None}
+
     def _live(self, storage: Storage) -> Storage:
         if storage.disabled:
             return replace(storage, status=DISABLED)
@@ -156,10 +171,10 @@ class StorageService:
     async def delete(self, storage_id: int) -> None:
         await self.get(storage_id)
         mounted = self._mounted.pop(storage_id, None)
+        self._rebuild()  # unpublished before its driver is dropped
         if mounted is not None:
             await self._unmount(mounted)
         await self._repo.delete(storage_id)
-        self._rebuild()
 
     async def set_disabled(self, storage_id: int, disabled: bool) -> None:
         storage = await self.get(storage_id)
@@ -181,7 +196,13 @@ class StorageService:
         return storage
 
     async def _remount(self, storage: Storage) -> None:
+        """Replace a storage's driver. The old one is unpublished before it is dropped:
+        until the new one is up the path answers ``storage not init: loading``, as at
+        start, never through a dropped driver or a parent mount."""
         mounted = self._mounted.pop(storage.id, None)
+        if not storage.disabled:
+            self._mounted[storage.id] = Mounted(replace(storage, status=LOADING), None)
+        self._rebuild()
         if mounted is not None:
             await self._unmount(mounted)
         if not storage.disabled:
@@ -250,3 +271,12 @@ class StorageService:
 
     def _rebuild(self) -> None:
         self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
+
+
+async def _usage(driver: Driver[Any]) -> DiskUsage | None:
+    try:
+        async with asyncio.timeout(USAGE_SECONDS):
+            return await driver.details()
+    except Exception as exc:  # the storages table must show, whatever one back end does
+        log.debug("usage of %s unknown: %s", driver.storage.mount_path, error_text(exc))
+        return None

@@ -61,6 +61,7 @@ class AuthService:
         return await self.login_hashed(username, static_hash(password), otp_code, client)
 
     async def login_hashed(self, username: str, hashed: str, otp_code: str, client: str) -> str:
+        self._users.notice_changes(now=True)
         user = await self._users.by_name(username) if username else None
         name = _limit_key(user, username)
         if await self.limiter.is_locked(client, name):
@@ -77,6 +78,7 @@ class AuthService:
 
     async def authenticate(self, header: str, client: str) -> Caller:
         """The caller for a request's Authorization header value (empty = guest)."""
+        self._users.notice_changes()
         token = header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
         if token and self._is_admin_token(token):
             return Caller(await self._users.admin(), client, token)

@@ -4,7 +4,7 @@ The cache holds users by name, and the admin and guest by role too: nearly every
 request of a public site is the guest's, and the admin token's requests name no
 user. An entry is dropped on every change made through this service. Changes made
 behind its back (the command line editing the database of a running server) are
-announced with ``forget``, which also drops the admin and guest.
+noticed through ``UserChanges`` (``notice_changes``), which drops them all.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from manifold.db.repos import SshKeyRepo, UserRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
 from manifold.paths import clean_path
+from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.passwords import hash_static_async, static_hash
 
 _ALPHABET = string.ascii_letters + string.digits
@@ -41,9 +42,10 @@ class UserInput:
 
 
 class UserService:
-    def __init__(self, repo: UserRepo, keys: SshKeyRepo) -> None:
+    def __init__(self, repo: UserRepo, keys: SshKeyRepo, marks: UserChanges | None = None) -> None:
         self._repo = repo
         self._keys = keys
+        self._marks = marks
         self._by_name: dict[str, User] = {}
         self._by_role: dict[int, User] = {}
         # Bumped by every ``forget``: a read that a change overtook is not cached.
@@ -162,6 +164,14 @@ class UserService:
         self._by_name.pop(username, None)
         self._by_role.clear()
         self._changes += 1
+
+    def notice_changes(self, now: bool = False) -> None:
+        """Drop every cached user if the command line changed users meanwhile; unless
+        ``now``, this looks at most once a second (see ``UserChanges``)."""
+        if self._marks is not None and self._marks.changed(now):
+            self._by_name.clear()
+            self._by_role.clear()
+            self._changes += 1
 
     async def _save(self, old: User, new: User) -> None:
         await self._repo.save(new)

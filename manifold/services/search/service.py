@@ -213,7 +213,8 @@ class SearchService:
         await self.indexer.clear(self.searcher())
 
     def index_progress(self) -> Progress:
-        self.searcher()
+        """The stored progress, whatever the search setting: the Indexes page asks on
+        every visit, and shows the last build even while search is off."""
         return self.indexer.progress()
 
     # -- tree listener -----------------------------------------------------------------
