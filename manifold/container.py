@@ -26,14 +26,14 @@ from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
 from manifold.services.fs.events import TreeEvents
-from manifold.services.fs.ops import FileOps
-from manifold.services.fs.read import FsService
+from manifold.services.fs.ops import GuardedOps
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.scan import ScanService
 from manifold.services.fs.streams import http_client
 from manifold.services.fs.transfers import Transfers
 from manifold.services.fs.tree import FileTree
 from manifold.services.fs.uploads import Uploads
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline.service import OfflineService
 from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
@@ -54,14 +54,14 @@ class Services:
     sshkeys: SshKeyService
     revocations: DatabaseRevocationStore
     storages: StorageService
-    fs: FsService
+    reader: GuardedReader
     signer: Signer
     events: TreeEvents
     tree: FileTree
     # One pooled HTTP client for every link fetched and download relayed.
     http: httpx.AsyncClient
-    writer: FsWriter
-    files: FileOps
+    writer: GuardedWriter
+    ops: GuardedOps
     transfers: Transfers
     archives: ArchiveService
     archive_signer: Signer
@@ -91,12 +91,12 @@ class Services:
         # Drivers that serve other mounts (Alias) get the tree at mount time; the tree
         # resolves through the storages, so this one link is made after both exist.
         storages.tree = tree
-        fs = FsService(tree, metas)
+        fs = GuardedReader(tree, metas)
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
         events.subscribe(search)
         storages.on_listed = search.listed
         tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
-        writer = FsWriter(fs, metas, tasks)
+        writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
         archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http, settings)
@@ -114,7 +114,7 @@ class Services:
             sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
             revocations=revocations,
             storages=storages,
-            fs=fs,
+            reader=fs,
             signer=Signer(settings),
             archive_signer=Signer(settings, "-archive"),
             archives=archives,
@@ -126,7 +126,7 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
-            files=FileOps(fs, writer, http),
+            ops=GuardedOps(fs, writer, http),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
         )

@@ -55,9 +55,9 @@ async def test_new_names_are_refused_everywhere(api: Api, root: Path, name: str)
     assert refused(response.json())
     who = await admin(api)
     with pytest.raises(InvalidRequest):
-        await api.services.files.rename(who, "/local/a.txt", f"/local/sub/{name}")
+        await api.services.ops.rename(who, "/local/a.txt", f"/local/sub/{name}")
     with pytest.raises(InvalidRequest):
-        await api.services.files.copy(who, "/local/a.txt", f"/local/sub/{name}")
+        await api.services.ops.copy(who, "/local/a.txt", f"/local/sub/{name}")
     assert sorted(p.name for p in root.rglob("*")) == before
 
 
@@ -69,13 +69,13 @@ async def test_entries_already_named_so_stay_usable(api: Api, root: Path) -> Non
     body = await api.post("/api/fs/rename", {"path": f"/local/{ODD}", "name": ODD})
     assert body["code"] == 200, body
     who = await admin(api)
-    await api.services.files.copy(who, f"/local/{ODD}", f"/local/sub/{ODD}")
+    await api.services.ops.copy(who, f"/local/{ODD}", f"/local/sub/{ODD}")
     assert (root / "sub" / ODD / "in.txt").read_text() == "inner"
     body = await api.post(
         "/api/fs/move", {"src_dir": "/local/sub", "dst_dir": "/local", "names": [ODD]}
     )
     assert (body["code"], body["message"]) == (403, f"file [{ODD}] exists")
-    await api.services.files.rename(who, f"/local/sub/{ODD}", "/local/sub/kept")
+    await api.services.ops.rename(who, f"/local/sub/{ODD}", "/local/sub/kept")
     body = await api.post(
         "/api/fs/move", {"src_dir": "/local", "dst_dir": "/local/sub", "names": [ODD]}
     )

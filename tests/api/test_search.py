@@ -369,14 +369,14 @@ class Gate:
     def __init__(self, services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
         self.open = asyncio.Event()
         self.entered = asyncio.Event()
-        listing = services.fs.list_path
+        listing = services.reader.list_path
 
         async def gated(path: str, refresh: bool = False) -> tuple[list[Obj], str]:
             self.entered.set()
             await self.open.wait()
             return await listing(path, refresh)
 
-        monkeypatch.setattr(services.fs, "list_path", gated)
+        monkeypatch.setattr(services.reader, "list_path", gated)
 
 
 async def test_a_running_build_refuses_other_index_work(

@@ -53,7 +53,7 @@ async def disks(services: Services, tmp_path: Path) -> tuple[Path, Path]:
 
 
 async def test_stat_list_and_a_ranged_read(services: Services, disks: tuple[Path, Path]) -> None:
-    files = services.files
+    files = services.ops
     assert (await files.stat(caller(), "/a/docs/readme.txt")).size == 5
     assert {o.name for o in await files.list(caller(), "/a/docs")} == {"readme.txt", "deep"}
     obj, body = await files.open_read(caller(), "/a/docs/readme.txt", 1, 3)
@@ -63,7 +63,7 @@ async def test_stat_list_and_a_ranged_read(services: Services, disks: tuple[Path
 
 async def test_writes_one_path_at_a_time(services: Services, disks: tuple[Path, Path]) -> None:
     a, _ = disks
-    files, who = services.files, caller()
+    files, who = services.ops, caller()
     await files.mkdir(who, "/a/new/inner")
     await files.put(who, "/a/new/inner/f.txt", chunks(b"ab", b"c"), 3)
     await files.rename(who, "/a/new/inner/f.txt", "/a/new/g.txt")
@@ -76,21 +76,21 @@ async def test_a_copy_across_storages_is_whole_when_it_returns(
     services: Services, disks: tuple[Path, Path]
 ) -> None:
     a, b = disks
-    await services.files.copy(caller(), "/a/docs", "/b/docs")
+    await services.ops.copy(caller(), "/a/docs", "/b/docs")
     assert (b / "docs" / "deep" / "x.bin").read_bytes() == (
         a / "docs" / "deep" / "x.bin"
     ).read_bytes()
-    await services.files.copy(caller(), "/a/docs/readme.txt", "/b/other.txt")
+    await services.ops.copy(caller(), "/a/docs/readme.txt", "/b/other.txt")
     assert (b / "other.txt").read_text() == "hello"
     with pytest.raises(FileExists):
-        await services.files.copy(caller(), "/a/docs/readme.txt", "/b/docs/readme.txt")
+        await services.ops.copy(caller(), "/a/docs/readme.txt", "/b/docs/readme.txt")
 
 
 async def test_a_move_across_storages_is_refused(
     services: Services, disks: tuple[Path, Path]
 ) -> None:
     with pytest.raises(ServerError, match="can't move files between two storages, try to copy"):
-        await services.files.rename(caller(), "/a/docs/readme.txt", "/b/readme.txt")
+        await services.ops.rename(caller(), "/a/docs/readme.txt", "/b/readme.txt")
 
 
 @pytest.mark.parametrize("path", ["/a", "/b"])
@@ -106,7 +106,7 @@ async def test_a_storage_root_is_never_renamed_or_removed(
 async def test_permission_bits_base_path_and_passwords_hold(
     services: Services, disks: tuple[Path, Path]
 ) -> None:
-    files = services.files
+    files = services.ops
     read_only = caller(permission=0)
     with pytest.raises(PermissionDenied):
         await files.mkdir(read_only, "/a/nope")
@@ -126,8 +126,8 @@ async def test_permission_bits_base_path_and_passwords_hold(
 async def test_hidden_entries_are_not_listed(services: Services, disks: tuple[Path, Path]) -> None:
     await services.metas.create(Meta(0, "/a/docs", password="", hide="^deep$"))
     no_see_hidden = caller(ALL_FILE_BITS & ~Perm.SEE_HIDDEN)
-    assert [o.name for o in await services.files.list(no_see_hidden, "/a/docs")] == ["readme.txt"]
-    assert len(await services.files.list(caller(), "/a/docs")) == 2
+    assert [o.name for o in await services.ops.list(no_see_hidden, "/a/docs")] == ["readme.txt"]
+    assert len(await services.ops.list(caller(), "/a/docs")) == 2
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ async def test_hidden_entries_are_not_listed(services: Services, disks: tuple[Pa
 async def test_protocols_check_their_own_bits(
     services: Services, disks: tuple[Path, Path], protocol: Protocol, read: Perm, write: Perm
 ) -> None:
-    files = services.files
+    files = services.ops
     without = caller(protocol=protocol)
     with pytest.raises(PermissionDenied):
         await files.list(without, "/a")
@@ -178,7 +178,7 @@ async def test_a_copy_under_a_new_name_into_a_password_folder_uses_the_password(
     await services.metas.create(Meta(0, "/b", password="pw", p_sub=True))
     no_bypass = caller(ALL_FILE_BITS & ~Perm.ACCESS_WITHOUT_PASSWORD)
     await services.metas.create(Meta(0, "/a", password="pw", p_sub=True))
-    await services.files.copy(no_bypass, "/a/docs/readme.txt", "/b/renamed.txt", password="pw")
+    await services.ops.copy(no_bypass, "/a/docs/readme.txt", "/b/renamed.txt", password="pw")
     assert (b / "renamed.txt").read_text() == "hello"
 
 
@@ -201,8 +201,8 @@ async def test_a_move_or_copy_into_its_own_folder_with_overwrite_keeps_it(
     await writer.move(who, "/a/docs", "/a/docs", ["readme.txt"], True)
     await writer.copy(who, "/a/docs", "/a/docs", ["readme.txt", "deep"], True)
     await writer.copy_now(who, "/a/docs/readme.txt", "/a/docs", True)
-    await services.files.rename(who, "/a/docs/readme.txt", "/a/docs/readme.txt", True)
-    await services.files.copy(who, "/a/docs/deep", "/a/docs/deep", True)
+    await services.ops.rename(who, "/a/docs/readme.txt", "/a/docs/readme.txt", True)
+    await services.ops.copy(who, "/a/docs/deep", "/a/docs/deep", True)
     await writer.rename(who, "/a/docs/readme.txt", "readme.txt", True)
     assert (a / "docs" / "readme.txt").read_text() == "hello"
     assert (a / "docs" / "deep" / "x.bin").stat().st_size == 3000
@@ -220,7 +220,7 @@ async def test_the_same_file_through_a_writable_alias_is_kept(
     tasks = await writer.copy(who, "/a/docs", "/al/docs", ["readme.txt"], True)
     for task in tasks:
         await services.tasks.wait_done(task.id)
-    await services.files.copy(who, "/al/docs/deep", "/a/docs/deep", True)
+    await services.ops.copy(who, "/al/docs/deep", "/a/docs/deep", True)
     assert (a / "docs" / "readme.txt").read_text() == "hello"
     assert (a / "docs" / "deep" / "x.bin").stat().st_size == 3000
 
@@ -237,9 +237,9 @@ async def test_a_folder_is_never_copied_into_its_own_subtree(
     with pytest.raises(ServerError, match="subfolder of the source folder"):
         await writer.copy(who, "/a", dst, ["docs"], True)
     with pytest.raises(ServerError, match="subfolder of the source folder"):
-        await services.files.copy(who, "/a/docs", f"{dst}/other", True)
+        await services.ops.copy(who, "/a/docs", f"{dst}/other", True)
     with pytest.raises(ServerError, match="subfolder of the source folder"):
-        await services.files.rename(who, "/a/docs", "/a/docs/deep/docs", True)
+        await services.ops.rename(who, "/a/docs", "/a/docs/deep/docs", True)
     assert sorted(str(p.relative_to(a)) for p in a.rglob("*")) == before
 
 
@@ -269,7 +269,7 @@ async def test_a_rename_to_a_new_name_elsewhere_leaves_the_namesake_alone(
     services: Services, namesakes: Path, overwrite: bool
 ) -> None:
     a = namesakes
-    await services.files.rename(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
+    await services.ops.rename(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
     assert (a / "y" / "final.txt").read_text() == "mine"
     assert (a / "y" / "report.txt").read_text() == "bystander"
     assert not (a / "x" / "report.txt").exists()
@@ -281,8 +281,8 @@ async def test_a_copy_to_a_new_name_elsewhere_leaves_the_namesake_alone(
     services: Services, namesakes: Path, overwrite: bool
 ) -> None:
     a = namesakes
-    await services.files.copy(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
-    await services.files.copy(caller(), "/a/x/report.txt", "/b/report.txt", overwrite)
+    await services.ops.copy(caller(), "/a/x/report.txt", "/a/y/final.txt", overwrite)
+    await services.ops.copy(caller(), "/a/x/report.txt", "/b/report.txt", overwrite)
     assert (a / "y" / "final.txt").read_text() == "mine"
     assert (a / "y" / "report.txt").read_text() == "bystander"
     assert (a / "x" / "report.txt").read_text() == "mine"
@@ -294,7 +294,7 @@ async def test_overwrite_replaces_only_the_exact_destination(
 ) -> None:
     a = namesakes
     make_tree(a, {"y/final.txt": "old", "y/copy.txt": "old"})
-    files, who = services.files, caller()
+    files, who = services.ops, caller()
     with pytest.raises(FileExists):
         await files.rename(who, "/a/x/report.txt", "/a/y/final.txt")
     with pytest.raises(FileExists):
@@ -330,7 +330,7 @@ async def test_a_name_too_long_changes_nothing(
 ) -> None:
     a = namesakes
     with pytest.raises(ManifoldError):
-        await services.files.rename(caller(), "/a/x/report.txt", f"/a/y/{'n' * 300}", overwrite)
+        await services.ops.rename(caller(), "/a/x/report.txt", f"/a/y/{'n' * 300}", overwrite)
     assert (a / "x" / "report.txt").read_text() == "mine"
     assert sorted(p.name for p in (a / "x").iterdir()) == ["report.txt"]
     assert sorted(p.name for p in (a / "y").iterdir()) == ["report.txt"]
@@ -361,7 +361,7 @@ async def test_a_copy_never_replaces_the_folder_holding_its_source(
     with pytest.raises(ServerError, match="the destination holds the source"):
         await writer.copy(who, "/al/x", "/a", ["x"], True)
     with pytest.raises(ServerError, match="the destination holds the source"):
-        await services.files.copy(who, "/a/x/x", "/a/x", True)
+        await services.ops.copy(who, "/a/x/x", "/a/x", True)
     assert (a / "x" / "x").read_text() == "inner file"
-    await services.files.rename(who, "/a/x/x", "/a/x", True)  # a move takes it out first
+    await services.ops.rename(who, "/a/x/x", "/a/x", True)  # a move takes it out first
     assert (a / "x").read_text() == "inner file"

@@ -74,7 +74,9 @@ def _downloads(request: Request, services: Services) -> DownloadService:
     state = request.app.state
     downloads: DownloadService | None = getattr(state, "downloads", None)
     if downloads is None:
-        downloads = DownloadService(services.fs, services.metas, services.settings, services.signer)
+        downloads = DownloadService(
+            services.reader, services.metas, services.settings, services.signer
+        )
         state.downloads = downloads
     return downloads
 

@@ -71,7 +71,7 @@ async def list_fs(request: Request) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
     body = await bind(request, ListBody, LIST_FORM_ALIASES)
-    listing = await services.fs.list(
+    listing = await services.reader.list(
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
     return envelope.ok_encoded(*await _renderer(request, services).body(listing))
@@ -115,7 +115,7 @@ async def get_fs(request: Request) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
     body = await bind(request, GetBody)
-    found = await services.fs.get(caller, body.path, body.password)
+    found = await services.reader.get(caller, body.path, body.password)
     parent, _ = split_path(found.path)
     # AList types the object itself by its extension alone, even a folder.
     type_code = file_type(services, found.obj.name, False)
@@ -132,7 +132,7 @@ async def dirs_fs(request: Request) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
     body = await bind(request, DirsBody)
-    objs = await services.fs.dirs(caller, body.path, body.password, body.force_root)
+    objs = await services.reader.dirs(caller, body.path, body.password, body.force_root)
     dirs = [{"name": o.name, "modified": json_time(o.modified)} for o in objs]
     return envelope.ok_encoded(orjson.dumps(dirs or None, option=ORJSON_TIME))
 
@@ -141,5 +141,5 @@ async def other_fs(request: Request) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
     body = await bind(request, OtherBody)
-    result = await services.fs.other(caller, body.path, body.password, body.method, body.data)
+    result = await services.reader.other(caller, body.path, body.password, body.method, body.data)
     return envelope.ok(result)

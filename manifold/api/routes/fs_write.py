@@ -197,7 +197,7 @@ async def link(body: PathBody, request: Request, services: ServicesDep) -> Respo
     """
     path = clean_path(body.path)
     client = request.client.host if request.client is not None else ""
-    _, found, _ = await services.fs.link(path, LinkArgs(ip=client))
+    _, found, _ = await services.reader.link(path, LinkArgs(ip=client))
     if found.file_path:
         url = f"{api_url(request, services)}/p{quote(path)}?d&sign={services.signer.sign(path)}"
         return ok(

@@ -65,9 +65,9 @@ from manifold.services.archive.reader import (
 )
 from manifold.services.auth.service import Caller
 from manifold.services.auth.sign import Signer
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.streams import file_stream
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskContext, TaskService
 
 # The extensions the page offers to open as archives: those libarchive reads here.
@@ -111,9 +111,9 @@ class Opened:
 class ArchiveService:
     def __init__(
         self,
-        fs: FsService,
+        fs: GuardedReader,
         metas: MetaService,
-        writer: FsWriter,
+        writer: GuardedWriter,
         temp_dir: Path,
         http: httpx.AsyncClient | None = None,
         settings: SettingsService | None = None,

@@ -28,7 +28,7 @@ from manifold.paths import split_path
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.sign import Signer
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.tree import Place
 
 # Never sent upstream from the client's request: they describe this connection.
@@ -71,7 +71,7 @@ def extension(name: str) -> str:
 class DownloadService:
     def __init__(
         self,
-        fs: FsService,
+        fs: GuardedReader,
         metas: MetaService,
         settings: SettingsService,
         signer: Signer,

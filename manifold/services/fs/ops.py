@@ -4,7 +4,7 @@ Each operation takes a ``Caller`` that carries its protocol and checks, besides
 what the API checks (base path, permission bits, metas, passwords, hide rules),
 the protocol's own bits: WebDAV read and manage, FTP/SFTP read and write, as AList
 numbers them. The AList batch endpoints keep their own request shapes in
-``FsService`` and ``FsWriter``; these single-path forms are what a protocol server
+``GuardedReader`` and ``GuardedWriter``; these single-path forms are what a protocol server
 maps its verbs onto (``PROPFIND`` → ``list``, ``GET`` → ``open_read``, ``MOVE`` →
 ``rename``, ``COPY`` → ``copy``, which finishes before it returns).
 """
@@ -21,9 +21,9 @@ from manifold.errors import PermissionDenied
 from manifold.models import LinkArgs, Obj, Perm
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.streams import open_range
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 
 # (read bit, write bit) of each protocol that has its own; the API has none.
 _PROTOCOL_BITS: dict[str, tuple[Perm, Perm]] = {
@@ -33,9 +33,11 @@ _PROTOCOL_BITS: dict[str, tuple[Perm, Perm]] = {
 }
 
 
-class FileOps:
+class GuardedOps:
+    """One path at a time for a caller, with the protocol's own bits checked too."""
+
     def __init__(
-        self, fs: FsService, writer: FsWriter, http: httpx.AsyncClient | None = None
+        self, fs: GuardedReader, writer: GuardedWriter, http: httpx.AsyncClient | None = None
     ) -> None:
         self._fs = fs
         self._writer = writer

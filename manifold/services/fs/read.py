@@ -88,7 +88,12 @@ class Found:
     related: Related | None = None
 
 
-class FsService:
+class GuardedReader:
+    """Reads for a caller, each after its checks (base path, metas, hide rules, links).
+
+    ``Guarded*`` objects check the caller; ``FileTree`` below them checks nothing.
+    """
+
     def __init__(self, tree: FileTree, metas: MetaService) -> None:
         self.tree = tree
         self._metas = metas

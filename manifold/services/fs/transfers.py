@@ -24,7 +24,7 @@ from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
 from manifold.services.fs.tree import FileTree, copy_task_name
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskContext, TaskService
 
 SPOOL_PREFIX = "upload-"
@@ -33,7 +33,7 @@ SPOOL_PREFIX = "upload-"
 class Transfers:
     """Runs the ``copy`` and ``upload`` task kinds over the file services."""
 
-    def __init__(self, writer: FsWriter, temp_dir: Path) -> None:
+    def __init__(self, writer: GuardedWriter, temp_dir: Path) -> None:
         self._tree: FileTree = writer.tree
         self._writer = writer
         self._temp_dir = temp_dir

@@ -84,6 +84,8 @@ def copy_task_name(src: Place, dst_folder: Place) -> str:
 
 
 class FileTree:
+    """The unchecked tree: callers (the ``Guarded*`` services, Alias) allowed the paths."""
+
     def __init__(
         self,
         storages: StorageService,

@@ -19,14 +19,14 @@ from manifold.errors import InvalidRequest
 from manifold.models import Task
 from manifold.services.auth.service import Caller
 from manifold.services.fs.transfers import Transfers
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskService
 
 HASHES = ("md5", "sha1", "sha256")
 
 
 class Uploads:
-    def __init__(self, writer: FsWriter, transfers: Transfers, tasks: TaskService) -> None:
+    def __init__(self, writer: GuardedWriter, transfers: Transfers, tasks: TaskService) -> None:
         self._writer = writer
         self._transfers = transfers
         self._tasks = tasks

@@ -30,7 +30,7 @@ from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.confine import RealPlace
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 
 # How far below its start a walk goes, and how many entries it meets, before it stops.
 MAX_DEPTH = 256
@@ -77,7 +77,7 @@ class LoopGuard:
     Aliases is simply not entered.
     """
 
-    def __init__(self, fs: FsService, across_aliases: bool = False) -> None:
+    def __init__(self, fs: GuardedReader, across_aliases: bool = False) -> None:
         self._fs = fs
         self._across = across_aliases
         self._seen: set[RealPlace] = set()
@@ -96,7 +96,7 @@ class LoopGuard:
 
 
 class TreeWalker:
-    def __init__(self, fs: FsService, metas: MetaService) -> None:
+    def __init__(self, fs: GuardedReader, metas: MetaService) -> None:
         self._fs = fs
         self._metas = metas
 

@@ -38,7 +38,7 @@ from manifold.paths import (
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access, patterns
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.tree import FileTree, Place, copy_task_name
 from manifold.services.fs.walk import TreeWalker
 from manifold.services.runner import Recheck, TaskService
@@ -46,8 +46,10 @@ from manifold.services.runner import Recheck, TaskService
 CONFLICT_POLICIES = ("cancel", "skip", "overwrite")
 
 
-class FsWriter:
-    def __init__(self, fs: FsService, metas: MetaService, tasks: TaskService) -> None:
+class GuardedWriter:
+    """Changes for a caller in AList's request shapes, each after its checks."""
+
+    def __init__(self, fs: GuardedReader, metas: MetaService, tasks: TaskService) -> None:
         self._fs = fs
         self.tree: FileTree = fs.tree
         self._metas = metas

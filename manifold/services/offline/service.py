@@ -41,7 +41,7 @@ from manifold.errors import (
 from manifold.models import Perm, Task, TaskState
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline import addresses, simple_http
 from manifold.services.offline.aria2 import Aria2
 from manifold.services.offline.folders import DownloadFolders, remove_tree
@@ -66,7 +66,7 @@ class OfflineService:
     def __init__(
         self,
         settings: SettingsService,
-        writer: FsWriter,
+        writer: GuardedWriter,
         temp_dir: Path,
         tools: list[Tool] | None = None,
     ) -> None:

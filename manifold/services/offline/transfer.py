@@ -18,7 +18,7 @@ from typing import Any
 from manifold.drivers.base import FileSource
 from manifold.errors import FileExists, ObjectExists, ServerError
 from manifold.paths import clean_path
-from manifold.services.fs.write import FsWriter
+from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline.folders import DownloadFolders
 from manifold.services.offline.names import clean_name, numbered
 from manifold.services.runner import TaskContext
@@ -31,7 +31,7 @@ FREE_NAME_TRIES = 100
 
 
 class Transfers:
-    def __init__(self, writer: FsWriter, folders: DownloadFolders) -> None:
+    def __init__(self, writer: GuardedWriter, folders: DownloadFolders) -> None:
         self._writer = writer
         self._folders = folders
 

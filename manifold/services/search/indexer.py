@@ -50,7 +50,7 @@ from manifold.logs import error_text
 from manifold.models import Obj
 from manifold.paths import split_path
 from manifold.services.admin.settings import SettingsService
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.walk import LoopGuard
 
 log = logging.getLogger("manifold.search")
@@ -141,7 +141,7 @@ class Walker:
 
     def __init__(
         self,
-        fs: FsService,
+        fs: GuardedReader,
         skipped: Callable[[str], bool],
         sink: IndexSink,
         on_flush: Callable[[int], Awaitable[None]] | None = None,
@@ -287,7 +287,7 @@ class BatchPlan:
 class Indexer:
     """Builds and updates the index in the background, and applies tree events to it."""
 
-    def __init__(self, settings: SettingsService, fs: FsService) -> None:
+    def __init__(self, settings: SettingsService, fs: GuardedReader) -> None:
         self._settings = settings
         self._fs = fs
         self._task: asyncio.Task[None] | None = None

@@ -33,7 +33,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
-from manifold.services.fs.read import FsService
+from manifold.services.fs.read import GuardedReader
 from manifold.services.search.indexer import Indexer, IndexSink, Progress
 
 MODE_KEY = "search_index"
@@ -122,7 +122,7 @@ class SearchService:
         repo: SearchRepo,
         settings: SettingsService,
         storages: StorageService,
-        fs: FsService,
+        fs: GuardedReader,
         metas: MetaService,
     ) -> None:
         self._settings = settings
