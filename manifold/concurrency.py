@@ -81,6 +81,14 @@ DISK_POOL = Pool("manifold-disk", 8)
 CPU_POOL = Pool("manifold-cpu", 2)
 # Drivers' blocking library calls (``run_blocking``): listings, links, writes.
 DRIVER_POOL = Pool("manifold-driver", 8)
+# Password hashing (argon2): a burst of logins waits here, not in front of uploads.
+PASSWORD_POOL = Pool("manifold-passwords", 2)
+# Offline downloads by SimpleHttp, each a blocking transfer from a remote server.
+DOWNLOAD_POOL = Pool("manifold-downloads", 8)
+# Thumbnails: decoding images and video frames (ffmpeg), seconds at worst.
+MEDIA_POOL = Pool("manifold-media", 2)
+# Searches on an SQLite file: each thread keeps its own read connection.
+SQLITE_POOL = Pool("manifold-sqlite", 4)
 
 
 async def run_in(pool: Pool, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:

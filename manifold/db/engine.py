@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from manifold.concurrency import SQLITE_POOL, run_in
 from manifold.config import make_private
 from manifold.errors import ServerError
 
@@ -108,7 +109,7 @@ class SqliteReader:
         self, compiled: tuple[str, tuple[str, ...]], params: dict[str, Any]
     ) -> list[Any]:
         sql, names = compiled
-        return await asyncio.to_thread(self._rows, sql, [params[name] for name in names])
+        return await run_in(SQLITE_POOL, self._rows, sql, [params[name] for name in names])
 
     def _rows(self, sql: str, args: list[Any]) -> list[Any]:
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from manifold.concurrency import DISK_POOL, run_in
 from manifold.drivers.base import Driver, LinkArgs
 from manifold.errors import (
     ManifoldError,
@@ -121,7 +122,7 @@ async def overwrite(driver: Driver[Any], obj: Obj, folder: Obj, data: bytes) -> 
     """Change ``obj``'s content: in place for a local file (so a shared inode shows), else put."""
     link = await driver.link(obj, LinkArgs())
     if link.file_path:
-        await asyncio.to_thread(_write_in_place, link.file_path, data)
+        await run_in(DISK_POOL, _write_in_place, link.file_path, data)
     else:
         await put_bytes(driver, folder, obj.name, data)
 

@@ -42,6 +42,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import IO, TypeVar
 
+from manifold.concurrency import DISK_POOL, run_in
 from manifold.drivers.base import (
     RESERVED_PREFIX,
     Driver,
@@ -213,7 +214,7 @@ class LocalDriver(Driver[Addition]):
         SEEN.forget(self._token)
         thumbs, self._thumbs = self._thumbs, None
         if thumbs is not None:
-            await asyncio.to_thread(thumbs.close)
+            await self.run_blocking(thumbs.close)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await self._run(self._list, dir.path)
@@ -767,7 +768,7 @@ async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
                 batch.clear()
                 if written - synced_at >= _SYNC_EVERY and (syncing is None or syncing.done()):
                     await _synced(syncing)
-                    syncing = asyncio.create_task(asyncio.to_thread(os.fdatasync, file.fileno()))
+                    syncing = asyncio.create_task(run_in(DISK_POOL, os.fdatasync, file.fileno()))
                     synced_at = written
         if batch:
             await _write(file, bytes(batch))
@@ -811,7 +812,7 @@ async def _synced(syncing: asyncio.Task[None] | None) -> None:
 async def _write(file: IO[bytes], data: bytes) -> None:
     # Only the disk's errors are translated; the stream's own propagate unchanged.
     with os_errors():
-        await asyncio.to_thread(file.write, data)
+        await run_in(DISK_POOL, file.write, data)
 
 
 def _create(path: str) -> IO[bytes]:

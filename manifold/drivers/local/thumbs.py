@@ -28,7 +28,7 @@ from typing import IO
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from manifold.concurrency import SingleFlight
+from manifold.concurrency import DISK_POOL, MEDIA_POOL, SingleFlight, run_in
 from manifold.errors import InvalidRequest, NotSupported, ServerError
 
 WIDTH = 144
@@ -142,9 +142,9 @@ class Thumbnailer:
         if self._cache_folder and name.startswith(THUMB_PREFIX):
             return source  # a kept thumbnail is its own thumbnail, as in AList
         digest = hashlib.md5(source.encode(), usedforsecurity=False).hexdigest()
-        folder = await asyncio.to_thread(self._where)
+        folder = await run_in(DISK_POOL, self._where)
         target = os.path.join(folder, f"{THUMB_PREFIX}{digest}.png")
-        if await asyncio.to_thread(_fresh, target, source):
+        if await run_in(DISK_POOL, _fresh, target, source):
             return target
         return await self._flight.run(target, lambda: self._make(source, name, target))
 
@@ -152,10 +152,10 @@ class Thumbnailer:
         async with self._limit if self._limit is not None else contextlib.nullcontext():
             if extension(name) in VIDEO_EXTENSIONS:
                 frame = await self._video_frame(source)
-                png = await asyncio.to_thread(render_png, io.BytesIO(frame))
+                png = await run_in(MEDIA_POOL, render_png, io.BytesIO(frame))
             else:
-                png = await asyncio.to_thread(_render_file, source)
-            await asyncio.to_thread(_write_atomically, target, png)
+                png = await run_in(MEDIA_POOL, _render_file, source)
+            await run_in(DISK_POOL, _write_atomically, target, png)
         return target
 
     async def _video_frame(self, source: str) -> bytes:

@@ -6,9 +6,9 @@ on every file-tree request costs no database query.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
+from manifold.concurrency import CPU_POOL, run_in
 from manifold.db.repos import MetaRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import Meta
@@ -66,7 +66,7 @@ class MetaService:
 
 async def _validated(meta: Meta) -> Meta:
     # Compiling many long lines takes a while; a worker thread lets other requests run.
-    _, complaint = await asyncio.to_thread(access.compile_hide, meta.hide)
+    _, complaint = await run_in(CPU_POOL, access.compile_hide, meta.hide)
     if complaint:
         raise BadRequest(complaint)
     return replace(meta, path=clean_path(meta.path))

@@ -8,11 +8,12 @@ work and a stolen database does not give away cheap-to-crack hashes.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+
+from manifold.concurrency import PASSWORD_POOL, run_in
 
 STATIC_SALT = "https://github.com/alist-org/alist"
 
@@ -51,8 +52,8 @@ def verify_static(stored: str, static: str) -> bool:
 
 async def hash_static_async(static: str) -> str:
     # argon2 is deliberately slow; keep it off the event loop.
-    return await asyncio.to_thread(hash_static, static)
+    return await run_in(PASSWORD_POOL, hash_static, static)
 
 
 async def verify_static_async(stored: str, static: str) -> bool:
-    return await asyncio.to_thread(verify_static, stored, static)
+    return await run_in(PASSWORD_POOL, verify_static, stored, static)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import secrets
@@ -12,6 +11,7 @@ from typing import Literal
 import pyotp
 import qrcode
 
+from manifold.concurrency import CPU_POOL, run_in
 from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorRequired, Unauthorized
 from manifold.models import User
 from manifold.services.admin.settings import SettingsService
@@ -109,7 +109,7 @@ class AuthService:
         secret = pyotp.random_base32(32)
         uri = pyotp.TOTP(secret).provisioning_uri(name=caller.user.username, issuer_name=OTP_ISSUER)
         # Drawing and compressing the PNG takes milliseconds of CPU: not on the loop.
-        return secret, await asyncio.to_thread(_qr_data_url, uri)
+        return secret, await run_in(CPU_POOL, _qr_data_url, uri)
 
     async def verify_2fa(self, caller: Caller, code: str, secret: str) -> None:
         if caller.user.is_guest:

@@ -8,7 +8,6 @@ leaves no partial file behind.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from manifold.concurrency import DISK_POOL, run_in
 from manifold.config import make_private
 from manifold.errors import InvalidRequest, ObjectNotFound, PermissionDenied
 from manifold.models import Perm, User
@@ -40,7 +40,7 @@ class Transfers:
 
     async def start(self) -> None:
         """Make the spool folder; drop bodies spooled before a restart: their tasks can't resume."""
-        await asyncio.to_thread(self._drop_spooled)
+        await run_in(DISK_POOL, self._drop_spooled)
 
     def _drop_spooled(self) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -110,7 +110,7 @@ class Transfers:
         Returns the file and its byte count (which ``size``, when given, must equal).
         """
         path = str(self._temp_dir / f"{SPOOL_PREFIX}{secrets.token_hex(12)}")
-        file = await asyncio.to_thread(_create_private, path)
+        file = await run_in(DISK_POOL, _create_private, path)
         written = 0
         batch = bytearray()
         try:
@@ -118,9 +118,9 @@ class Transfers:
                 written += len(data)
                 batch += data
                 if len(batch) >= CHUNK:  # fewer, larger writes: one thread hop a MiB
-                    await asyncio.to_thread(file.write, bytes(batch))
+                    await run_in(DISK_POOL, file.write, bytes(batch))
                     batch.clear()
-            await asyncio.to_thread(file.write, bytes(batch))
+            await run_in(DISK_POOL, file.write, bytes(batch))
             if size is not None and written != size:
                 raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
         except BaseException:
@@ -132,7 +132,7 @@ class Transfers:
 
     async def run_upload(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         spooled, path = str(payload["spool"]), str(payload["path"])
-        if not await asyncio.to_thread(os.path.exists, spooled):
+        if not await run_in(DISK_POOL, os.path.exists, spooled):
             raise ObjectNotFound("the uploaded data is gone (was the server restarted?)")
         try:
             size = int(payload["size"])

@@ -12,12 +12,12 @@ cached per storage are patched by ``StorageOps`` itself.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
+from manifold.concurrency import CPU_POOL, run_in
 from manifold.errors import (
     BadRequest,
     FileExists,
@@ -175,7 +175,7 @@ class GuardedWriter:
         self.require(caller, Perm.RENAME)
         folder = await self.folder(caller, src_dir, password)
         try:
-            regex = await asyncio.to_thread(patterns.Pattern, pattern)
+            regex = await run_in(CPU_POOL, patterns.Pattern, pattern)
         except patterns.PatternError as exc:
             raise ServerError(str(exc)) from None
         replacement = patterns.Template(template, regex)
@@ -183,7 +183,7 @@ class GuardedWriter:
         # a too long one refused) before any rename.
         visit = await self.walker.visit(caller, folder, password, refresh=False)
         names = [entry.obj.name for entry in visit.entries]
-        pairs = await asyncio.to_thread(patterns.renames, regex, replacement, names)
+        pairs = await run_in(CPU_POOL, patterns.renames, regex, replacement, names)
         await self.batch_rename(caller, src_dir, pairs, password)
 
     async def move(

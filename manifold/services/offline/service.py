@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from manifold.concurrency import DISK_POOL, run_in
 from manifold.errors import (
     BadRequest,
     NotAFolder,
@@ -83,7 +84,7 @@ class OfflineService:
     # -- life ---------------------------------------------------------------------------
 
     async def start(self, tasks: TaskService) -> None:
-        await asyncio.to_thread(self._folders.sweep, self._needed(tasks))
+        await run_in(DISK_POOL, self._folders.sweep, self._needed(tasks))
         # The tools are asked in the background: one that is down must not hold up the start.
         self._starting = asyncio.create_task(self._init_all())
 
@@ -222,8 +223,8 @@ class OfflineService:
         url, tool_name = str(payload["url"]), str(payload["tool"])
         folder = str(payload.get("folder") or "")
         try:
-            if not folder or not await asyncio.to_thread(os.path.isdir, folder):
-                folder = await asyncio.to_thread(self._folders.new, tool_name)
+            if not folder or not await run_in(DISK_POOL, os.path.isdir, folder):
+                folder = await run_in(DISK_POOL, self._folders.new, tool_name)
                 await ctx.save_payload(folder=folder)
             if tool_name == SIMPLE_HTTP:
                 await self._fetch(ctx, url, folder)
@@ -356,7 +357,7 @@ async def _forget(tool: Tool, ident: str) -> bool:
 
 
 async def _discard_folder(folder: str) -> None:
-    await asyncio.to_thread(remove_tree, Path(folder))
+    await run_in(DISK_POOL, remove_tree, Path(folder))
 
 
 async def _quietly_remove(tool: Tool, ident: str) -> None:

@@ -31,6 +31,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpcore
 import httpx
 
+from manifold.concurrency import DOWNLOAD_POOL, run_in, start_in
 from manifold.services.admin.settings import SettingsService
 from manifold.services.offline.addresses import is_public
 from manifold.services.offline.names import clean_name
@@ -165,7 +166,7 @@ async def download(
         with guarded_client(allow_private, resolver or system_resolver) as client:
             return download_blocking(client, url, folder, max_size, report, stop)
 
-    future = loop.run_in_executor(None, run)
+    future = start_in(DOWNLOAD_POOL, run)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -300,7 +301,7 @@ async def fetch_torrent(url: str, allow_private: Callable[[], bool]) -> bytes:
             finally:
                 response.close()
 
-    return await asyncio.to_thread(run)
+    return await run_in(DOWNLOAD_POOL, run)
 
 
 def _check_scheme(url: str) -> None:

@@ -9,12 +9,12 @@ policy decides whether the downloaded copy is deleted afterwards, as in AList.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from manifold.concurrency import DISK_POOL, run_in
 from manifold.drivers.base import FileSource
 from manifold.errors import FileExists, ObjectExists, ServerError
 from manifold.paths import clean_path
@@ -38,7 +38,7 @@ class Transfers:
     async def spawn(self, ctx: TaskContext, folder: str, dst_dir: str, policy: str) -> None:
         """A transfer task for each entry of ``folder`` into ``dst_dir``."""
         into = self._writer.place(dst_dir)
-        entries = sorted(await asyncio.to_thread(os.listdir, folder))
+        entries = sorted(await run_in(DISK_POOL, os.listdir, folder))
         for entry in entries:
             source = os.path.join(folder, entry)
             if entry.startswith(".") and entry.endswith((".aria2", ".part")):
@@ -50,7 +50,7 @@ class Transfers:
                 {"file": source, "name": clean_name(entry), "dst_dir": dst_dir, "policy": policy},
             )
         if not entries:
-            await asyncio.to_thread(self._folders.prune, folder)
+            await run_in(DISK_POOL, self._folders.prune, folder)
 
     async def run(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         try:
@@ -64,23 +64,23 @@ class Transfers:
         if not self._folders.inside(file):
             raise ServerError("the downloaded file is outside the download folder")
         ctx.set_status("getting src object")
-        if not await asyncio.to_thread(os.path.exists, file):
+        if not await run_in(DISK_POOL, os.path.exists, file):
             raise ServerError("the downloaded file is gone")
-        if await asyncio.to_thread(os.path.isdir, file):
+        if await run_in(DISK_POOL, os.path.isdir, file):
             await self._transfer_folder(ctx, file, name, dst_dir, policy)
             return
         try:
-            stat = await asyncio.to_thread(os.stat, file)
+            stat = await run_in(DISK_POOL, os.stat, file)
             ctx.set_status("")
             ctx.set_total(stat.st_size)
             # A Local target on the same file system links the file instead of copying it.
             await self._store_new(dst_dir, name, lambda: FileSource(file, ctx.add_done), stat)
         except BaseException:
             if policy in (DELETE_ON_FAILURE, DELETE_ALWAYS) and ctx.last_attempt:
-                await asyncio.to_thread(self._folders.discard_file, file)
+                await run_in(DISK_POOL, self._folders.discard_file, file)
             raise
         if policy in (DELETE_ON_SUCCESS, DELETE_ALWAYS):
-            await asyncio.to_thread(self._folders.discard_file, file)
+            await run_in(DISK_POOL, self._folders.discard_file, file)
 
     async def _store_new(
         self, dst_dir: str, name: str, source: Callable[[], FileSource], stat: os.stat_result
