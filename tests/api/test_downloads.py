@@ -334,6 +334,37 @@ async def test_malformed_range_is_416_without_content_range(
     assert "content-range" not in response.headers
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"bytes=0-\xb2",
+        b"bytes=\xb9-",
+        b"bytes=-\xb3",
+        b"bytes=0-" + b"9" * 5000,
+        b"bytes=0-" + b"9" * 20,
+    ],
+)
+async def test_range_numbers_go_cannot_read_are_416_not_a_crash(
+    api: Api, served: Path, header: bytes
+) -> None:
+    # A Latin-1 superscript digit passes str.isdigit() but not int(); thousands of digits
+    # pass both but int() refuses them; Go's ParseInt refuses anything past int64.
+    response = await api.client.get(
+        "/d" + signed(api, "/local/data.bin"), headers={"Range": header}
+    )
+    assert response.status_code == 416, response.text
+
+
+async def test_range_numbers_with_many_leading_zeros_are_read_as_go_reads_them(
+    api: Api, served: Path
+) -> None:
+    header = "bytes=" + "0" * 5000 + "10-" + "0" * 5000 + "19"
+    response = await api.client.get(
+        "/d" + signed(api, "/local/data.bin"), headers={"Range": header}
+    )
+    assert (response.status_code, response.content) == (206, CONTENT[10:20])
+
+
 async def test_ranges_larger_than_the_file_are_ignored(api: Api, served: Path) -> None:
     headers = {"Range": "bytes=0-1023,0-1023"}
     response = await api.client.get("/d" + signed(api, "/local/data.bin"), headers=headers)
