@@ -433,6 +433,25 @@ async def test_thumbnail_through_d(api: Api, tmp_path: Path) -> None:
     assert plain.content == (root / "pic.jpg").read_bytes()
 
 
+async def test_a_thumbnail_that_fails_does_not_show_the_host_path(api: Api, tmp_path: Path) -> None:
+    # Anyone holding a sign (every guest, under sign_all) may ask for a thumbnail.
+    root = tmp_path / "pics"
+    root.mkdir()
+    (root / "fake.png").write_text("not a picture")
+    (root / "notes.txt").write_text("not a picture either")
+    (root / "clip.mp4").write_text("not a video")
+    addition = json.dumps({"root_folder_path": str(root), "thumbnail": True})
+    await mount_local(api, "/pics", root, addition=addition)
+    for name in ("fake.png", "notes.txt"):
+        response = await api.client.get(f"/d{signed(api, '/pics/' + name)}&type=thumb")
+        assert response.status_code == 500
+        assert str(tmp_path) not in response.text
+        assert response.json()["message"].startswith("failed get thumb: ")
+    video = await api.client.get(f"/d{signed(api, '/pics/clip.mp4')}&type=thumb")
+    assert video.status_code >= 400
+    assert str(tmp_path) not in video.text
+
+
 # --- drivers that link to URLs: /d redirects, /p relays ----------------------------
 
 UPSTREAM_FILES = {"movie.bin": bytes(range(256)) * 512, "notes.txt": b"remote text",
