@@ -458,6 +458,39 @@ async def test_form_upload(admin: Api, root: Path) -> None:
     assert not (root / "missing.bin").exists()
 
 
+MALFORMED_FORMS = {
+    "a part header without a colon": (
+        "B",
+        b"--B\r\nGarbage\r\n\r\nabc\r\n--B--\r\n",
+    ),
+    "a part header of a megabyte": (
+        "B",
+        b'--B\r\nContent-Disposition: form-data; name="file"; filename="'
+        + b"a" * (1 << 20)
+        + b'"\r\n\r\nabc\r\n--B--\r\n',
+    ),
+    "a boundary of 5,000 bytes": ("a" * 5000, b"--" + b"a" * 5000 + b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("boundary,body", MALFORMED_FORMS.values(), ids=MALFORMED_FORMS.keys())
+async def test_form_answers_400_to_a_body_the_parser_refuses(
+    admin: Api, root: Path, boundary: str, body: bytes
+) -> None:
+    response = await admin.client.put(
+        "/api/fs/form",
+        content=body,
+        headers={
+            "File-Path": "/local/bad.bin",
+            "Authorization": admin.token,
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    assert response.json()["code"] == 400, response.text
+    assert not (root / "bad.bin").exists()
+    assert leftovers(root) == []
+
+
 async def test_link_is_for_admins(admin: Api, root: Path) -> None:
     body = await admin.post("/api/fs/link", {"path": "/local/a.txt"})
     assert body["code"] == 200, body
