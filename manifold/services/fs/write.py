@@ -85,6 +85,9 @@ class FsWriter:
     async def mkdir(self, caller: Caller, path: str, password: str = "") -> Obj:
         full = self._fs.resolve(caller, path)
         parent, _ = split_path(full)
+        # The folder written in is checked as a remove checks it: a password without
+        # p_sub, or a hide rule, guards the folder's contents against writes too.
+        self._fs.check_access(caller, parent, password)
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
@@ -96,9 +99,10 @@ class FsWriter:
     ) -> Obj:
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
+        parent, _ = split_path(full)
+        self._fs.check_access(caller, parent, password)  # as in mkdir
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
-        parent, _ = split_path(full)
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
@@ -323,6 +327,8 @@ class FsWriter:
         full = self._fs.resolve(caller, path)
         parent, name = split_path(full)
         validate_name(name)
+        if not access.can_access(caller.user, self._metas.nearest(parent), parent, password):
+            raise PermissionDenied()  # as in mkdir
         if not access.can_access(caller.user, self._metas.nearest(parent), full, password):
             raise PermissionDenied()
         if not self.can_write_in(caller, parent):
