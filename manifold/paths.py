@@ -32,12 +32,20 @@ def has_relative_segment(path: str) -> bool:
     return ".." in path.replace("\\", "/").split("/")
 
 
+# Longer client paths are refused: far beyond any file system's (Linux allows 4096
+# bytes), and work on a path grows with its length times its depth in places (resolving
+# links walks every ancestor), so a path of a million segments cost minutes.
+MAX_PATH_LENGTH = 32 << 10
+
+
 def join_base(base: str, requested: str) -> str:
     """Join a client-supplied path onto a base path, refusing any ``..`` segment.
 
     AList refuses only some spellings of ``..``; here any ``..`` segment is refused,
     a NUL byte too, so no spelling can climb out of ``base``.
     """
+    if len(requested) > MAX_PATH_LENGTH:
+        raise InvalidRequest(f"path is longer than {MAX_PATH_LENGTH} characters")
     if "\x00" in requested or has_relative_segment(requested):
         raise RelativePath()
     base = clean_path(base)

@@ -6,6 +6,7 @@ tests that run a real server start the same thing.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from typing import Any
 
@@ -17,6 +18,10 @@ from manifold.config import Config
 MAX_HEADERS = 100
 MAX_HEADER_LINE = 16 << 10  # a File-Path of 4 KiB of UTF-8, percent-escaped, fits
 MAX_HEAD = 64 << 10  # request line and every header together
+# A request whose head or body sends nothing for this long is dropped (nginx's
+# client_header_timeout and client_body_timeout). Time spent waiting for the
+# application to take the body in does not count.
+REQUEST_IDLE_SECONDS = 60.0
 # New container objects between two collections of the youngest generation
 # (Python's default is 700).
 YOUNG_COLLECTION_EVERY = 10_000
@@ -73,6 +78,36 @@ class BoundedHttpTools(HttpToolsProtocol):
         super().connection_made(transport)
         self._refused = False
         self._start_head()
+        # Receiving a request from the first moment: a client that connects and sends
+        # nothing holds a connection as surely as one that stops half-way.
+        self._receiving = True
+        self._last_data = self.loop.time()
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._watch(REQUEST_IDLE_SECONDS)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        super().connection_lost(exc)
+
+    def _watch(self, delay: float) -> None:
+        self._watchdog = self.loop.call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        """Close a connection whose request has sent nothing for ``REQUEST_IDLE_SECONDS``."""
+        self._watchdog = None
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if not self._receiving or self.flow.read_paused:
+            # Between requests (uvicorn's keep-alive timeout applies), or the
+            # application has not taken in what came: the client is not the one idle.
+            self._last_data = now
+        elif now - self._last_data >= REQUEST_IDLE_SECONDS:
+            self.transport.close()
+            return
+        self._watch(max(self._last_data + REQUEST_IDLE_SECONDS - now, 0.05))
 
     def _start_head(self) -> None:
         self._reading_head = True
@@ -83,6 +118,8 @@ class BoundedHttpTools(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        self._last_data = self.loop.time()
+        self._receiving = self._receiving or self._reading_head
         if self._reading_head:
             self._head_bytes += len(data)
         super().data_received(data)
@@ -114,6 +151,7 @@ class BoundedHttpTools(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self._receiving = False
         super().on_message_complete()
         # What follows on a kept-alive connection is the next request's head.
         self._start_head()

@@ -23,7 +23,9 @@ def client_address(request: Request, trusted: list[str]) -> str:
     peer = request.client.host if request.client else ""
     if not from_trusted_proxy(request, trusted):
         return peer
-    forwarded = request.headers.get("x-forwarded-for", "")
+    # Several lines are one list in order (RFC 9110 5.3); a proxy may add its own line
+    # below the client's, so reading the first line alone would believe the client.
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
     hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
     # Walk from the nearest hop back; the first address not ours is the client.
     for hop in reversed(hops):

@@ -349,10 +349,20 @@ def parse_ranges(header: str, size: int) -> list[ByteRange]:
     return ranges
 
 
+# Go's strconv.ParseInt(text, 10, 64): ASCII digits only, nothing past int64.
+_INT64_MAX = (1 << 63) - 1
+_INT64_DIGITS = len(str(_INT64_MAX))
+
+
 def _non_negative(text: str) -> int:
-    if not text.isdigit():
+    # str.isdigit() also passes digits int() refuses (a Latin-1 superscript) and
+    # numbers too long for int() to read: both would otherwise end as a 500.
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > _INT64_DIGITS:
         raise NotSatisfiable("invalid range", no_overlap=False)
-    return int(text)
+    value = int(text.lstrip("0") or "0")
+    if value > _INT64_MAX:
+        raise NotSatisfiable("invalid range", no_overlap=False)
+    return value
 
 
 def _etags(value: str) -> list[str]:

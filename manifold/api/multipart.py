@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from manifold.errors import BadRequest, ServerError
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
+
+
+MALFORMED = "multipart body is malformed"
 
 
 def boundary_of(content_type: str) -> bytes:
@@ -30,14 +34,19 @@ async def file_part(
 ) -> AsyncIterator[bytes]:
     """The bytes of the first part named ``field``; AList's error when there is none."""
     reader = _PartReader(field.encode())
-    parser = MultipartParser(boundary_of(content_type), reader.callbacks())
-    async for chunk in body:
-        parser.write(chunk)
-        if reader.ready:
-            data = b"".join(reader.ready)
-            reader.ready.clear()
-            yield data
-    parser.finalize()
+    # The parser refuses a boundary past 256 bytes, a part header past its limit and
+    # malformed lines by raising: a client's mistake, not the server's.
+    try:
+        parser = MultipartParser(boundary_of(content_type), reader.callbacks())
+        async for chunk in body:
+            parser.write(chunk)
+            if reader.ready:
+                data = b"".join(reader.ready)
+                reader.ready.clear()
+                yield data
+        parser.finalize()
+    except FormParserError:
+        raise BadRequest(MALFORMED) from None
     if reader.ready:
         yield b"".join(reader.ready)
     if not reader.found:

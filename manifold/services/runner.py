@@ -78,6 +78,9 @@ RESTART_ERROR = "interrupted by a restart"
 CANCELED_ERROR = "context canceled"
 QUEUED = frozenset({TaskState.PENDING, TaskState.WAITING_RETRY})
 RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELED})
+# The creator id of a task whose creator was deleted: no user has it, so the task is
+# shown to admins only and a retry fails as the creator's would.
+DELETED_CREATOR = -1
 
 
 def new_task_id() -> str:
@@ -325,6 +328,14 @@ class TaskService:
 
     async def retry_some(self, kind: str, user: User, ids: Iterable[str]) -> dict[str, str]:
         return await self._each(self.retry, kind, user, ids)
+
+    async def disown(self, user_id: int) -> None:
+        """Detach a deleted user's tasks from the id, which the next user made may get."""
+        for live in list(self._tasks.values()):
+            if live.task.creator_id == user_id:
+                live.task.creator_id = DELETED_CREATOR
+                live.creator = None
+                await self._persist(live)
 
     async def clear_done(self, kind: str, user: User) -> None:
         await self._delete([self._tasks[t.id] for t in self.done(kind, user)])

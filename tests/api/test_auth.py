@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import jwt
+import orjson
 import pyotp
 import pytest
 
@@ -260,6 +261,27 @@ async def test_forwarded_for_from_trusted_proxy_is_the_key(api: Api, services: S
     assert other["code"] == 200
     proxy_itself = await api.post("/api/auth/login", credentials)
     assert proxy_itself["code"] == 200
+
+
+async def test_every_forwarded_for_line_counts_not_only_the_first(
+    api: Api, services: Services
+) -> None:
+    # A proxy that adds its own X-Forwarded-For line below the client's (HAProxy's
+    # ``option forwardfor``) must not let the client's line choose the address.
+    services.config.trusted_proxies = ["203.0.113.0/24"]
+    for n in range(5):
+        # Other names each time: only the address can be locked.
+        wrong = orjson.dumps({"username": f"name-{n}", "password": "wrong"})
+        headers = [
+            ("Content-Type", "application/json"),
+            ("X-Forwarded-For", f"198.51.100.{n}"),  # the client's own, rotated
+            ("X-Forwarded-For", "192.0.2.1"),  # the proxy's: the real client
+        ]
+        response = await api.client.post("/api/auth/login", content=wrong, headers=headers)
+        assert response.json()["code"] == 400
+    credentials = {"username": "admin", "password": ADMIN_PASSWORD}
+    real = await api.post("/api/auth/login", credentials, headers={"X-Forwarded-For": "192.0.2.1"})
+    assert real["code"] == 429
 
 
 async def test_success_resets_its_own_failure_count(api: Api) -> None:

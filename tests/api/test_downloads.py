@@ -334,6 +334,37 @@ async def test_malformed_range_is_416_without_content_range(
     assert "content-range" not in response.headers
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"bytes=0-\xb2",
+        b"bytes=\xb9-",
+        b"bytes=-\xb3",
+        b"bytes=0-" + b"9" * 5000,
+        b"bytes=0-" + b"9" * 20,
+    ],
+)
+async def test_range_numbers_go_cannot_read_are_416_not_a_crash(
+    api: Api, served: Path, header: bytes
+) -> None:
+    # A Latin-1 superscript digit passes str.isdigit() but not int(); thousands of digits
+    # pass both but int() refuses them; Go's ParseInt refuses anything past int64.
+    response = await api.client.get(
+        "/d" + signed(api, "/local/data.bin"), headers={"Range": header}
+    )
+    assert response.status_code == 416, response.text
+
+
+async def test_range_numbers_with_many_leading_zeros_are_read_as_go_reads_them(
+    api: Api, served: Path
+) -> None:
+    header = "bytes=" + "0" * 5000 + "10-" + "0" * 5000 + "19"
+    response = await api.client.get(
+        "/d" + signed(api, "/local/data.bin"), headers={"Range": header}
+    )
+    assert (response.status_code, response.content) == (206, CONTENT[10:20])
+
+
 async def test_ranges_larger_than_the_file_are_ignored(api: Api, served: Path) -> None:
     headers = {"Range": "bytes=0-1023,0-1023"}
     response = await api.client.get("/d" + signed(api, "/local/data.bin"), headers=headers)
@@ -400,6 +431,25 @@ async def test_thumbnail_through_d(api: Api, tmp_path: Path) -> None:
         assert (thumb.format, thumb.size) == ("PNG", (144, 72))
     plain = await api.client.get("/d" + signed(api, "/pics/pic.jpg"))
     assert plain.content == (root / "pic.jpg").read_bytes()
+
+
+async def test_a_thumbnail_that_fails_does_not_show_the_host_path(api: Api, tmp_path: Path) -> None:
+    # Anyone holding a sign (every guest, under sign_all) may ask for a thumbnail.
+    root = tmp_path / "pics"
+    root.mkdir()
+    (root / "fake.png").write_text("not a picture")
+    (root / "notes.txt").write_text("not a picture either")
+    (root / "clip.mp4").write_text("not a video")
+    addition = json.dumps({"root_folder_path": str(root), "thumbnail": True})
+    await mount_local(api, "/pics", root, addition=addition)
+    for name in ("fake.png", "notes.txt"):
+        response = await api.client.get(f"/d{signed(api, '/pics/' + name)}&type=thumb")
+        assert response.status_code == 500
+        assert str(tmp_path) not in response.text
+        assert response.json()["message"].startswith("failed get thumb: ")
+    video = await api.client.get(f"/d{signed(api, '/pics/clip.mp4')}&type=thumb")
+    assert video.status_code >= 400
+    assert str(tmp_path) not in video.text
 
 
 # --- drivers that link to URLs: /d redirects, /p relays ----------------------------

@@ -412,6 +412,38 @@ async def test_put_into_password_folder_needs_the_password(admin: Api, root: Pat
     assert (root / "sub/new.txt").read_bytes() == b"x"
 
 
+GUARDED_FOLDERS = {
+    # Without p_sub a password guards listing the folder, not fetching a known file in
+    # it; writes inside it need the password all the same.
+    "a password folder without p_sub": {"path": "/local/sub", "password": "pw"},
+    "a folder hidden from the writer": {"path": "/local", "hide": "^sub$"},
+}
+INSIDE_WRITES: dict[str, Any] = {
+    "put over a file": lambda api, t: put(api, "/local/sub/c.txt", b"gone", token=t),
+    "put a new file": lambda api, t: put(api, "/local/sub/new.txt", b"x", token=t),
+    "mkdir": lambda api, t: api.post("/api/fs/mkdir", {"path": "/local/sub/new"}, token=t),
+    "rename": lambda api, t: api.post(
+        "/api/fs/rename", {"path": "/local/sub/c.txt", "name": "moved.txt"}, token=t
+    ),
+    "remove": lambda api, t: api.post(
+        "/api/fs/remove", {"dir": "/local/sub", "names": ["c.txt"]}, token=t
+    ),
+}
+
+
+@pytest.mark.parametrize("meta", GUARDED_FOLDERS.values(), ids=GUARDED_FOLDERS.keys())
+@pytest.mark.parametrize("write", INSIDE_WRITES.values(), ids=INSIDE_WRITES.keys())
+async def test_writes_inside_a_guarded_folder_are_refused_like_a_remove(
+    admin: Api, root: Path, meta: dict[str, Any], write: Any
+) -> None:
+    await add_meta(admin, **meta)
+    token = await user_token(admin, permission=int(Perm.WRITE | Perm.RENAME | Perm.REMOVE))
+    body = await write(admin, token)
+    assert body["code"] == 403, body
+    assert sorted(os.listdir(root / "sub")) == ["c.txt", "deeper"]
+    assert (root / "sub/c.txt").read_text() == "gamma"
+
+
 async def test_put_needs_write(admin: Api, root: Path) -> None:
     token = await user_token(admin, permission=0)
     body = await put(admin, "/local/new.txt", b"x", token=token)
@@ -459,6 +491,39 @@ async def test_form_upload(admin: Api, root: Path) -> None:
     )
     assert response.json()["code"] == 500
     assert not (root / "missing.bin").exists()
+
+
+MALFORMED_FORMS = {
+    "a part header without a colon": (
+        "B",
+        b"--B\r\nGarbage\r\n\r\nabc\r\n--B--\r\n",
+    ),
+    "a part header of a megabyte": (
+        "B",
+        b'--B\r\nContent-Disposition: form-data; name="file"; filename="'
+        + b"a" * (1 << 20)
+        + b'"\r\n\r\nabc\r\n--B--\r\n',
+    ),
+    "a boundary of 5,000 bytes": ("a" * 5000, b"--" + b"a" * 5000 + b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("boundary,body", MALFORMED_FORMS.values(), ids=MALFORMED_FORMS.keys())
+async def test_form_answers_400_to_a_body_the_parser_refuses(
+    admin: Api, root: Path, boundary: str, body: bytes
+) -> None:
+    response = await admin.client.put(
+        "/api/fs/form",
+        content=body,
+        headers={
+            "File-Path": "/local/bad.bin",
+            "Authorization": admin.token,
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    assert response.json()["code"] == 400, response.text
+    assert not (root / "bad.bin").exists()
+    assert leftovers(root) == []
 
 
 async def test_link_is_for_admins(admin: Api, root: Path) -> None:

@@ -6,6 +6,7 @@ the route table itself, so a new route is covered the day it is added.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -388,3 +389,13 @@ async def test_link_is_built_from_site_url(admin: Api, config: Config) -> None:
     sent = {"Authorization": admin.token, **FORWARDED}
     response = await admin.client.post("/api/fs/link", json={"path": "/local/a.txt"}, headers=sent)
     assert response.json()["data"]["url"].startswith("https://files.example.org/p/local/a.txt")
+
+
+@pytest.mark.parametrize("route", ["/api/fs/list", "/api/fs/get", "/api/fs/dirs", "/api/fs/mkdir"])
+async def test_a_path_of_a_million_segments_is_refused_at_once(admin: Api, route: str) -> None:
+    """2 MB of ``/a`` fits in a body; looking up each ancestor's meta and resolving each
+    ancestor's links took minutes, the event loop blocked for much of it."""
+    path = "/local" + "/a" * 1_000_000
+    async with asyncio.timeout(60):  # fails only if the server works for minutes
+        body = await admin.post(route, {"path": path})
+    assert (body["code"], body["message"]) == (400, "path is longer than 32768 characters")

@@ -119,6 +119,27 @@ async def test_kept_alive_connection_counts_each_head_afresh(live: str) -> None:
     assert answer.count(b"HTTP/1.1 200 ") == 21, answer[:300]
 
 
+STALLED_REQUESTS = {
+    "no byte at all": b"",
+    "half a head": b"GET /ping HTTP/1.1\r\nHost: x\r\n",
+    "a head and half a body": (
+        b"POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n{"
+    ),
+}
+
+
+@pytest.mark.parametrize("sent", STALLED_REQUESTS.values(), ids=STALLED_REQUESTS.keys())
+async def test_a_request_that_stalls_is_closed(
+    live: str, sent: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One client holding every connection the process may open, each with a request it
+    never finishes, would shut everyone else out for as long as it likes."""
+    monkeypatch.setattr("manifold.server.REQUEST_IDLE_SECONDS", 0.5)
+    answer = await exchange(live, sent)  # fails the test if the server waits for ever
+    assert answer is None or not answer.startswith(b"HTTP/1.1 200 "), answer
+
+
 # --- request bodies -------------------------------------------------------------------
 
 

@@ -109,3 +109,23 @@ class TestStaleTemporaries:
         age(stale, HOUR)
         assert names(await fs_list(admin, "/local/sub", refresh=True)) == []
         assert os.listdir(root / "sub") == [fresh.name]
+
+
+UNSAFE_NAMES = {
+    "CR LF": "a\r\nb.txt",
+    "right-to-left override": "\u202etxt.exe",
+    "C1 control": "a\x85b",
+}
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES.values(), ids=UNSAFE_NAMES.keys())
+async def test_new_names_with_control_or_reordering_characters_are_refused(
+    admin: Api, root: Path, name: str
+) -> None:
+    for body in (
+        await put(admin, f"/local/sub/{name}", b"bytes"),
+        await form(admin, f"/local/sub/{name}"),
+        await admin.post("/api/fs/mkdir", {"path": f"/local/sub/{name}"}),
+    ):
+        assert body["code"] == 400, body
+    assert os.listdir(root / "sub") == []

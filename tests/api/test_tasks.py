@@ -267,6 +267,27 @@ async def test_a_user_sees_and_acts_on_own_tasks_only(api: Api, gate: Gate) -> N
     await settled(api.services, theirs.id)
 
 
+async def test_a_new_user_does_not_inherit_a_deleted_users_tasks(api: Api, gate: Gate) -> None:
+    # SQLite hands a deleted user's id to the next user made.
+    dave, _ = await user(api, "dave")
+    failed = await finished(api, gate, dave, error="dave's private reason")
+    admin = await api.login()
+    body = await api.post("/api/admin/user/delete", params={"id": dave.id}, token=admin)
+    assert body["code"] == 200, body
+    eve, eve_token = await user(api, "eve")
+    api.token = eve_token
+    assert ids(await api.get(f"{USER}/done")) == []
+    for action in ("info", "retry", "delete"):
+        body = await api.post(f"{USER}/{action}", params={"tid": failed.id})
+        assert answer(body) == NOT_FOUND, (action, eve.id == dave.id)
+    api.token = admin
+    assert ids(await api.get(f"{ADMIN}/done")) == [failed.id]
+    # Nor does a retry run it as the new holder of the id, or as nobody in particular.
+    assert answer(await api.post(f"{ADMIN}/retry", params={"tid": failed.id})) == (200, "success")
+    retried = await settled(api.services, failed.id)
+    assert retried.state == TaskState.FAILED
+
+
 async def test_the_admin_mount_refuses_a_user(api: Api, gate: Gate) -> None:
     alice, token = await user(api, "alice")
     task = await started(api, gate, alice)

@@ -57,6 +57,7 @@ async def update_user(body: UserBody, services: ServicesDep) -> Response:
 
 async def delete_user(id: Int64, services: ServicesDep) -> Response:
     await services.users.delete(id)
+    await services.tasks.disown(id)
     return ok()
 
 

@@ -151,7 +151,12 @@ class Thumbnailer:
     async def _make(self, source: str, name: str, target: str) -> str:
         async with self._limit if self._limit is not None else contextlib.nullcontext():
             if extension(name) in VIDEO_EXTENSIONS:
-                frame = await self._video_frame(source)
+                try:
+                    frame = await self._video_frame(source)
+                except ServerError as exc:
+                    # ffmpeg's messages start with the input's path on the host.
+                    exc.message = exc.message.replace(source, name)
+                    raise
                 png = await run_in(MEDIA_POOL, render_png, io.BytesIO(frame))
             else:
                 png = await run_in(MEDIA_POOL, _render_file, source)
@@ -222,8 +227,13 @@ def render_png(data: IO[bytes]) -> bytes:
                 image.draft("RGB", (WIDTH, WIDTH))
                 upright = ImageOps.exif_transpose(image)
                 return _encode(_resized(upright))
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning,
-            OSError, ValueError, SyntaxError) as exc:  # fmt: skip
+    except UnidentifiedImageError:
+        # Its text names the file object, and with it the path on the host.
+        raise ServerError("failed get thumb: cannot identify image file") from None
+    except OSError as exc:
+        raise ServerError(f"failed get thumb: {exc.strerror or type(exc).__name__}") from exc
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning, ValueError,
+            SyntaxError) as exc:  # fmt: skip
         raise ServerError(f"failed get thumb: {exc}") from exc
 
 

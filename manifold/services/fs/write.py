@@ -95,6 +95,9 @@ class GuardedWriter:
     async def mkdir(self, caller: Caller, path: str, password: str = "") -> Obj:
         full = self._fs.resolve(caller, path)
         parent, _ = split_path(full)
+        # The folder written in is checked as a remove checks it: a password without
+        # p_sub, or a hide rule, guards the folder's contents against writes too.
+        self._fs.check_access(caller, parent, password)
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
@@ -107,9 +110,10 @@ class GuardedWriter:
     ) -> Obj:
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
+        parent, old_name = split_path(full)
+        self._fs.check_access(caller, parent, password)  # as in mkdir
         self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
-        parent, old_name = split_path(full)
         if name != old_name:
             validate_new_name(name)
         dst = await self.child(caller, parent, name, password)
@@ -371,6 +375,8 @@ class GuardedWriter:
         full = self._fs.resolve(caller, path)
         parent, name = split_path(full)
         validate_new_name(name)
+        if not access.can_access(caller.user, self._metas.nearest(parent), parent, password):
+            raise PermissionDenied()  # as in mkdir
         if not access.can_access(caller.user, self._metas.nearest(parent), full, password):
             raise PermissionDenied()
         if not self.can_write_in(caller, parent):
