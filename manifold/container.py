@@ -19,7 +19,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.changes import UserChanges
-from manifold.services.auth.limiter import MemoryLoginLimiter
+from manifold.services.auth.limiter import GuessLimiter, MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
@@ -91,7 +91,8 @@ class Services:
         # Drivers that serve other mounts (Alias) get the tree at mount time; the tree
         # resolves through the storages, so this one link is made after both exist.
         storages.tree = tree
-        fs = GuardedReader(tree, metas)
+        guesses = GuessLimiter(config.max_login_failures, config.login_lockout_seconds)
+        fs = GuardedReader(tree, metas, guesses)
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
         events.subscribe(search)
         storages.on_listed = search.listed

@@ -163,11 +163,6 @@ async def test_failures_spaced_within_the_window_accumulate(api: Api, clock: Clo
     assert (await login(api, "admin", ADMIN_PASSWORD))["code"] == 429
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the per-name lock lets a stranger keep any user locked out with five guesses "
-    "every login_lockout_seconds, from one address",
-)
 async def test_five_guesses_a_window_do_not_keep_a_victim_out_for_an_hour(
     api: Api, services: Services, clock: Clock
 ) -> None:

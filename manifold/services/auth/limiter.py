@@ -8,8 +8,14 @@ address nor the name they are guessing, and guesses spread over many addresses
 still lock the name.
 
 Unlike AList, failures expire ``lockout_seconds`` after the last one and refused
-attempts do not extend the lock, so an attacker cannot keep a victim locked out
-forever.
+attempts do not extend the lock. And the lock on a name does not hold at an address
+that has logged in as that name before (for ``known_seconds``, 30 days): a stranger's
+five guesses every few minutes lock the name for other strangers, not for its owner
+at the address the owner uses (where the address lock still counts every failure).
+
+``GuessLimiter`` counts wrong folder passwords per client address the same way: a
+folder password is a login of its own, and without a limit a guest could guess it at
+request rate.
 
 ``LoginLimiter`` is the interface; ``MemoryLoginLimiter`` keeps state in this
 process. Several instances behind a load balancer need a shared implementation.
@@ -24,6 +30,10 @@ from typing import Protocol
 
 # Past this many tracked addresses and names, stale entries are dropped.
 _MAX_TRACKED = 100_000
+# How long an address that logged in as a name stays exempt from that name's lock, and
+# how many such addresses a name keeps (the oldest go first).
+KNOWN_SECONDS = 30 * 24 * 3600
+_KNOWN_PER_NAME = 16
 
 
 class LoginLimiter(Protocol):
@@ -58,10 +68,15 @@ class MemoryLoginLimiter:
         self.clock = clock
         self._by_address: dict[str, _Failures] = {}
         self._by_name: dict[str, _Failures] = {}
+        # Per name, the addresses that logged in as it and when they last did.
+        self._known: dict[str, dict[str, float]] = {}
 
     async def is_locked(self, address: str, username: str) -> bool:
-        counts = (self._count(self._by_address, address), self._count(self._by_name, username))
-        return max(counts) >= self.max_failures
+        if self._count(self._by_address, address) >= self.max_failures:
+            return True
+        if self._is_known(username, address):
+            return False
+        return self._count(self._by_name, username) >= self.max_failures
 
     async def record_failure(self, address: str, username: str) -> None:
         self._add(self._by_address, address, username)
@@ -72,6 +87,17 @@ class MemoryLoginLimiter:
     async def record_success(self, address: str, username: str) -> None:
         self._clear(self._by_address, address, username)
         self._clear(self._by_name, username, address)
+        known = self._known.setdefault(username, {})
+        known.pop(address, None)
+        known[address] = self.clock()
+        while len(known) > _KNOWN_PER_NAME:
+            del known[next(iter(known))]
+        if len(self._known) > _MAX_TRACKED:
+            del self._known[next(iter(self._known))]
+
+    def _is_known(self, username: str, address: str) -> bool:
+        seen = self._known.get(username, {}).get(address)
+        return seen is not None and self.clock() - seen < KNOWN_SECONDS
 
     def _count(self, table: dict[str, _Failures], key: str) -> int:
         entry = self._current(table, key)
@@ -104,3 +130,41 @@ class MemoryLoginLimiter:
         for table in (self._by_address, self._by_name):
             for key in [k for k, entry in table.items() if self._expired(entry)]:
                 del table[key]
+
+
+class GuessLimiter:
+    """Wrong guesses of a secret other than a login (a folder password), per address.
+
+    ``max_failures`` wrong guesses from an address lock it out of further guesses
+    until ``lockout_seconds`` after the last one. Kept in this process; several
+    instances need a shared implementation of these two methods.
+    """
+
+    def __init__(
+        self,
+        max_failures: int,
+        lockout_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_failures = max_failures
+        self.lockout_seconds = lockout_seconds
+        self.clock = clock
+        self._failures: dict[str, tuple[int, float]] = {}
+
+    def is_locked(self, address: str) -> bool:
+        count, last = self._failures.get(address, (0, 0.0))
+        if count and self.clock() - last >= self.lockout_seconds:
+            del self._failures[address]
+            return False
+        return count >= self.max_failures
+
+    def record_failure(self, address: str) -> None:
+        self.is_locked(address)  # drops an expired count first
+        count, _ = self._failures.get(address, (0, 0.0))
+        self._failures[address] = (count + 1, self.clock())
+        if len(self._failures) > _MAX_TRACKED:
+            now = self.clock()
+            for key in [
+                k for k, (_, t) in self._failures.items() if now - t >= self.lockout_seconds
+            ]:
+                del self._failures[key]

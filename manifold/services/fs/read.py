@@ -23,10 +23,12 @@ from manifold.errors import (
     ManifoldError,
     PasswordRequired,
     PermissionDenied,
+    TooManyAttempts,
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
 from manifold.paths import clean_path, join_base, split_path
 from manifold.services.admin.metas import MetaService
+from manifold.services.auth.limiter import GuessLimiter
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.confine import Confinement, RealPlace
@@ -94,9 +96,13 @@ class GuardedReader:
     ``Guarded*`` objects check the caller; ``FileTree`` below them checks nothing.
     """
 
-    def __init__(self, tree: FileTree, metas: MetaService) -> None:
+    def __init__(
+        self, tree: FileTree, metas: MetaService, guesses: GuessLimiter | None = None
+    ) -> None:
         self.tree = tree
         self._metas = metas
+        # Wrong folder passwords per address (None: no limit).
+        self.guesses = guesses
         self._views: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_VIEW_BUDGET)
         self._names: DerivedMemo[tuple[builtins.list[str], builtins.list[int]]]
         self._names = DerivedMemo(_VIEW_BUDGET)
@@ -128,8 +134,18 @@ class GuardedReader:
         return base != "/" and self.tree.find(base) is not None
 
     def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
+        """The nearest meta of ``path``, once the caller may enter it; a wrong folder
+        password counts against the caller's address (``GuessLimiter``), and an address
+        with too many is refused every guess, right or wrong, for a while."""
         meta = self._metas.nearest(path)
+        if access.can_access(caller.user, meta, path, ""):
+            return meta
+        guesses = self.guesses
+        if password and guesses is not None and guesses.is_locked(caller.client):
+            raise TooManyAttempts()
         if not access.can_access(caller.user, meta, path, password):
+            if password and guesses is not None:
+                guesses.record_failure(caller.client)
             raise PasswordRequired()
         return meta
 
