@@ -51,7 +51,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
-from manifold.drivers.local.deep import remove_tree
+from manifold.drivers.local.deep import copy_tree, remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.seen import SEEN, Scan
@@ -832,7 +832,7 @@ def _discard_path(temp: str) -> None:
 def _discard_tree(path: str) -> None:
     with suppress(OSError):
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            remove_tree(path)
         else:
             os.unlink(path)
 
@@ -850,7 +850,7 @@ def _copy_entry(source: str, target: str) -> None:
     # Links inside a copied folder stay links, as ``cp -a`` keeps them; a link
     # that leaves the root stays unreadable through this driver in the copy too.
     if os.path.isdir(source):
-        shutil.copytree(source, target, symlinks=True)
+        copy_tree(source, target)  # any depth: no recursion, no path longer than a name
     else:
         shutil.copy2(source, target)
 
