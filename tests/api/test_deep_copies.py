@@ -7,8 +7,10 @@ Only a guard against a hang is timed: each copy must end well within it.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,32 @@ async def test_a_copy_within_a_storage_keeps_links_times_and_modes(
     assert (copy / "sub/empty").is_dir()
     assert os.readlink(copy / "sub/to_a") == "../a.txt"
     assert os.readlink(copy / "sub/out") == str(tmp_path / "two")
+
+
+@pytest.fixture
+def other_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on another file system than the test's (``/dev/shm``), where there is one."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second file system to move to")
+    bin_dir = Path(tempfile.mkdtemp(dir=shm, prefix="manifold-test-"))
+    try:
+        yield bin_dir
+    finally:
+        clear(bin_dir)
+        bin_dir.rmdir()
+
+
+async def test_a_deep_tree_goes_to_a_recycle_bin_on_another_disk(
+    api: Api, roots: tuple[Path, Path], other_disk: Path
+) -> None:
+    """Moving to another file system copies, then removes: both at any depth."""
+    one, _ = roots
+    await api.as_admin()
+    addition = {"root_folder_path": str(one), "recycle_bin_path": str(other_disk)}
+    await mount_local(api, "/binned", one, addition=json.dumps(addition))
+    removed = await answered(api.post("/api/fs/remove", {"dir": "/binned", "names": ["d"]}))
+    assert removed["code"] == 200, removed
+    assert not (one / "d").exists()
+    assert depth_of(other_disk, "d") == LEVELS
+    assert bottom_of(other_disk, "d") == ["bottom.txt"]

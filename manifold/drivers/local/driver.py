@@ -51,7 +51,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
-from manifold.drivers.local.deep import copy_tree, remove_tree
+from manifold.drivers.local.deep import TreeChanged, copy_tree, remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.seen import SEEN, Scan
@@ -830,7 +830,7 @@ def _discard_path(temp: str) -> None:
 
 
 def _discard_tree(path: str) -> None:
-    with suppress(OSError):
+    with suppress(OSError, TreeChanged):
         if os.path.isdir(path) and not os.path.islink(path):
             remove_tree(path)
         else:
@@ -843,7 +843,15 @@ def _move_entry(old: str, new: str) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        shutil.move(old, new)  # another file system: copy, then delete
+        if not os.path.isdir(old) or os.path.islink(old):
+            shutil.move(old, new)  # another file system: copy, then delete
+            return
+        try:
+            copy_tree(old, new)  # any depth, as removal
+        except BaseException:
+            _discard_tree(new)
+            raise
+        remove_tree(old)
 
 
 def _copy_entry(source: str, target: str) -> None:
