@@ -52,7 +52,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
-from manifold.drivers.local.deep import remove_tree
+from manifold.drivers.local.deep import TreeChanged, copy_tree, remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.seen import SEEN, Scan
@@ -831,9 +831,9 @@ def _discard_path(temp: str) -> None:
 
 
 def _discard_tree(path: str) -> None:
-    with suppress(OSError):
+    with suppress(OSError, TreeChanged):
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            remove_tree(path)
         else:
             os.unlink(path)
 
@@ -844,14 +844,22 @@ def _move_entry(old: str, new: str) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-        shutil.move(old, new)  # another file system: copy, then delete
+        if not os.path.isdir(old) or os.path.islink(old):
+            shutil.move(old, new)  # another file system: copy, then delete
+            return
+        try:
+            copy_tree(old, new)  # any depth, as removal
+        except BaseException:
+            _discard_tree(new)
+            raise
+        remove_tree(old)
 
 
 def _copy_entry(source: str, target: str) -> None:
     # Links inside a copied folder stay links, as ``cp -a`` keeps them; a link
     # that leaves the root stays unreadable through this driver in the copy too.
     if os.path.isdir(source):
-        shutil.copytree(source, target, symlinks=True)
+        copy_tree(source, target)  # any depth: no recursion, no path longer than a name
     else:
         shutil.copy2(source, target)
 

@@ -23,7 +23,7 @@ from manifold.models import Perm, User
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
-from manifold.services.fs.tree import FileTree, copy_task_name
+from manifold.services.fs.tree import FileTree, copy_task_name, refuse_too_deep
 from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskContext, TaskService
 
@@ -82,15 +82,20 @@ class Transfers:
         ctx.set_status("getting src object")
         obj, _ = await self._tree.lookup(src)
         if obj.is_dir:
-            await self._copy_folder(ctx, src, dst_dir, password)
+            await self._copy_folder(ctx, src, dst_dir, password, int(payload.get("depth", 0)))
             return
         ctx.set_status("")
         ctx.set_total(obj.size)
         await self._tree.copy_file(src, dst_dir, lambda stream: _counted(stream, ctx))
 
-    async def _copy_folder(self, ctx: TaskContext, src: str, dst_dir: str, password: str) -> None:
+    async def _copy_folder(
+        self, ctx: TaskContext, src: str, dst_dir: str, password: str, depth: int
+    ) -> None:
+        """``depth``: how far below the folder the user copied this one is; a task per
+        level puts no limit on the stack, but each level looks its whole path up."""
         if await self._tree.is_itself(src, f"{dst_dir}/{split_path(src)[1]}"):
             return  # a folder copied onto itself is there already
+        refuse_too_deep(depth)
         _, target = await self._tree.copy_folder_level(src, dst_dir)
         ctx.set_status("src object is dir, listing objs")
         caller = Caller(ctx.creator, "") if ctx.creator is not None else None
@@ -98,7 +103,7 @@ class Transfers:
         into = self._tree.place(target)
         for entry in visit.entries:
             title = copy_task_name(self._tree.place(entry.path), into)
-            payload = {"src": entry.path, "dst_dir": target}
+            payload: dict[str, Any] = {"src": entry.path, "dst_dir": target, "depth": depth + 1}
             if password:
                 payload["password"] = password
             await ctx.spawn("copy", title, payload, entry.obj.size)

@@ -48,6 +48,9 @@ LOADING = "Loading storage, please wait"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Merged lists (real entries plus virtual mount folders) kept at once, in objects.
 _MERGED_BUDGET = 200_000
+# How many folder levels below the copied folder a copy between storages goes (as deep
+# as a walk goes).
+COPY_DEPTH = 256
 
 Stream = AsyncIterator[bytes]
 
@@ -74,6 +77,19 @@ class Place:
 
     def same_storage(self, other: Place) -> bool:
         return self.mounted is other.mounted
+
+
+class CopyTooDeep(ServerError):
+    """A copy between storages past ``COPY_DEPTH`` levels: each level costs a lookup of
+    its whole path on both sides, so a tree that deep is refused rather than copied."""
+
+    default_message = f"copy too deep: more than {COPY_DEPTH} folder levels between storages"
+
+
+def refuse_too_deep(depth: int) -> None:
+    """``CopyTooDeep`` for a folder ``depth`` levels below the folder being copied."""
+    if depth > COPY_DEPTH:
+        raise CopyTooDeep()
 
 
 def copy_task_name(src: Place, dst_folder: Place) -> str:
@@ -301,15 +317,30 @@ class FileTree:
             return await self.copy_file(path, target_dir, name=name)
         folder = await self.make_dir(target)
         try:
-            for child in (await self.listing(path))[0]:
-                await self.copy_across(
-                    clean_path(f"{path}/{child.name}"), clean_path(f"{target}/{child.name}")
-                )
+            await self._copy_below(path, target)
         except BaseException:
             with suppress(ManifoldError):
                 await self.remove(target)
             raise
         return folder
+
+    async def _copy_below(self, path: str, target: str) -> None:
+        """Copy what the folder ``path`` holds into the folder ``target``.
+
+        The folders still to copy wait on a list of their own, not on Python's stack,
+        so depth costs no recursion; past ``COPY_DEPTH`` levels the copy stops.
+        """
+        pending = [(path, target, 0)]
+        while pending:
+            folder, into, depth = pending.pop()
+            for child in (await self.listing(folder))[0]:
+                src, dst = clean_path(f"{folder}/{child.name}"), clean_path(f"{into}/{child.name}")
+                if not child.is_dir:
+                    await self.copy_file(src, into, name=child.name)
+                    continue
+                refuse_too_deep(depth + 1)
+                await self.make_dir(dst)
+                pending.append((src, dst, depth + 1))
 
     async def copy_file(
         self,

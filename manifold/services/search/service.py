@@ -16,11 +16,15 @@ folder in the database; where a folder's hide lines are plain text (with ``^`` o
 at most, as ``^\\.`` for dot files), the database counts the names they hide too, and
 only folders under other patterns have their matches read to test the names. The page
 itself is read in chunks, filtered, until full.
+
+Where links can lead out of the caller's base path, the page is read in chunks too, and
+each chunk's hits are asked at once whether links take them out; the total is exact
+once the reading reaches the last match (see ``_confined``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -112,6 +116,8 @@ CHUNK_MIN = 50
 # Folders whose matches one query reads for a total; padded to a power of two, so
 # that few statement shapes serve every count.
 FOLDERS_PER_QUERY = 64
+# Which of a chunk of matches a page keeps, in their order.
+Keep = Callable[[list[Node]], Awaitable[list[Node]]]
 
 
 class SearchService:
@@ -182,20 +188,14 @@ class SearchService:
             return [], 0
         excluded, check_names = view.plan(parent, self._metas.all())
         query = NodeQuery(parent, tuple(request.keywords.split()), request.scope, excluded)
-        linked = self._fs.links_confine(caller)
-        if not check_names and not linked:
+        if self._fs.links_confine(caller):
+            confined = _Confined(view, lambda paths: self._fs.escaping(caller, paths))
+            total = await _shown_total(searcher, query, view) if check_names else None
+            return await _confined(searcher, query, confined, total, request)
+        if not check_names:
             found, total = await searcher.search(query, request.page, request.per_page)
             return [n for n in found if view.shows(n)], total
-        if not linked:
-            return await _filtered(searcher, query, view, request.page, request.per_page)
-        found, _ = await searcher.search(query, 1, 0)
-        shown = [n for n in found if view.shows(n)]
-        if linked:
-            # Names reached through a link out of the base path are not the caller's.
-            escaping = await self._fs.escaping(caller, [n.path for n in shown])
-            shown = [n for n in shown if n.path not in escaping]
-        start = (request.page - 1) * request.per_page
-        return shown[start : start + request.per_page], len(shown)
+        return await _filtered(searcher, query, view, request.page, request.per_page)
 
     # -- index administration --------------------------------------------------------
 
@@ -272,7 +272,15 @@ async def _filtered(
     start = (page - 1) * per_page
     if start >= total:
         return [], total
-    return (await _shown_prefix(searcher, query, view, start + per_page))[start:], total
+    shown, _, _ = await _shown_prefix(searcher, query, _showing(view), start + per_page)
+    return shown[start : start + per_page], total
+
+
+def _showing(view: Visibility) -> Keep:
+    async def keep(found: list[Node]) -> list[Node]:
+        return [node for node in found if view.shows(node)]
+
+    return keep
 
 
 async def _shown_total(searcher: Searcher, query: NodeQuery, view: Visibility) -> int:
@@ -361,19 +369,67 @@ def _escaped_at(text: str, index: int) -> bool:
 
 
 async def _shown_prefix(
-    searcher: Searcher, query: NodeQuery, view: Visibility, wanted: int
-) -> list[Node]:
-    """The first ``wanted`` hits ``view`` shows, read in chunks of about that size."""
+    searcher: Searcher, query: NodeQuery, keep: Keep, wanted: int
+) -> tuple[list[Node], int, bool]:
+    """The hits ``keep`` keeps, read in chunks of about ``wanted`` until there are
+    ``wanted`` or more; how many matches there are in all, and whether all were read."""
     size = max(wanted, CHUNK_MIN)
     shown: list[Node] = []
     page = 1
-    while len(shown) < wanted:
+    while True:
         found, total = await searcher.search(query, page, size)
-        shown += [node for node in found if view.shows(node)]
-        if not found or page * size >= total:
-            break
+        shown += await keep(found)
+        read_all = not found or page * size >= total
+        if read_all or len(shown) >= wanted:
+            return shown, total, read_all
         page += 1
-    return shown[:wanted]
+
+
+async def _confined(
+    searcher: Searcher,
+    query: NodeQuery,
+    confined: _Confined,
+    shown_total: int | None,
+    request: SearchRequest,
+) -> tuple[list[Node], int]:
+    """A page of the hits shown that no link takes out of the base path, read a chunk at
+    a time until full; and the total.
+
+    ``shown_total``: the hits shown, links aside (None: every match). The total takes
+    away the hits that links take out among those read, so it is exact once a page
+    reaches the last match; before that it still counts the ones not read yet, as
+    AList's total counts every hit.
+    """
+    start = (request.page - 1) * request.per_page
+    shown, matches, read_all = await _shown_prefix(
+        searcher, query, confined, start + request.per_page
+    )
+    if read_all:
+        total = len(shown)
+    else:
+        total = max(
+            (matches if shown_total is None else shown_total) - confined.dropped, len(shown)
+        )
+    return shown[start : start + request.per_page], total
+
+
+class _Confined:
+    """Keeps the hits ``view`` shows that no link takes out of the base path, and
+    counts those the links took out."""
+
+    def __init__(
+        self, view: Visibility, escaping: Callable[[list[str]], Awaitable[set[str]]]
+    ) -> None:
+        self._view = view
+        self._escaping = escaping
+        self.dropped = 0
+
+    async def __call__(self, found: list[Node]) -> list[Node]:
+        shown = [node for node in found if self._view.shows(node)]
+        out = await self._escaping([node.path for node in shown]) if shown else set()
+        kept = [node for node in shown if node.path not in out]
+        self.dropped += len(shown) - len(kept)
+        return kept
 
 
 class Visibility:
