@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from manifold.drivers.local.deep import remove_tree
 from manifold.errors import ManifoldError
+from manifold.localfs import remove_tree
 from manifold.models import Perm, Role, TaskState, User
 from manifold.services.auth.service import Caller
 from tests.api.fs_helpers import make_tree, mount_local

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import pytest
 
-from manifold.drivers.local.deep import remove_tree
+from manifold.localfs import remove_tree
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import Api
 

@@ -52,7 +52,6 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
-from manifold.drivers.local.deep import TreeChanged, copy_tree, remove_tree
 from manifold.drivers.local.meta import DELETE_PERMANENTLY, Addition
 from manifold.drivers.local.noreplace import rename_new
 from manifold.drivers.local.seen import SEEN, Scan
@@ -73,6 +72,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
+from manifold.localfs import TreeChanged, copy_tree, remove_tree
 from manifold.models import THUMB_SELF, DiskUsage, Link, Obj, Storage, new_obj
 
 T = TypeVar("T")

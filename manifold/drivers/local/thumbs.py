@@ -30,6 +30,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from manifold.concurrency import DISK_POOL, MEDIA_POOL, SingleFlight, run_in
 from manifold.errors import InvalidRequest, NotSupported, ServerError
+from manifold.localfs import discard_tree
 
 WIDTH = 144
 THUMB_PREFIX = "alist_thumb_"
@@ -119,7 +120,7 @@ class Thumbnailer:
         """Remove the private folder, if one was made (blocking)."""
         with self._lock:
             if self._folder and not self._cache_folder:
-                shutil.rmtree(self._folder, ignore_errors=True)
+                discard_tree(self._folder)
             self._folder = ""
             self._closed = True
 

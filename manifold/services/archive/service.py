@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import os
 import secrets
-import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,6 +48,7 @@ from manifold.errors import (
     ServerError,
     StorageNotFound,
 )
+from manifold.localfs import discard_tree
 from manifold.models import Link, LinkArgs, Obj, Perm, User
 from manifold.paths import clean_path, is_sub_path, split_path, validate_name
 from manifold.services.admin.metas import MetaService
@@ -135,7 +135,7 @@ class ArchiveService:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self._temp_dir)
         for entry in self._temp_dir.glob(f"{WORK_PREFIX}*"):
-            shutil.rmtree(entry, ignore_errors=True)
+            discard_tree(entry)
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()
 
@@ -319,7 +319,7 @@ class ArchiveService:
             await run_in(ARCHIVE_POOL, extract, *work_args)
         except BaseException:
             source.cancelled.set()
-            await run_in(ARCHIVE_POOL, shutil.rmtree, work, True)
+            await run_in(ARCHIVE_POOL, discard_tree, work)
             raise
         name = split_path(src)[1]
         stem = name.rsplit(".", 1)[0] if "." in name else name
@@ -468,7 +468,7 @@ async def _counted(stream: Any, ctx: TaskContext) -> Any:
 
 def _remove(path: str) -> None:
     if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+        discard_tree(path)
     else:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

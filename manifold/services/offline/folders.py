@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import shutil
 import uuid
 from pathlib import Path
 
 from manifold.config import make_private
 from manifold.errors import ManifoldError, ServerError
+from manifold.localfs import discard_tree
 
 
 class DownloadFolders:
@@ -107,7 +107,7 @@ def remove_tree(path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     else:
-        shutil.rmtree(path, ignore_errors=True)
+        discard_tree(path)
 
 
 def _safe(name: str) -> str:

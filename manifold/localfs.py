@@ -184,3 +184,16 @@ def _copy_stat(src: int, dst: int) -> None:
     st = os.fstat(src)
     os.fchmod(dst, stat.S_IMODE(st.st_mode))
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def discard_tree(path: str | os.PathLike[str]) -> None:
+    """Best-effort clean-up of a file or folder tree of any depth: a missing path or an
+    entry that cannot be removed is left without an error (what is left is swept later)."""
+    path = os.fspath(path)
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove_tree(path)
+        else:
+            os.unlink(path)
+    except (OSError, ServerError):
+        return
