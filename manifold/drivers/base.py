@@ -203,6 +203,24 @@ def _default_text(info: FieldInfo) -> str:
     return "" if value is None else str(value)
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file for ``Driver.put``: its name in the target folder, its bytes, and what
+    the sender said of them.
+
+    One value rather than loose arguments, so that what an upload carries grows in
+    one place while every layer between the API and the driver passes it on as is.
+    ``size`` is None when the sender did not say (a multipart form); ``modified``
+    None leaves the time to the back end.
+    """
+
+    name: str
+    stream: AsyncIterator[bytes]
+    size: int | None
+    modified: datetime | None
+    overwrite: bool = True
+
+
 class FileSource:
     """An upload whose bytes are already a whole file on this machine (an offline
     download's result). Any driver reads it as the stream it is; a Local storage on
@@ -288,16 +306,7 @@ class WritableTree(VirtualTree, Protocol):
 
     async def remove_path(self, path: str) -> None: ...
 
-    async def put_path(
-        self,
-        dst_dir: str,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj: ...
+    async def put_path(self, dst_dir: str, upload: Upload) -> Obj: ...
 
 
 class Driver(ABC, Generic[OptionsT]):
@@ -490,29 +499,22 @@ class Driver(ABC, Generic[OptionsT]):
         """
         raise NotSupported()
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        """Store ``stream`` as file ``name`` in ``dst_dir``, replacing a file of that name.
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        """Store ``upload`` as a file in ``dst_dir``, replacing a file of its name.
 
-        Bytes go to a temporary name in ``dst_dir`` and are renamed into place only
-        when the stream has ended and its byte count equals ``size`` (when given).
-        An aborted stream, a cancelled call or a wrong count leaves nothing behind:
-        neither the file nor the temporary one. An exception raised by ``stream``
-        propagates unchanged; a wrong count raises ``InvalidRequest``. Raises
-        ``ObjectExists`` when a folder holds the name. ``modified`` becomes the
-        file's modification time where the back end allows it.
+        Nothing is visible at the destination until every byte has arrived and their
+        count equals ``upload.size`` (when given). How is the back end's: a temporary
+        name renamed into place (Local, SFTP), a multipart upload completed only after
+        its last part (S3), or anything else with that outcome. An aborted stream, a
+        cancelled call or a wrong count leaves nothing behind: neither the file nor any
+        part of it. An exception raised by the stream propagates unchanged; a wrong
+        count raises ``InvalidRequest``. Raises ``ObjectExists`` when a folder holds the
+        name. ``upload.modified`` becomes the file's modification time where the back
+        end allows it.
 
-        With ``overwrite`` false an existing file is kept and ``ObjectExists`` raised
-        instead, decided when the file is put in place, not by an earlier look: of
-        several such puts racing for one free name exactly one succeeds.
+        With ``upload.overwrite`` false an existing file is kept and ``ObjectExists``
+        raised instead, decided when the file is put in place, not by an earlier look:
+        of several such puts racing for one free name exactly one succeeds.
         """
         raise NotSupported()
 

@@ -48,6 +48,7 @@ from manifold.drivers.base import (
     ErrorTable,
     FileSource,
     LinkArgs,
+    Upload,
     translating,
     validate_name,
 )
@@ -276,17 +277,9 @@ class LocalDriver(Driver[Addition]):
         """Delete ``obj``, or move it into the recycle bin when one is configured."""
         await self._run(self._remove, obj.path)
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        validate_name(name)
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        name, stream, size = validate_name(upload.name), upload.stream, upload.size
+        modified, overwrite = upload.modified, upload.overwrite
         if not isinstance(stream, FileSource):
             head, whole = await _read_ahead(stream, _WRITE_BATCH)
             if whole:  # small: the folder check, the write and the rename in one trip
