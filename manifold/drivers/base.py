@@ -327,9 +327,19 @@ class Driver(ABC, Generic[OptionsT]):
 
     @abstractmethod
     async def link(self, file: Obj, args: LinkArgs) -> Link:
-        """How to fetch ``file``'s bytes: a local ``file_path`` or a ``url`` with headers.
+        """How to fetch ``file``'s bytes: one ``Link`` of three kinds.
 
-        Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder.
+        * ``file_path``: a file on this machine (Local); the server reads it itself.
+        * ``url``: where the bytes can be fetched (an S3 presigned URL, another
+          AList's link), with ``expires_in``, the seconds it stays valid. ``/d``
+          redirects the client there; ``/p`` fetches it, sending ``headers`` too (a
+          redirect cannot carry them: a back end that needs them sets ``only_proxy``).
+        * ``reader``: a range reader, for back ends with neither (SFTP, FTP, SMB,
+          WebDAV behind a login); the server streams the bytes through it, opening a
+          range at a time and closing it early when the client goes.
+
+        Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder
+        (a ``reader`` may raise them when it opens instead).
         """
 
     async def get(self, path: str) -> Obj:

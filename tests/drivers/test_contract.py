@@ -3,7 +3,10 @@ each name lives in the one of four modules that owns it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from manifold.drivers import base, helpers, options, trees
+from manifold.models import Link
 
 
 def test_base_re_exports_what_a_driver_imports_from_the_module_that_owns_it() -> None:
@@ -29,3 +32,15 @@ def test_the_form_description_is_the_registrys_alone() -> None:
 def test_the_contract_names_its_four_modules() -> None:
     doc = base.__doc__ or ""
     assert all(f"``{name}``" in doc for name in ("base", "helpers", "trees", "options"))
+
+
+def test_link_documents_every_kind_of_link() -> None:
+    """A field added to ``Link`` is a kind a driver author must be told about."""
+    doc = base.Driver.link.__doc__ or ""
+    kinds = [name for name in fields_of(Link) if name not in ("headers", "expires_in")]
+    assert kinds == ["file_path", "url", "reader"]
+    assert all(f"* ``{kind}``" in doc for kind in kinds)
+
+
+def fields_of(cls: type) -> list[str]:
+    return [field.name for field in dataclasses.fields(cls)]
