@@ -182,7 +182,8 @@ class Upload:
     the sender said of them.
 
     One value rather than loose arguments, so that what an upload carries grows in
-    one place while every layer between the API and the driver passes it on as is.
+    one place, and the file tree, the storage operations and the layers between them
+    and the driver pass it on untouched.
     ``size`` is None when the sender did not say (a multipart form); ``modified``
     None leaves the time to the back end.
     """

@@ -278,14 +278,13 @@ class LocalDriver(Driver[Addition]):
         await self._run(self._remove, obj.path)
 
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
-        name, stream, size = validate_name(upload.name), upload.stream, upload.size
-        modified, overwrite = upload.modified, upload.overwrite
+        name, stream = validate_name(upload.name), upload.stream
         if not isinstance(stream, FileSource):
             head, whole = await _read_ahead(stream, _WRITE_BATCH)
             if whole:  # small: the folder check, the write and the rename in one trip
-                _check_size(len(head), size)
+                _check_size(len(head), upload.size)
                 return await self._run(
-                    self._put_whole, dst_dir.path, name, head, modified, overwrite
+                    self._put_whole, dst_dir.path, name, head, upload.modified, upload.overwrite
                 )
             stream = _prefixed(head, stream)
         folder = await self._run(self._folder, dst_dir.path)
@@ -294,9 +293,9 @@ class LocalDriver(Driver[Addition]):
         if isinstance(stream, FileSource):
             with _in_flight(temp):
                 try:
-                    linked = await self._run(_link_or_copy, stream.path, temp, size)
+                    linked = await self._run(_link_or_copy, stream.path, temp, upload.size)
                     stream.sent(linked)
-                    await self._run(_place, temp, target, modified, overwrite)
+                    await self._run(_place, temp, target, upload.modified, upload.overwrite)
                 except BaseException:
                     _discard_path(temp)
                     raise
@@ -304,8 +303,8 @@ class LocalDriver(Driver[Addition]):
         with _in_flight(temp):
             file = await self._run(_create, temp)
             try:
-                _check_size(await _write_stream(file, stream), size)
-                await self._run(_commit, file, temp, target, modified, overwrite)
+                _check_size(await _write_stream(file, stream), upload.size)
+                await self._run(_commit, file, temp, target, upload.modified, upload.overwrite)
             except BaseException:
                 # Synchronous on purpose: this also runs when the task is being cancelled.
                 _discard(file, temp)
