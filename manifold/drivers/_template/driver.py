@@ -1,5 +1,7 @@
 """The template's driver: the four mandatory methods, written against a stand-in for the
 back end's library (``client``, typed ``Any``) that a real driver replaces with its own.
+Import the library at the top of this module: where it is missing, the registry lists
+the driver as unavailable, with the import error as the reason.
 
 Optional methods are declared by overriding them; their contracts are the docstrings in
 ``manifold.drivers.base.Driver``: ``get``, ``make_dir``, ``move``, ``rename``, ``copy``,
@@ -57,6 +59,8 @@ class TemplateDriver(Driver[Addition]):
                 await self.run_blocking(client.close)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
+        # ``Obj.path`` is this driver's own handle on an object (here the back end's
+        # path): callers pass back the objects it returned and never build one.
         with translating(ERRORS):
             entries = await self.run_blocking(self._client.listdir, dir.path)
         return [
