@@ -4,7 +4,7 @@ A driver is a folder under ``manifold/drivers/`` holding ``meta.py`` (the static
 ``DriverConfig`` named ``CONFIG`` and the per-storage options model named
 ``Addition``) and ``driver.py`` (the ``Driver`` subclass, exported as ``DRIVER``).
 ``meta.py`` never imports a third-party library, so a driver whose library is
-missing can still describe itself.
+missing can still describe itself. ``_template/`` is a commented skeleton to copy.
 
 Four methods are mandatory (``init``, ``drop``, ``list``, ``link``). The others are
 optional: the base implementation raises ``NotSupported`` and a driver declares a
@@ -14,45 +14,75 @@ Every method raises only classes from ``manifold.errors``; a driver translates i
 library's exceptions at the edge and keeps the cause (``raise ... from exc``).
 ``Obj.path`` is driver-internal: callers pass back the objects a driver returned
 and never build paths themselves.
+
+The contract is four modules; this one re-exports what a driver imports from the
+others, so a driver's imports from the package fit on one line:
+
+* ``base`` (this one): ``Driver``, ``DriverConfig``, ``option``, ``RootPath``,
+  ``RootID``, ``Upload``;
+* ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
+  ``run_blocking``, ``FileSource``;
+* ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
+* ``options``: ``describe_options``, the storage form's items, which only the
+  registry reads.
 """
 
 from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import (
-    Any,
-    BinaryIO,
-    ClassVar,
-    Generic,
-    Literal,
-    Protocol,
-    TypeVar,
-    runtime_checkable,
-)
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, JsonValue
-from pydantic.fields import FieldInfo
 
-from manifold.concurrency import DISK_POOL, DRIVER_POOL, Pool, run_in
-from manifold.errors import ManifoldError, NotSupported, PermissionDenied
+from manifold.concurrency import Pool, run_in
+from manifold.drivers.helpers import (
+    ErrorTable,
+    FileSource,
+    run_blocking,
+    translate,
+    translating,
+)
+from manifold.drivers.trees import VirtualTree, WritableTree
+from manifold.errors import NotSupported, PermissionDenied
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.paths import RESERVED_PREFIX, validate_name
 
-# Re-exported: drivers import what they need from this module alone.
-__all__ = ["RESERVED_PREFIX", "LinkArgs", "OtherArgs", "validate_name"]
+# The contract defined here, and what a driver imports from the other three modules.
+__all__ = [
+    "RESERVED_PREFIX",
+    "Driver",
+    "DriverConfig",
+    "ErrorTable",
+    "FileSource",
+    "LinkArgs",
+    "OtherArgs",
+    "RootID",
+    "RootPath",
+    "Upload",
+    "VirtualTree",
+    "WritableTree",
+    "option",
+    "run_blocking",
+    "translate",
+    "translating",
+    "validate_name",
+]
 
 ItemType = Literal["string", "text", "number", "bool", "select"]
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 T = TypeVar("T")
 
-_ITEM_KEY = "driver_item"
+# Where ``option`` keeps a field's form metadata; ``options.describe_options`` reads it.
+ITEM_KEY = "driver_item"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Threads of a storage's own pool (``Driver.run_blocking``) when its driver sets no
+# ``max_concurrency``.
+STORAGE_THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +158,7 @@ def option(
         "help": help,
         "shown_default": shown_default,
     }
-    return Field(default, json_schema_extra={_ITEM_KEY: item})
+    return Field(default, json_schema_extra={ITEM_KEY: item})
 
 
 class RootPath(BaseModel):
@@ -146,158 +176,23 @@ class RootID(BaseModel):
     root_folder_id: str = option("")
 
 
-def _root_options(model_cls: type[BaseModel]) -> set[str]:
-    names = set()
-    if issubclass(model_cls, RootPath):
-        names.add("root_folder_path")
-    if issubclass(model_cls, RootID):
-        names.add("root_folder_id")
-    return names
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file for ``Driver.put``: its name in the target folder, its bytes, and what
+    the sender said of them.
 
-
-def describe_options(model_cls: type[BaseModel], default_root: str = "") -> list[dict[str, Any]]:
-    """AList's item dicts ``{name,type,default,options,required,help}`` in field order.
-
-    As in AList, a root option without a default shows the driver's ``default_root``
-    and is required exactly when that default is not empty.
-    """
-    items = [_describe_field(name, info) for name, info in model_cls.model_fields.items()]
-    roots = _root_options(model_cls)
-    for item in items:
-        if item["name"] in roots and not item["default"]:
-            item["default"] = default_root
-            item["required"] = default_root != ""
-    return items
-
-
-def _describe_field(name: str, info: FieldInfo) -> dict[str, Any]:
-    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-    meta = extra.get(_ITEM_KEY)
-    if not isinstance(meta, dict):
-        meta = {}
-    shown = meta.get("shown_default")
-    return {
-        "name": info.alias or name,
-        "type": meta.get("type") or _item_type(info.annotation),
-        "default": shown if shown is not None else _default_text(info),
-        "options": meta.get("options", ""),
-        "required": bool(meta.get("required", False)),
-        "help": meta.get("help", ""),
-    }
-
-
-def _item_type(annotation: Any) -> ItemType:
-    if annotation is bool:
-        return "bool"
-    if annotation in (int, float):
-        return "number"
-    return "string"
-
-
-def _default_text(info: FieldInfo) -> str:
-    if info.is_required():
-        return ""
-    value = info.get_default(call_default_factory=True)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-class FileSource:
-    """An upload whose bytes are already a whole file on this machine (an offline
-    download's result). Any driver reads it as the stream it is; a Local storage on
-    the same file system links it into place instead of copying it.
-
-    ``on_bytes`` hears how many bytes went, as they go (all at once when linked).
+    One value rather than loose arguments, so that what an upload carries grows in
+    one place, and the file tree, the storage operations and the layers between them
+    and the driver pass it on untouched.
+    ``size`` is None when the sender did not say (a multipart form); ``modified``
+    None leaves the time to the back end.
     """
 
-    CHUNK = 1 << 20
-
-    def __init__(self, path: str, on_bytes: Callable[[int], None] | None = None) -> None:
-        self.path = path
-        self._on_bytes = on_bytes or (lambda _: None)
-        self._chunks: AsyncGenerator[bytes, None] | None = None
-
-    def sent(self, count: int) -> None:
-        """The bytes went another way (linked): tell the listener at once."""
-        self._on_bytes(count)
-
-    def __aiter__(self) -> FileSource:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._chunks is None:
-            self._chunks = self._read()
-        return await anext(self._chunks)
-
-    async def aclose(self) -> None:
-        if self._chunks is not None:
-            await self._chunks.aclose()
-
-    async def _read(self) -> AsyncGenerator[bytes, None]:
-        file = await run_in(DISK_POOL, _open_unbuffered, self.path)
-        try:
-            while data := await run_in(DISK_POOL, file.read, self.CHUNK):
-                self._on_bytes(len(data))
-                yield data
-        finally:
-            file.close()
-
-
-def _open_unbuffered(path: str) -> BinaryIO:
-    return open(path, "rb", buffering=0)
-
-
-class VirtualTree(Protocol):
-    """The server's whole path tree, for drivers that serve other mounts (Alias).
-
-    Paths are virtual and absolute; no user permission applies at this level.
-    """
-
-    async def get_path(self, path: str) -> Obj: ...
-
-    async def list_path(self, path: str) -> builtins.list[Obj]: ...
-
-    async def link_path(self, path: str, args: LinkArgs) -> Link: ...
-
-    def mount_path_of(self, path: str) -> str | None:
-        """The mount path of the storage serving ``path``; None for a virtual folder."""
-        ...
-
-
-@runtime_checkable
-class WritableTree(VirtualTree, Protocol):
-    """A ``VirtualTree`` that can also change the tree (Alias with ``writable``).
-
-    Paths are virtual, absolute and already allowed: no user permission applies.
-    Each method behaves as the ``Driver`` method of the same meaning on the storage
-    holding the path, and returns objects as that storage's driver made them.
-    Moving between two storages raises ``ServerError`` (AList's "can't move files
-    between two storages, try to copy"); copying between them streams the bytes.
-    """
-
-    async def make_dir_path(self, path: str) -> Obj:
-        """Create folder ``path`` and any missing parents; an existing folder is fine."""
-        ...
-
-    async def rename_path(self, path: str, new_name: str) -> Obj: ...
-
-    async def move_path(self, path: str, dst_dir: str) -> Obj: ...
-
-    async def copy_path(self, path: str, dst_dir: str) -> Obj: ...
-
-    async def remove_path(self, path: str) -> None: ...
-
-    async def put_path(
-        self,
-        dst_dir: str,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj: ...
+    name: str
+    stream: AsyncIterator[bytes]
+    size: int | None
+    modified: datetime | None
+    overwrite: bool = True
 
 
 class Driver(ABC, Generic[OptionsT]):
@@ -337,7 +232,7 @@ class Driver(ABC, Generic[OptionsT]):
 
         A back end that hangs holds only its own storage's threads, never another
         storage's or those every request shares. Cancelling the caller stops the
-        wait, not the call (see the module's ``run_blocking``).
+        wait, not the call (see ``helpers.run_blocking``).
         """
         return await run_in(self.threads, func, *args)
 
@@ -433,9 +328,19 @@ class Driver(ABC, Generic[OptionsT]):
 
     @abstractmethod
     async def link(self, file: Obj, args: LinkArgs) -> Link:
-        """How to fetch ``file``'s bytes: a local ``file_path`` or a ``url`` with headers.
+        """How to fetch ``file``'s bytes: one ``Link`` of three kinds.
 
-        Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder.
+        * ``file_path``: a file on this machine (Local); the server reads it itself.
+        * ``url``: where the bytes can be fetched (an S3 presigned URL, another
+          AList's link), with ``expires_in``, the seconds it stays valid. ``/d``
+          redirects the client there; ``/p`` fetches it, sending ``headers`` too (a
+          redirect cannot carry them: a back end that needs them sets ``only_proxy``).
+        * ``reader``: a range reader, for back ends with neither (SFTP, FTP, SMB,
+          WebDAV behind a login); the server streams the bytes through it, opening a
+          range at a time and closing it early when the client goes.
+
+        Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder
+        (a ``reader`` may raise them when it opens instead).
         """
 
     async def get(self, path: str) -> Obj:
@@ -490,29 +395,22 @@ class Driver(ABC, Generic[OptionsT]):
         """
         raise NotSupported()
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        """Store ``stream`` as file ``name`` in ``dst_dir``, replacing a file of that name.
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        """Store ``upload`` as a file in ``dst_dir``, replacing a file of its name.
 
-        Bytes go to a temporary name in ``dst_dir`` and are renamed into place only
-        when the stream has ended and its byte count equals ``size`` (when given).
-        An aborted stream, a cancelled call or a wrong count leaves nothing behind:
-        neither the file nor the temporary one. An exception raised by ``stream``
-        propagates unchanged; a wrong count raises ``InvalidRequest``. Raises
-        ``ObjectExists`` when a folder holds the name. ``modified`` becomes the
-        file's modification time where the back end allows it.
+        Nothing is visible at the destination until every byte has arrived and their
+        count equals ``upload.size`` (when given). How is the back end's: a temporary
+        name renamed into place (Local, SFTP), a multipart upload completed only after
+        its last part (S3), or anything else with that outcome. An aborted stream, a
+        cancelled call or a wrong count leaves nothing behind: neither the file nor any
+        part of it. An exception raised by the stream propagates unchanged; a wrong
+        count raises ``InvalidRequest``. Raises ``ObjectExists`` when a folder holds the
+        name. ``upload.modified`` becomes the file's modification time where the back
+        end allows it.
 
-        With ``overwrite`` false an existing file is kept and ``ObjectExists`` raised
-        instead, decided when the file is put in place, not by an earlier look: of
-        several such puts racing for one free name exactly one succeeds.
+        With ``upload.overwrite`` false an existing file is kept and ``ObjectExists``
+        raised instead, decided when the file is put in place, not by an earlier look:
+        of several such puts racing for one free name exactly one succeeds.
         """
         raise NotSupported()
 
@@ -534,55 +432,3 @@ class Driver(ABC, Generic[OptionsT]):
         """The back end's total and free space (OpenList's ``GetDetails``), shown in the
         storages table; implemented only where the back end knows them."""
         raise NotSupported()
-
-
-# --- helpers every driver needs ------------------------------------------------------
-
-# Threads of a storage's own pool (``Driver.run_blocking``) when its driver sets no
-# ``max_concurrency``.
-STORAGE_THREADS = 4
-
-ErrorTarget = type[ManifoldError] | Callable[[Any], ManifoldError]
-ErrorTable = Mapping[type[Exception], ErrorTarget]
-
-
-async def run_blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking library call in one of the drivers' threads.
-
-    The drivers' pool is theirs alone: a back end that hangs can hold those threads,
-    never the ones archives, local downloads or the database need. Cancelling the
-    caller stops the wait, not the call: the thread runs to its end, so a call that
-    must not be abandoned halfway (a rename into place) finishes.
-    """
-    return await run_in(DRIVER_POOL, func, *args, **kwargs)
-
-
-def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:
-    """The ``manifold.errors`` instance for a library's ``exc``, or None if unmapped.
-
-    The most specific entry wins: the one whose class comes first in the exception's
-    own class hierarchy, whatever order the table lists them in. A class entry is
-    built with its default (AList's) message; a callable entry builds the error.
-    """
-    for cls in type(exc).__mro__:
-        target: ErrorTarget | None = table.get(cls)
-        if target is None:
-            continue
-        made: ManifoldError = target() if isinstance(target, type) else target(exc)
-        return made
-    return None
-
-
-@contextmanager
-def translating(table: ErrorTable) -> Iterator[None]:
-    """Re-raise a library exception from the block as its ``manifold.errors`` class,
-    keeping the cause; exceptions the table does not name pass through unchanged."""
-    try:
-        yield
-    except ManifoldError:
-        raise
-    except Exception as exc:
-        mapped = translate(exc, table)
-        if mapped is None:
-            raise
-        raise mapped from exc

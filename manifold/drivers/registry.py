@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from manifold.drivers.base import Driver, DriverConfig, describe_options
+from manifold.drivers.base import Driver, DriverConfig
+from manifold.drivers.options import describe_options
 from manifold.errors import InvalidRequest, NotFound, NotSupported
 from manifold.models import Storage
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from manifold.concurrency import DISK_POOL, run_in
-from manifold.drivers.base import Driver, LinkArgs
+from manifold.drivers.base import Driver, LinkArgs, Upload
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -103,7 +103,7 @@ async def aborted_stream(prefix: bytes) -> AsyncIterator[bytes]:
 
 
 async def put_bytes(driver: Driver[Any], folder: Obj, name: str, data: bytes) -> Obj:
-    return await driver.put(folder, name, chunks(data), len(data), None)
+    return await driver.put(folder, Upload(name, chunks(data), len(data), None))
 
 
 async def read_link(link: Link, start: int = 0, length: int | None = None) -> bytes:
@@ -246,7 +246,7 @@ class DriverConformance:
 
     async def test_put_without_size(self, driver: Driver[Any], place: Place) -> None:
         require(driver, "put")
-        await driver.put(place.obj, "unsized.bin", chunks(b"hello"), None, None)
+        await driver.put(place.obj, Upload("unsized.bin", chunks(b"hello"), None, None))
         assert await read_obj(driver, find(await driver.list(place.obj), "unsized.bin")) == b"hello"
 
     async def test_put_replaces_file(self, driver: Driver[Any], place: Place) -> None:
@@ -262,7 +262,9 @@ class DriverConformance:
         require(driver, "put")
         await put_bytes(driver, place.obj, "kept.txt", b"the first")
         with pytest.raises(ObjectExists):
-            await driver.put(place.obj, "kept.txt", chunks(b"second"), 6, None, overwrite=False)
+            await driver.put(
+                place.obj, Upload("kept.txt", chunks(b"second"), 6, None, overwrite=False)
+            )
         assert await names(driver, place.obj) == ["kept.txt"]
         assert (
             await read_obj(driver, find(await driver.list(place.obj), "kept.txt")) == b"the first"
@@ -272,7 +274,7 @@ class DriverConformance:
         self, driver: Driver[Any], place: Place
     ) -> None:
         require(driver, "put")
-        await driver.put(place.obj, "free.txt", chunks(b"data"), 4, None, overwrite=False)
+        await driver.put(place.obj, Upload("free.txt", chunks(b"data"), 4, None, overwrite=False))
         assert await read_obj(driver, find(await driver.list(place.obj), "free.txt")) == b"data"
 
     async def test_concurrent_puts_without_replace_have_one_winner(
@@ -282,7 +284,9 @@ class DriverConformance:
         bodies = [bytes([i]) * 1000 for i in range(RACERS)]
         results = await asyncio.gather(
             *(
-                driver.put(place.obj, "race.bin", chunks(b, 100), 1000, None, overwrite=False)
+                driver.put(
+                    place.obj, Upload("race.bin", chunks(b, 100), 1000, None, overwrite=False)
+                )
                 for b in bodies
             ),
             return_exceptions=True,
@@ -311,7 +315,9 @@ class DriverConformance:
     async def test_aborted_upload_leaves_nothing(self, driver: Driver[Any], place: Place) -> None:
         require(driver, "put")
         with pytest.raises(StreamAborted):
-            await driver.put(place.obj, "aborted.bin", aborted_stream(b"x" * 1000), 2000, None)
+            await driver.put(
+                place.obj, Upload("aborted.bin", aborted_stream(b"x" * 1000), 2000, None)
+            )
         assert await driver.list(place.obj) == []
 
     @pytest.mark.parametrize("sent", [500, 1500], ids=["short", "long"])
@@ -320,7 +326,7 @@ class DriverConformance:
     ) -> None:
         require(driver, "put")
         with pytest.raises(ManifoldError):
-            await driver.put(place.obj, "wrong.bin", chunks(b"y" * sent), 1000, None)
+            await driver.put(place.obj, Upload("wrong.bin", chunks(b"y" * sent), 1000, None))
         assert await driver.list(place.obj) == []
 
     # --- rename, move, copy, remove ---------------------------------------------

@@ -20,12 +20,11 @@ import builtins
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from manifold.concurrency import Pool
-from manifold.drivers.base import Driver, DriverConfig, VirtualTree
+from manifold.drivers.base import Driver, DriverConfig, Upload, VirtualTree
 from manifold.errors import TemporaryFailure
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 
@@ -125,20 +124,8 @@ class Layer(Driver[Any]):
     async def remove(self, obj: Obj) -> None:
         await self.around("remove", lambda: self.inner.remove(obj))
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        return await self.around(
-            "put",
-            lambda: self.inner.put(dst_dir, name, stream, size, modified, overwrite=overwrite),
-        )
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        return await self.around("put", lambda: self.inner.put(dst_dir, upload))
 
     async def other(self, args: OtherArgs) -> Any:
         return await self.around("other", lambda: self.inner.other(args))

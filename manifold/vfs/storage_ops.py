@@ -25,12 +25,11 @@ import operator
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import Driver
+from manifold.drivers.base import Driver, Upload
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -345,19 +344,10 @@ class StorageOps:
         self.patch_remove(parent, name)
         self.forget(path)
 
-    async def put(
-        self,
-        dst_dir: str,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
+    async def put(self, dst_dir: str, upload: Upload) -> Obj:
         """Store a file, creating missing folders; nothing is visible until it is whole."""
         folder = await self.make_dir(dst_dir)
-        obj = await self.driver.put(folder, name, stream, size, modified, overwrite=overwrite)
+        obj = await self.driver.put(folder, upload)
         self.patch_add(clean_path(dst_dir), obj)
         return obj
 

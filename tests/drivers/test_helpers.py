@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from manifold.drivers.base import run_blocking, translate, translating
+from manifold.drivers.helpers import run_blocking, translate, translating
 from manifold.errors import (
     ManifoldError,
     ObjectExists,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from manifold.drivers.base import FileSource, LinkArgs
+from manifold.drivers.base import FileSource, LinkArgs, Upload
 from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
 from manifold.drivers.local.seen import NOTHING, Scan, SeenFolders
@@ -234,9 +234,9 @@ async def test_failed_uploads_leave_no_temp_file_on_disk(driver: LocalDriver, ro
     before = sorted(os.listdir(root))
     root_obj = await driver.root_obj()
     with pytest.raises(StreamAborted):
-        await driver.put(root_obj, "aborted", aborted_stream(b"x" * 100), None, None)
+        await driver.put(root_obj, Upload("aborted", aborted_stream(b"x" * 100), None, None))
     with pytest.raises(InvalidRequest):
-        await driver.put(root_obj, "short", chunks(b"x" * 10), 20, None)
+        await driver.put(root_obj, Upload("short", chunks(b"x" * 10), 20, None))
     assert sorted(os.listdir(root)) == before
 
 
@@ -246,10 +246,10 @@ async def test_large_upload_flushed_while_receiving_is_exact(
     # Past the background-flush threshold several times, and aborted past it too.
     data = os.urandom(1 << 20) * 80
     root_obj = await driver.root_obj()
-    await driver.put(root_obj, "big", chunks(data, 256 << 10), len(data), None)
+    await driver.put(root_obj, Upload("big", chunks(data, 256 << 10), len(data), None))
     assert (root / "big").read_bytes() == data
     with pytest.raises(StreamAborted):
-        await driver.put(root_obj, "cut", aborted_stream(data[: 70 << 20]), None, None)
+        await driver.put(root_obj, Upload("cut", aborted_stream(data[: 70 << 20]), None, None))
     assert not (root / "cut").exists()
     assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
 
@@ -267,13 +267,13 @@ async def test_uploads_either_side_of_the_held_amount_are_exact(
     data = os.urandom(length)
     before = sorted(os.listdir(root))
     root_obj = await driver.root_obj()
-    obj = await driver.put(root_obj, "f.bin", chunks(data, 300_000), length, WHEN)
+    obj = await driver.put(root_obj, Upload("f.bin", chunks(data, 300_000), length, WHEN))
     assert (root / "f.bin").read_bytes() == data
     assert (obj.name, obj.size, obj.is_dir, obj.modified) == ("f.bin", length, False, WHEN)
     with pytest.raises(InvalidRequest):
-        await driver.put(root_obj, "g.bin", chunks(data, 300_000), length + 1, None)
+        await driver.put(root_obj, Upload("g.bin", chunks(data, 300_000), length + 1, None))
     with pytest.raises(ObjectExists):
-        await driver.put(root_obj, "f.bin", chunks(b"new"), 3, None, overwrite=False)
+        await driver.put(root_obj, Upload("f.bin", chunks(b"new"), 3, None, overwrite=False))
     assert (root / "f.bin").read_bytes() == data
     assert sorted(os.listdir(root)) == sorted([*before, "f.bin"])
 
@@ -285,7 +285,7 @@ async def test_a_small_upload_into_a_folder_gone_meanwhile_is_refused(
     before = sorted(os.listdir(root))
     (root / "gone").rmdir()
     with pytest.raises(ObjectNotFound):
-        await driver.put(folder, "f.txt", chunks(b"x"), 1, None)
+        await driver.put(folder, Upload("f.txt", chunks(b"x"), 1, None))
     assert sorted(os.listdir(root)) == [n for n in before if n != "gone"]
 
 
@@ -338,7 +338,7 @@ class TestStaleTemporaries:
             yield b"second half"
 
         upload = asyncio.create_task(
-            driver.put(await driver.root_obj(), "slow.txt", slow(), None, None)
+            driver.put(await driver.root_obj(), Upload("slow.txt", slow(), None, None))
         )
         await arrived.wait()
         [temp] = [root / n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
@@ -361,7 +361,7 @@ async def test_put_over_folder_is_refused(driver: LocalDriver, root: Path) -> No
 
 
 async def test_put_sets_modification_time(driver: LocalDriver, root: Path) -> None:
-    obj = await driver.put(await driver.root_obj(), "dated", chunks(b"x"), 1, WHEN)
+    obj = await driver.put(await driver.root_obj(), Upload("dated", chunks(b"x"), 1, WHEN))
     assert obj.modified == WHEN
     assert os.stat(root / "dated").st_mtime == WHEN.timestamp()
 
@@ -373,7 +373,7 @@ async def test_a_file_source_is_linked_into_place_without_a_copy(
     source.write_bytes(b"d" * 5000)
     heard: list[int] = []
     file = FileSource(str(source), heard.append)
-    obj = await driver.put(await driver.root_obj(), "linked.bin", file, 5000, WHEN)
+    obj = await driver.put(await driver.root_obj(), Upload("linked.bin", file, 5000, WHEN))
     assert (obj.size, obj.modified) == (5000, WHEN)
     assert os.stat(root / "linked.bin").st_ino == os.stat(source).st_ino
     assert heard == [5000]
@@ -390,8 +390,8 @@ async def test_a_file_source_on_another_file_system_is_copied(
     source = Path("/dev/shm") / f"manifold-test-{os.getpid()}.bin"
     source.write_bytes(os.urandom(3 << 20))
     try:
-        obj = await driver.put(await driver.root_obj(), "copied.bin", FileSource(str(source)),
-                               None, None)  # fmt: skip
+        upload = Upload("copied.bin", FileSource(str(source)), None, None)
+        obj = await driver.put(await driver.root_obj(), upload)
         assert obj.size == 3 << 20
         assert (root / "copied.bin").read_bytes() == source.read_bytes()
         assert os.stat(root / "copied.bin").st_ino != os.stat(source).st_ino
@@ -406,9 +406,11 @@ async def test_a_file_source_must_be_a_regular_file_of_its_size(
     secret.write_text("s")
     (tmp_path / "link").symlink_to(secret)
     with pytest.raises(InvalidRequest):
-        await driver.put(await driver.root_obj(), "a", FileSource(str(tmp_path / "link")), 1, None)
+        await driver.put(
+            await driver.root_obj(), Upload("a", FileSource(str(tmp_path / "link")), 1, None)
+        )
     with pytest.raises(InvalidRequest, match="size mismatch"):
-        await driver.put(await driver.root_obj(), "b", FileSource(str(secret)), 9, None)
+        await driver.put(await driver.root_obj(), Upload("b", FileSource(str(secret)), 9, None))
     assert not (root / "a").exists() and not (root / "b").exists()
     assert not [n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
 

@@ -12,8 +12,9 @@ import pytest
 from pydantic import BaseModel
 
 from manifold.drivers import registry
-from manifold.drivers.base import Driver, DriverConfig, LinkArgs, RootID, describe_options, option
+from manifold.drivers.base import Driver, DriverConfig, LinkArgs, RootID, option
 from manifold.drivers.local.driver import LocalDriver
+from manifold.drivers.options import describe_options
 from manifold.drivers.registry import DriverRegistry, common_items
 from manifold.errors import InvalidRequest, NotFound, NotSupported
 from manifold.models import Link, Obj, Storage

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from manifold.drivers.base import Driver, DriverConfig
+from manifold.drivers.base import Driver, DriverConfig, Upload
 from manifold.errors import ObjectNotFound, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, Storage
 from manifold.vfs import layers
@@ -143,3 +144,32 @@ async def test_logging_names_the_call_never_the_options(caplog: pytest.LogCaptur
     text = caplog.text
     assert "/flaky list: ok" in text and "/flaky link: ok" in text
     assert "hunter2" not in text and "Bearer" not in text and "example.test" not in text
+
+
+class Keeper(Flaky):
+    """Keeps the upload each ``put`` receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received: list[Upload] = []
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        self.received.append(upload)
+        return Obj(upload.name, upload.size or 0, False, WHEN, path=f"/f/{upload.name}")
+
+
+async def test_an_upload_reaches_the_driver_through_every_layer_as_one_value(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What an upload carries grows in ``Upload`` alone: no layer unpacks it."""
+    caplog.set_level(logging.DEBUG, logger="manifold.drivers")  # the logging layer too
+    driver = Keeper()
+    config = DriverConfig("Keeper", call_timeout=5, retries=3, max_concurrency=2)
+    upload = Upload("a.bin", _body(), 3, WHEN, overwrite=False)
+    obj = await wrap(driver, config).put(FOLDER, upload)
+    assert obj.name == "a.bin"
+    assert len(driver.received) == 1 and driver.received[0] is upload
+
+
+async def _body() -> AsyncIterator[bytes]:
+    yield b"abc"

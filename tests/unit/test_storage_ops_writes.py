@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from manifold.drivers.base import Driver
+from manifold.drivers.base import Driver, Upload
 from manifold.drivers.registry import builtin_registry
 from manifold.errors import NotAFolder, ObjectExists, ServerError
 from manifold.models import Obj, Storage
@@ -66,7 +66,7 @@ async def test_each_write_patches_the_cache(
     assert counter.calls == 2
 
     await storage_ops.make_dir("/new")
-    await storage_ops.put("/", "up.txt", chunks(b"up"), 2, None)
+    await storage_ops.put("/", Upload("up.txt", chunks(b"up"), 2, None))
     await storage_ops.rename("/a.txt", "b.txt")
     await storage_ops.move("/b.txt", "/sub")
     await storage_ops.copy("/up.txt", "/sub")
@@ -81,7 +81,7 @@ async def test_each_write_patches_the_cache(
 
 async def test_put_creates_missing_folders(ops: tuple[StorageOps, CountingDriver, Path]) -> None:
     storage_ops, _, root = ops
-    await storage_ops.put("/x/y", "f", chunks(b"f"), 1, None)
+    await storage_ops.put("/x/y", Upload("f", chunks(b"f"), 1, None))
     assert (root / "x/y/f").read_bytes() == b"f"
 
 

@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from manifold.drivers.alias.meta import Addition
-from manifold.drivers.base import Driver, LinkArgs, VirtualTree, WritableTree, validate_name
+from manifold.drivers.base import (
+    Driver,
+    LinkArgs,
+    Upload,
+    VirtualTree,
+    WritableTree,
+    validate_name,
+)
 from manifold.errors import (
     AliasLoop,
     InvalidRequest,
@@ -192,21 +199,12 @@ class AliasDriver(Driver[Addition]):
         with self._through(real):
             await tree.remove_path(real)
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         tree = self._writable()
         real = await self._req_path(dst_dir.path, True, "same-name dirs cannot be Put")
-        name = validate_name(name)
+        name = validate_name(upload.name)
         with self._through(real):
-            stored = await tree.put_path(real, name, stream, size, modified, overwrite=overwrite)
+            stored = await tree.put_path(real, upload)
         return _aliased(stored, posixpath.join(dst_dir.path, name))
 
     def _writable(self) -> WritableTree:

@@ -49,6 +49,7 @@ from manifold.drivers.base import (
     ErrorTable,
     FileSource,
     LinkArgs,
+    Upload,
     translating,
     validate_name,
 )
@@ -277,23 +278,14 @@ class LocalDriver(Driver[Addition]):
         """Delete ``obj``, or move it into the recycle bin when one is configured."""
         await self._run(self._remove, obj.path)
 
-    async def put(
-        self,
-        dst_dir: Obj,
-        name: str,
-        stream: AsyncIterator[bytes],
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        validate_name(name)
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        name, stream = validate_name(upload.name), upload.stream
         if not isinstance(stream, FileSource):
             head, whole = await _read_ahead(stream, _WRITE_BATCH)
             if whole:  # small: the folder check, the write and the rename in one trip
-                _check_size(len(head), size)
+                _check_size(len(head), upload.size)
                 return await self._run(
-                    self._put_whole, dst_dir.path, name, head, modified, overwrite
+                    self._put_whole, dst_dir.path, name, head, upload.modified, upload.overwrite
                 )
             stream = _prefixed(head, stream)
         folder = await self._run(self._folder, dst_dir.path)
@@ -302,9 +294,9 @@ class LocalDriver(Driver[Addition]):
         if isinstance(stream, FileSource):
             with _in_flight(temp):
                 try:
-                    linked = await self._run(_link_or_copy, stream.path, temp, size)
+                    linked = await self._run(_link_or_copy, stream.path, temp, upload.size)
                     stream.sent(linked)
-                    await self._run(_place, temp, target, modified, overwrite)
+                    await self._run(_place, temp, target, upload.modified, upload.overwrite)
                 except BaseException:
                     _discard_path(temp)
                     raise
@@ -312,8 +304,8 @@ class LocalDriver(Driver[Addition]):
         with _in_flight(temp):
             file = await self._run(_create, temp)
             try:
-                _check_size(await _write_stream(file, stream), size)
-                await self._run(_commit, file, temp, target, modified, overwrite)
+                _check_size(await _write_stream(file, stream), upload.size)
+                await self._run(_commit, file, temp, target, upload.modified, upload.overwrite)
             except BaseException:
                 # Synchronous on purpose: this also runs when the task is being cancelled.
                 _discard(file, temp)

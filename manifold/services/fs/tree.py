@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from manifold.drivers.base import Upload
 from manifold.errors import (
     ManifoldError,
     ObjectExists,
@@ -264,23 +265,14 @@ class FileTree:
         await place.ops.remove(place.sub_path)
         await self.events.removed(path)
 
-    async def put(
-        self,
-        path: str,
-        stream: Stream,
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        """Store a file at ``path``; nothing appears there until every byte has arrived."""
+    async def put(self, dst_dir: str, upload: Upload) -> Obj:
+        """Store ``upload`` in folder ``dst_dir``; nothing appears there until every byte
+        has arrived."""
+        path = clean_path(f"{dst_dir}/{validate_name(upload.name)}")
         place = self.place(path)
         if place.is_root:
             raise PermissionDenied()
-        parent, name = split_path(place.sub_path)
-        obj = await place.ops.put(
-            parent, validate_name(name), stream, size, modified, overwrite=overwrite
-        )
+        obj = await place.ops.put(split_path(place.sub_path)[0], upload)
         await self.events.created(path, obj)
         return obj
 
@@ -357,8 +349,8 @@ class FileTree:
         stream = link_stream(link, client=self._http)
         if counted is not None:
             stream = counted(stream)
-        name = name or split_path(path)[1]
-        return await self.put(clean_path(f"{dst_dir}/{name}"), stream, obj.size, obj.modified)
+        upload = Upload(name or split_path(path)[1], stream, obj.size, obj.modified)
+        return await self.put(dst_dir, upload)
 
     async def copy_folder_level(self, path: str, dst_dir: str) -> tuple[Obj, str]:
         """Make the folder a copy of folder ``path`` goes into; it and its path.
@@ -407,15 +399,5 @@ class FileTree:
     async def remove_path(self, path: str) -> None:
         await self.remove(clean_path(path))
 
-    async def put_path(
-        self,
-        dst_dir: str,
-        name: str,
-        stream: Stream,
-        size: int | None,
-        modified: datetime | None,
-        *,
-        overwrite: bool = True,
-    ) -> Obj:
-        path = clean_path(f"{clean_path(dst_dir)}/{validate_name(name)}")
-        return await self.put(path, stream, size, modified, overwrite=overwrite)
+    async def put_path(self, dst_dir: str, upload: Upload) -> Obj:
+        return await self.put(clean_path(dst_dir), upload)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from manifold.concurrency import CPU_POOL, run_in
+from manifold.drivers.base import Upload
 from manifold.errors import (
     BadRequest,
     FileExists,
@@ -364,7 +365,9 @@ class GuardedWriter:
         """Put an upload at a checked place; without ``overwrite`` a name taken
         meanwhile (by a racing upload) is refused as ``upload_target`` refuses it."""
         try:
-            return await self.tree.put(place.path, stream, size, modified, overwrite=overwrite)
+            folder, name = split_path(place.path)
+            upload = Upload(name, stream, size, modified, overwrite)
+            return await self.tree.put(folder, upload)
         except ObjectExists as exc:
             raise FileExists() from exc
 
