@@ -41,11 +41,6 @@ TREE: dict[str, bytes | str] = {
 }
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", TREE)
-
-
 async def user_token(api: Api, name: str = "reader", **fields: Any) -> str:
     fields.setdefault("permission", 0)
     await api.make_user(name, USER_PW, **fields)

@@ -15,22 +15,13 @@ from manifold.container import Services
 from manifold.db import tables
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
 from tests.conftest import Api, start_services
-from tests.unit.test_settings_defaults import EXPECTED_PUBLIC
+from tests.settings_reference import EXPECTED_PUBLIC, SITE_KEYS
 
 # AList's public settings, and Manifold's own version beside AList's ``version``.
 PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
 
-SITE_GROUP = [
-    "version",
-    "site_title",
-    "announcement",
-    "pagination_type",
-    "default_page_size",
-    "allow_indexed",
-    "allow_mounted",
-    "robots_txt",
-    "manifold_version",  # after every AList setting: AList's keep their places
-]
+# Manifold's own version after every AList setting: AList's keep their places.
+SITE_GROUP = [*SITE_KEYS, "manifold_version"]
 
 SAVE = "/api/admin/setting/save"
 
