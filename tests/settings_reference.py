@@ -108,3 +108,5 @@ EXPECTED_ORDER = tuple(key for key, _ in REFERENCE)
 EXPECTED_PUBLIC = frozenset(key for key, public in REFERENCE if public)
 # AList's site group: the first eight keys.
 SITE_KEYS = EXPECTED_ORDER[:8]
+# The offline download tools' settings (aria2, qBittorrent, Transmission) close the table.
+OFFLINE_TOOL_KEYS = EXPECTED_ORDER[-6:]

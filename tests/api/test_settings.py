@@ -15,7 +15,7 @@ from manifold.container import Services
 from manifold.db import tables
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
 from tests.conftest import Api, start_services
-from tests.settings_reference import EXPECTED_PUBLIC, SITE_KEYS
+from tests.settings_reference import EXPECTED_PUBLIC, OFFLINE_TOOL_KEYS, SITE_KEYS
 
 # AList's public settings, and Manifold's own version beside AList's ``version``.
 PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
@@ -132,16 +132,8 @@ async def test_list_several_groups(api: Api) -> None:
     await api.as_admin()
     body = await api.get("/api/admin/setting/list", params={"groups": "5,0"})
     assert body["code"] == 200
-    assert [entry["key"] for entry in body["data"]] == [
-        "token",
-        "index_progress",
-        "aria2_uri",
-        "aria2_secret",
-        "qbittorrent_url",
-        "qbittorrent_seedtime",
-        "transmission_uri",
-        "transmission_seedtime",
-    ]
+    keys = [entry["key"] for entry in body["data"]]
+    assert keys == ["token", "index_progress", *OFFLINE_TOOL_KEYS]
 
 
 async def test_list_groups_wins_over_group(api: Api) -> None:

@@ -13,7 +13,7 @@ from manifold.services.admin.settings_defaults import (
     SettingDefault,
     public_keys,
 )
-from tests.settings_reference import EXPECTED_ORDER, EXPECTED_PUBLIC
+from tests.settings_reference import EXPECTED_ORDER, EXPECTED_PUBLIC, OFFLINE_TOOL_KEYS
 
 EXPECTED_IFRAME_PREVIEWS = (
     "{\n"
@@ -52,14 +52,7 @@ def test_keys_follow_reference_order() -> None:
 
 def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
     tail = [item.key for item in ALIST_SETTINGS[89:]]
-    assert tail == [
-        "aria2_uri",
-        "aria2_secret",
-        "qbittorrent_url",
-        "qbittorrent_seedtime",
-        "transmission_uri",
-        "transmission_seedtime",
-    ]
+    assert tail == list(OFFLINE_TOOL_KEYS)
     assert all(item.group == Group.OFFLINE_DOWNLOAD for item in ALIST_SETTINGS[89:])
 
 
