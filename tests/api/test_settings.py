@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import insert
 
-from manifold.app import create_app
 from manifold.container import Services
 from manifold.db import tables
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
-from tests.conftest import Api, start_services
+from tests.conftest import Api, open_api, start_services
 from tests.settings_reference import EXPECTED_PUBLIC, OFFLINE_TOOL_KEYS, SITE_KEYS
 
 # AList's public settings, and Manifold's own version beside AList's ``version``.
@@ -24,14 +20,6 @@ PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
 SITE_GROUP = [*SITE_KEYS, "manifold_version"]
 
 SAVE = "/api/admin/setting/save"
-
-
-@asynccontextmanager
-async def open_api(services: Services) -> AsyncIterator[Api]:
-    app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
-        yield Api(client, services)
 
 
 async def public(api: Api) -> dict[str, Any]:
