@@ -106,24 +106,28 @@ def asserts_directly(function: ast.AST) -> bool:
     return False
 
 
-def functions() -> dict[tuple[Path, str], ast.FunctionDef | ast.AsyncFunctionDef]:
-    found: dict[tuple[Path, str], ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for path in sources():
-        for node in ast.walk(parse(path)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                found[(path, node.name)] = node
-    return found
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def asserting_helpers(defined: dict[tuple[Path, str], ast.AST]) -> set[str]:
+def functions() -> list[tuple[Path, Function]]:
+    """Every function and method defined in tests/, with its file."""
+    return [
+        (path, node)
+        for path in sources()
+        for node in ast.walk(parse(path))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def asserting_helpers(defined: list[tuple[Path, Function]]) -> set[str]:
     """Names of the functions in tests/ that assert, directly or through another such
     function (by name, across files: helpers are imported from shared modules)."""
-    asserting = {name for (_, name), fn in defined.items() if asserts_directly(fn)}
-    calls = {(path, name): calls_in(fn) for (path, name), fn in defined.items()}
+    asserting = {fn.name for _, fn in defined if asserts_directly(fn)}
+    calls = [(fn.name, calls_in(fn)) for _, fn in defined]
     while True:
         more = {
             name
-            for (_, name), called in calls.items()
+            for name, called in calls
             if name not in asserting and asserts_through(called, asserting)
         }
         if not more:
@@ -144,11 +148,11 @@ def asserts_through(called: set[str], asserting: set[str]) -> bool:
 
 def silent_tests() -> list[str]:
     defined = functions()
-    asserting = asserting_helpers(defined)  # type: ignore[arg-type]
+    asserting = asserting_helpers(defined)
     return [
-        f"{path.relative_to(TESTS)}::{name}"
-        for (path, name), fn in defined.items()
-        if name.startswith("test_")
+        f"{path.relative_to(TESTS)}::{fn.name}"
+        for path, fn in defined
+        if fn.name.startswith("test_")
         and path.name.startswith("test_")
         and not asserts_directly(fn)
         and not asserts_through(calls_in(fn), asserting)
