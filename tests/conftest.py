@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,28 @@ async def services(tmp_path: Path) -> AsyncIterator[Services]:
     await started.stop()
 
 
-@pytest.fixture
-async def api(services: Services) -> AsyncIterator[Api]:
+@asynccontextmanager
+async def open_api(services: Services, address: str = "203.0.113.7") -> AsyncIterator[Api]:
+    """A client of ``services``'s app through ASGI, its requests coming from ``address``."""
     app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
         yield Api(client, services, app)
+
+
+@asynccontextmanager
+async def started_api(data_dir: Path, database_url: str = "") -> AsyncIterator[Api]:
+    """A client of services started on ``data_dir``, which stop on exit (a test of what
+    survives a restart opens another on the same folder)."""
+    services = await start_services(data_dir, database_url)
+    try:
+        async with open_api(services) as api:
+            yield api
+    finally:
+        await services.stop()
+
+
+@pytest.fixture
+async def api(services: Services) -> AsyncIterator[Api]:
+    async with open_api(services) as client:
+        yield client

@@ -204,7 +204,7 @@ class _Shape(NamedTuple):
 # of matches in each folder.
 _ALL, _PAGE, _COUNT, _PARENTS = 0, 1, 2, 3
 # Statements kept by shape; an odd query (dozens of keywords) may pass it, then all go.
-_STATEMENTS_KEPT = 256
+STATEMENTS_KEPT = 256
 
 
 def _row(node: Node) -> dict[str, Any]:
@@ -237,6 +237,18 @@ class SearchRepo(Repo):
         self._reader = open_reader(engine)
         self._writer = SqliteIndexWriter.open(engine)
         self.rows_read = 0  # rows the searches have fetched, for tests and benchmarks
+        self.statements_built = 0  # statements built from a search's shape, likewise
+
+    @property
+    def statements_kept(self) -> int:
+        """How many built statements are kept for reuse (at most ``STATEMENTS_KEPT``)."""
+        return len(self._statements)
+
+    @property
+    def reads_in_one_trip(self) -> bool:
+        """Whether searches go through the one-trip reader (an SQLite file) rather
+        than the engine."""
+        return self._reader is not None
 
     def close(self) -> None:
         """Close the one-trip reader's and writer's connections (before the engine is
@@ -422,9 +434,10 @@ class SearchRepo(Repo):
         key = (shape, kind)
         stmt = self._statements.get(key)
         if stmt is None:
-            if len(self._statements) >= _STATEMENTS_KEPT:
+            if len(self._statements) >= STATEMENTS_KEPT:
                 self._statements.clear()  # shapes are few; only odd queries get here
             stmt = self._build(shape, kind)
+            self.statements_built += 1
             if self._reader is not None:
                 stmt = self._reader.compile(stmt)
             self._statements[key] = stmt

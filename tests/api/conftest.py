@@ -15,6 +15,20 @@ from tests.conftest import Api
 
 
 @pytest.fixture
+def root(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The test module's ``TREE`` (see ``make_tree``) made in a temporary folder."""
+    return make_tree(tmp_path / "root", request.module.TREE)
+
+
+@pytest.fixture
+async def admin(api: Api, root: Path) -> Api:
+    """``api`` as the admin, with ``root`` served by a Local storage at /local."""
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    return api
+
+
+@pytest.fixture
 async def live_root(
     services: Services, api: Api, tmp_path: Path
 ) -> AsyncIterator[tuple[str, Path]]:

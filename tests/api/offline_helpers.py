@@ -21,11 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from manifold.app import create_app
 from manifold.models import TaskState
 from manifold.services.offline.tools import ToolError
 from tests.api.fs_helpers import make_tree, mount_local
-from tests.conftest import Api, start_services
+from tests.conftest import Api, started_api
 
 USER_PW = "user-password-1"
 BIG = os.urandom(3 << 20)
@@ -304,14 +303,7 @@ async def set_aria2(api: Api, tool: Aria2Process, secret: str | None = None) -> 
 
 @asynccontextmanager
 async def running(data: Path) -> AsyncIterator[Api]:
-    services = await start_services(data)
-    try:
-        app = create_app(services.config, services)
-        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as c:
-            api = Api(c, services)
-            await api.as_admin()
-            services.offline.poll_seconds = 0.2
-            yield api
-    finally:
-        await services.stop()
+    async with started_api(data) as api:
+        await api.as_admin()
+        api.services.offline.poll_seconds = 0.2
+        yield api

@@ -17,10 +17,11 @@ import pytest
 from pydantic import BaseModel
 
 from manifold.container import Services
-from manifold.drivers.base import Driver, DriverConfig, LinkArgs
+from manifold.drivers.base import DriverConfig, LinkArgs
 from manifold.models import Link, Obj, Perm, TaskState
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.conftest import Api
+from tests.drivers.inert import InertDriver
 
 FILES = {"a.txt": b"alpha\n", "sub/b.txt": b"beta beta\n", "sub/deeper/c.md": b"# gamma\n"}
 PASSWORD = "archive-pw"
@@ -382,16 +383,10 @@ class RangeOptions(BaseModel):
     pass
 
 
-class RangeDriver(Driver[RangeOptions]):
+class RangeDriver(InertDriver[RangeOptions]):
     """Test-only: one zip held in memory, readable only by ranges through its link."""
 
     served: ClassVar[int] = 0
-
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
 
     async def list(self, dir: Obj) -> list[Obj]:
         when = datetime(2024, 5, 1, tzinfo=UTC)

@@ -6,38 +6,26 @@ import asyncio
 import base64
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import httpx
 import jwt
 import orjson
 import pyotp
 import pytest
 
 import manifold.services.auth.users as users_module
-from manifold.app import create_app
 from manifold.container import Services
 from manifold.services.auth.passwords import static_hash
-from tests.conftest import ADMIN_PASSWORD, Api, start_services
+from tests.conftest import ADMIN_PASSWORD, Api, open_api, start_services
 
 LOCKED = (
     "Too many unsuccessful sign-in attempts have been made using an incorrect "
     "username or password, Try again later."
 )
 DISABLED = "Current user is disabled, replace please"
-
-
-@asynccontextmanager
-async def client_at(services: Services, address: str) -> AsyncIterator[Api]:
-    """An API client whose requests come from ``address``."""
-    app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app, client=(address, 1))
-    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
-        yield Api(client, services)
 
 
 async def login(api: Api, username: str, password: str, **extra: Any) -> dict[str, Any]:
@@ -233,7 +221,7 @@ async def test_login_hash_shares_the_lock(api: Api) -> None:
 
 async def test_lock_is_per_client_address(api: Api, services: Services) -> None:
     await fail_logins(api, 5)
-    async with client_at(services, "198.51.100.9") as other:
+    async with open_api(services, "198.51.100.9") as other:
         assert (await login(other, "admin", ADMIN_PASSWORD))["code"] == 200
     assert (await login(api, "admin", ADMIN_PASSWORD))["code"] == 429
 
@@ -407,7 +395,7 @@ async def test_tokens_survive_a_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     first = await start_services(data_dir)
     try:
-        async with client_at(first, "203.0.113.7") as api:
+        async with open_api(first, "203.0.113.7") as api:
             kept = await api.login(fresh=True)
             dropped = await api.login(fresh=True)
             assert (await api.get("/api/auth/logout", token=dropped))["code"] == 200
@@ -415,7 +403,7 @@ async def test_tokens_survive_a_restart(tmp_path: Path) -> None:
         await first.stop()
     second = await start_services(data_dir)
     try:
-        async with client_at(second, "203.0.113.7") as api:
+        async with open_api(second, "203.0.113.7") as api:
             assert (await me(api, kept))["data"]["username"] == "admin"
             refused = await me(api, dropped)
             assert (refused["code"], refused["message"]) == (401, "token is invalidated")

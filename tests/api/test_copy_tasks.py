@@ -7,16 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from manifold.app import create_app
 from manifold.container import Services
 from manifold.drivers.base import LinkArgs
 from manifold.models import Link, Obj, TaskState
 from tests.api.fs_helpers import make_tree, mount_local
 from tests.api.test_fs_write import leftovers, put
-from tests.conftest import Api, start_services
+from tests.conftest import Api, started_api
 
 
 @pytest.fixture
@@ -116,19 +114,26 @@ async def wait_for(condition: Any) -> None:
     raise AssertionError("condition never became true")
 
 
+async def copy_part_way(api: Api, gate: Gate, dst: Path) -> str:
+    """Start copying /one/a.txt into /two (``dst``) through ``gate``; its task id once
+    part of it is written."""
+    gate_source(api.services, "/one", gate)
+    body = await api.post(
+        "/api/fs/copy", {"src_dir": "/one", "dst_dir": "/two", "names": ["a.txt"]}
+    )
+    tid: str = body["data"]["tasks"][0]["id"]
+    await gate.open()
+    await gate.send(PAST_HELD)
+    await wait_for(lambda: leftovers(dst))
+    return tid
+
+
 async def test_copy_cancelled_mid_copy_leaves_nothing(
     api: Api, two: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _, dst = two
     gate = Gate(tmp_path)
-    gate_source(api.services, "/one", gate)
-    body = await api.post(
-        "/api/fs/copy", {"src_dir": "/one", "dst_dir": "/two", "names": ["a.txt"]}
-    )
-    tid = body["data"]["tasks"][0]["id"]
-    await gate.open()
-    await gate.send(PAST_HELD)
-    await wait_for(lambda: leftovers(dst))
+    tid = await copy_part_way(api, gate, dst)
     body = await api.post("/api/admin/task/copy/cancel", params={"tid": tid})
     assert body["code"] == 200, body
     gate.close()
@@ -141,30 +146,19 @@ async def test_copy_cancelled_mid_copy_leaves_nothing(
 async def test_restart_mid_copy_comes_back_failed_and_retries(tmp_path: Path) -> None:
     one = make_tree(tmp_path / "one", {"a.txt": "alpha"})
     dst = make_tree(tmp_path / "two", {})
-    services = await start_services(tmp_path / "data")
     gate = Gate(tmp_path)
     try:
-        api = await _api(services)
-        await api.as_admin()
-        await mount_local(api, "/one", one)
-        await mount_local(api, "/two", dst)
-        gate_source(services, "/one", gate)
-        body = await api.post(
-            "/api/fs/copy", {"src_dir": "/one", "dst_dir": "/two", "names": ["a.txt"]}
-        )
-        tid = body["data"]["tasks"][0]["id"]
-        await gate.open()
-        await gate.send(PAST_HELD)
-        await wait_for(lambda: leftovers(dst))
-        await api.client.aclose()
+        async with started_api(tmp_path / "data") as api:
+            await api.as_admin()
+            await mount_local(api, "/one", one)
+            await mount_local(api, "/two", dst)
+            tid = await copy_part_way(api, gate, dst)
     finally:
-        await services.stop()
         gate.close()
     assert leftovers(dst) == []
 
-    services = await start_services(tmp_path / "data")
-    try:
-        api = await _api(services)
+    async with started_api(tmp_path / "data") as api:
+        services = api.services
         await api.as_admin()
         body = await api.post("/api/admin/task/copy/info", params={"tid": tid})
         assert body["code"] == 200, body
@@ -175,15 +169,6 @@ async def test_restart_mid_copy_comes_back_failed_and_retries(tmp_path: Path) ->
         task = await services.tasks.wait_done(tid)
         assert task.state == TaskState.SUCCEEDED, task.error
         assert (dst / "a.txt").read_text() == "alpha"
-        await api.client.aclose()
-    finally:
-        await services.stop()
-
-
-async def _api(services: Services) -> Api:
-    app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app)
-    return Api(httpx.AsyncClient(transport=transport, base_url="http://manifold.test"), services)
 
 
 async def test_upload_as_task(api: Api, two: tuple[Path, Path]) -> None:

@@ -19,12 +19,13 @@ from pydantic import BaseModel
 from manifold.api.file_response import LocalFileResponse
 from manifold.app import create_app
 from manifold.container import Services
-from manifold.drivers.base import Driver, DriverConfig, LinkArgs, option
+from manifold.drivers.base import DriverConfig, LinkArgs, option
 from manifold.errors import ManifoldError, NotAFile, ObjectNotFound, Unauthorized
 from manifold.models import Link, Obj
 from manifold.services.auth.sign import sign_path, verify_sign
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
+from tests.drivers.inert import InertDriver
 
 CONTENT = bytes(range(256)) * 4  # 1024 bytes, every byte value
 UNICODE_NAME = "résumé 文件.bin"
@@ -532,14 +533,8 @@ class UrlOptions(BaseModel):
     base_url: str = option("")
 
 
-class UrlDriver(Driver[UrlOptions]):
+class UrlDriver(InertDriver[UrlOptions]):
     """Test-only: files of the upstream server, each linked by URL with a header."""
-
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
 
     async def list(self, dir: Obj) -> list[Obj]:
         when = datetime(2024, 5, 1, tzinfo=UTC)

@@ -41,11 +41,6 @@ TREE: dict[str, bytes | str] = {
 }
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", TREE)
-
-
 async def user_token(api: Api, name: str = "reader", **fields: Any) -> str:
     fields.setdefault("permission", 0)
     await api.make_user(name, USER_PW, **fields)
@@ -708,10 +703,16 @@ def count_encodes(monkeypatch: pytest.MonkeyPatch) -> Counter:
     return counter
 
 
-async def test_paging_scans_a_folder_once(api: Api, tmp_path: Path) -> None:
+async def seven_files(api: Api, tmp_path: Path) -> Path:
+    """As the admin, a Local storage at /m holding seven empty files; its root."""
     await api.as_admin()
     root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
     await mount_local(api, "/m", root)
+    return root
+
+
+async def test_paging_scans_a_folder_once(api: Api, tmp_path: Path) -> None:
+    root = await seven_files(api, tmp_path)
     scans = count_driver_lists(api, "/m")
     pages = [names(await fs_list(api, "/m", page=p, per_page=3)) for p in (1, 2, 3)]
     assert scans.calls == 1
@@ -725,9 +726,7 @@ async def test_paging_scans_a_folder_once(api: Api, tmp_path: Path) -> None:
 async def test_a_page_encodes_only_its_own_entries(
     api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await api.as_admin()
-    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
-    await mount_local(api, "/m", root)
+    await seven_files(api, tmp_path)
     encodes = count_encodes(monkeypatch)
     await fs_list(api, "/m", page=2, per_page=3)
     assert encodes.calls == 3
@@ -743,9 +742,7 @@ async def test_a_page_encodes_only_its_own_entries(
 async def test_a_rescan_encodes_only_what_changed(
     api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await api.as_admin()
-    root = make_tree(tmp_path / "many", {f"f{n}.txt": "" for n in range(7)})
-    await mount_local(api, "/m", root)
+    root = await seven_files(api, tmp_path)
     encodes = count_encodes(monkeypatch)
     await fs_list(api, "/m")
     assert encodes.calls == 7

@@ -27,18 +27,6 @@ TREE: dict[str, bytes | str] = {
 }
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", TREE)
-
-
-@pytest.fixture
-async def admin(api: Api, root: Path) -> Api:
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    return api
-
-
 async def user_token(api: Api, permission: int, name: str = "writer", **fields: Any) -> str:
     await api.make_user(name, USER_PW, permission=permission, **fields)
     return await api.login(name, USER_PW)

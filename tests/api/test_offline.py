@@ -97,29 +97,6 @@ async def test_cancel_stops_a_simple_http_download(
     assert not (await api.get("/api/admin/task/offline_download_transfer/undone"))["data"]
 
 
-async def test_a_missing_url_fails_its_task(
-    api: Api, world: tuple[Path, Path], files_url: str
-) -> None:
-    body = await add(api, [f"{files_url}/nothing-here"], "/local", "SimpleHttp")
-    task = await settle(api, body["data"]["tasks"][0]["id"])
-    assert task.state == TaskState.FAILED
-    assert task.error == "http status code 404"
-
-
-async def test_the_size_limit_stops_a_download(
-    api: Api, world: tuple[Path, Path], files_url: str
-) -> None:
-    local, _ = world
-    await api.post(
-        "/api/admin/setting/save", [{"key": "offline_download_max_size", "value": "1000"}]
-    )
-    body = await add(api, [f"{files_url}/big.bin"], "/local", "SimpleHttp")
-    task = await settle(api, body["data"]["tasks"][0]["id"])
-    assert task.state == TaskState.FAILED
-    assert "larger than the limit of 1000 bytes" in task.error
-    assert not (local / "big.bin").exists()
-
-
 @pytest.mark.parametrize(
     "host", ["127.0.0.1", "localhost", "[::1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
              "[::ffff:0:7f00:1]", "10.0.0.1", "169.254.169.254"],
@@ -284,16 +261,6 @@ async def test_aria2_into_local_and_alias_with_each_policy(
     folder = Path(task.payload["folder"])
     assert (folder / "small.txt").exists() is kept
     assert folder.is_relative_to(api.services.config.data_dir / "temp")
-
-
-async def test_aria2_reports_a_missing_url(
-    api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str
-) -> None:
-    assert (await set_aria2(api, aria2))["code"] == 200
-    body = await add(api, [f"{files_url}/nothing-here"], "/local", "aria2")
-    task = await settle(api, body["data"]["tasks"][0]["id"])
-    assert task.state == TaskState.FAILED
-    assert task.error.startswith("failed to download ")
 
 
 async def test_cancel_removes_the_download_from_aria2(

@@ -47,19 +47,21 @@ async def test_a_cancelled_simple_http_download_leaves_nothing(
     assert leftovers(api) == []
 
 
-async def test_a_failed_simple_http_download_leaves_nothing(
+async def test_a_missing_url_fails_its_task_and_leaves_nothing(
     api: Api, world: tuple[Path, Path], files_url: str
 ) -> None:
     body = await add(api, [f"{files_url}/nothing-here"], "/local", "SimpleHttp")
     task = await settle(api, body["data"]["tasks"][0]["id"])
     assert task.state == TaskState.FAILED
+    assert task.error == "http status code 404"
     assert leftovers(api) == []
 
 
 @pytest.mark.parametrize("path", ["big.bin", "nolength/big.bin"])
-async def test_a_download_over_the_size_limit_leaves_nothing(
+async def test_the_size_limit_stops_a_download_and_leaves_nothing(
     api: Api, world: tuple[Path, Path], files_url: str, path: str
 ) -> None:
+    local, _ = world
     await api.post(
         "/api/admin/setting/save", [{"key": "offline_download_max_size", "value": "100000"}]
     )
@@ -67,6 +69,7 @@ async def test_a_download_over_the_size_limit_leaves_nothing(
     task = await settle(api, body["data"]["tasks"][0]["id"])
     assert task.state == TaskState.FAILED
     assert "larger than the limit of 100000 bytes" in task.error
+    assert not (local / "big.bin").exists()
     assert leftovers(api) == []
 
 
@@ -93,13 +96,14 @@ async def test_a_cancelled_aria2_download_leaves_nothing(
     assert leftovers(api) == []
 
 
-async def test_a_failed_aria2_download_leaves_nothing(
+async def test_aria2_reports_a_missing_url_and_leaves_nothing(
     api: Api, world: tuple[Path, Path], aria2: Aria2Process, files_url: str
 ) -> None:
     assert (await set_aria2(api, aria2))["code"] == 200
     body = await add(api, [f"{files_url}/nothing-here"], "/local", "aria2")
     task = await settle(api, body["data"]["tasks"][0]["id"])
     assert task.state == TaskState.FAILED
+    assert task.error.startswith("failed to download ")
     assert leftovers(api) == []
 
 

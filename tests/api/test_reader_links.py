@@ -16,10 +16,11 @@ import pytest
 from pydantic import BaseModel
 
 from manifold.container import Services
-from manifold.drivers.base import Driver, DriverConfig, LinkArgs
+from manifold.drivers.base import DriverConfig, LinkArgs
 from manifold.models import Link, Obj
 from tests.api.fs_helpers import mount_local
 from tests.conftest import Api
+from tests.drivers.inert import InertDriver
 
 PAYLOAD = bytes(range(256)) * 1000
 WHEN = datetime(2024, 5, 1, tzinfo=UTC)
@@ -29,17 +30,11 @@ class ReaderOptions(BaseModel):
     pass
 
 
-class ReaderDriver(Driver[ReaderOptions]):
+class ReaderDriver(InertDriver[ReaderOptions]):
     """Test-only: one file held in memory, readable only through its link's reader."""
 
     asked: ClassVar[list[tuple[int, int | None]]] = []
     closed: ClassVar[int] = 0
-
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
 
     async def list(self, dir: Obj) -> list[Obj]:
         return [Obj("blob.bin", len(PAYLOAD), False, WHEN, path="/blob.bin")]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.fs_helpers import add_meta, fs_list, make_tree, mount_local, names, save_settings
+from tests.api.fs_helpers import add_meta, fs_list, names, save_settings
 from tests.conftest import Api
 
 USER_PW = "viewer-password-1"
@@ -57,16 +57,8 @@ def no_hang() -> Iterator[None]:
     signal.signal(signal.SIGALRM, previous)
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", {SLOW_NAME: "slow", "keep.txt": "keep"})
-
-
-@pytest.fixture
-async def admin(api: Api, root: Path) -> Api:
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    return api
+# What the `root` fixture makes (tests/api/conftest.py).
+TREE: dict[str, bytes | str] = {SLOW_NAME: "slow", "keep.txt": "keep"}
 
 
 async def regex_rename(api: Api, pattern: str, template: str) -> dict[str, Any]:

@@ -19,16 +19,8 @@ RESERVED = f"{RESERVED_PREFIX}0123456789abcdef"
 HOUR = 3600
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", {"a.txt": "alpha", "sub/": "", RESERVED: "crashed"})
-
-
-@pytest.fixture
-async def admin(api: Api, root: Path) -> Api:
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    return api
+# What the `root` fixture makes (tests/api/conftest.py).
+TREE: dict[str, bytes | str] = {"a.txt": "alpha", "sub/": "", RESERVED: "crashed"}
 
 
 async def form(api: Api, path: str) -> dict[str, Any]:

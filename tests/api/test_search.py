@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,17 +39,10 @@ TREE: dict[str, bytes | str] = {
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", TREE)
-
-
-@pytest.fixture
-async def admin(api: Api, root: Path) -> AsyncIterator[Api]:
-    """An admin with ``root`` mounted at /local and the database index chosen."""
-    await api.as_admin()
-    await mount_local(api, "/local", root)
-    await save_settings(api, search_index="database")
-    yield api
+async def admin(admin: Api) -> Api:
+    """The shared admin (``TREE`` at /local) with the database index chosen."""
+    await save_settings(admin, search_index="database")
+    return admin
 
 
 async def build(api: Api) -> dict[str, Any]:

@@ -2,45 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import insert
 
-from manifold.app import create_app
 from manifold.container import Services
 from manifold.db import tables
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag
-from tests.conftest import Api, start_services
-from tests.unit.test_settings_defaults import EXPECTED_PUBLIC
+from tests.conftest import Api, open_api, start_services
+from tests.settings_reference import EXPECTED_PUBLIC, OFFLINE_TOOL_KEYS, SITE_KEYS
 
 # AList's public settings, and Manifold's own version beside AList's ``version``.
 PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
 
-SITE_GROUP = [
-    "version",
-    "site_title",
-    "announcement",
-    "pagination_type",
-    "default_page_size",
-    "allow_indexed",
-    "allow_mounted",
-    "robots_txt",
-    "manifold_version",  # after every AList setting: AList's keep their places
-]
+# Manifold's own version after every AList setting: AList's keep their places.
+SITE_GROUP = [*SITE_KEYS, "manifold_version"]
 
 SAVE = "/api/admin/setting/save"
-
-
-@asynccontextmanager
-async def open_api(services: Services) -> AsyncIterator[Api]:
-    app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
-        yield Api(client, services)
 
 
 async def public(api: Api) -> dict[str, Any]:
@@ -141,16 +120,8 @@ async def test_list_several_groups(api: Api) -> None:
     await api.as_admin()
     body = await api.get("/api/admin/setting/list", params={"groups": "5,0"})
     assert body["code"] == 200
-    assert [entry["key"] for entry in body["data"]] == [
-        "token",
-        "index_progress",
-        "aria2_uri",
-        "aria2_secret",
-        "qbittorrent_url",
-        "qbittorrent_seedtime",
-        "transmission_uri",
-        "transmission_seedtime",
-    ]
+    keys = [entry["key"] for entry in body["data"]]
+    assert keys == ["token", "index_progress", *OFFLINE_TOOL_KEYS]
 
 
 async def test_list_groups_wins_over_group(api: Api) -> None:

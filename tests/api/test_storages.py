@@ -30,9 +30,8 @@ from tests.conftest import Api
 STUCK = 120  # seconds after which a start that has not begun is taken as stuck
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "root", {"a.txt": "alpha", "sub/b.txt": "beta"})
+# What the `root` fixture makes (tests/api/conftest.py).
+TREE: dict[str, bytes | str] = {"a.txt": "alpha", "sub/b.txt": "beta"}
 
 
 async def test_create_list_get_round_trip(api: Api, root: Path) -> None:

@@ -7,12 +7,10 @@ import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from manifold.app import create_app
 from manifold.container import Services
-from tests.conftest import Api
+from tests.conftest import Api, open_api
 
 # The parts of the frontend's index.html that Manifold fills in, as the package has them.
 INDEX = """<!doctype html><html><head>
@@ -43,17 +41,10 @@ def dist(tmp_path: Path) -> Path:
     return folder
 
 
-async def _client(services: Services) -> AsyncIterator[Api]:
-    app = create_app(services.config, services)
-    transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 40000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://manifold.test") as client:
-        yield Api(client, services)
-
-
 @pytest.fixture
 async def web(services: Services, dist: Path) -> AsyncIterator[Api]:
     services.config.dist_dir = str(dist)
-    async for api in _client(services):
+    async with open_api(services) as api:
         yield api
 
 
@@ -61,7 +52,7 @@ async def web(services: Services, dist: Path) -> AsyncIterator[Api]:
 async def under_path(services: Services, dist: Path) -> AsyncIterator[Api]:
     services.config.dist_dir = str(dist)
     services.config.site_url = "https://files.example.com/drive/"
-    async for api in _client(services):
+    async with open_api(services) as api:
         yield api
 
 
@@ -142,7 +133,7 @@ async def test_assets_never_leave_their_folder(web: Api, path: str) -> None:
 async def test_no_ui_serves_only_the_api(services: Services, dist: Path) -> None:
     services.config.dist_dir = str(dist)
     services.config.ui = False
-    async for api in _client(services):
+    async with open_api(services) as api:
         response = await api.client.get("/")
         assert response.status_code == 404
         assert "OPENLIST_CONFIG" not in response.text
@@ -152,7 +143,7 @@ async def test_no_ui_serves_only_the_api(services: Services, dist: Path) -> None
 
 async def test_missing_frontend_says_how_to_install_it(services: Services, tmp_path: Path) -> None:
     services.config.dist_dir = str(tmp_path / "nowhere")
-    async for api in _client(services):
+    async with open_api(services) as api:
         response = await api.client.get("/")
         assert response.status_code == 200
         assert "not installed" in response.text

@@ -9,8 +9,9 @@ from typing import Any
 
 import pyotp
 from playwright.async_api import TimeoutError as PlaywrightTimeout
+from playwright.async_api import expect
 
-from tests.browser.conftest import ADMIN_PASSWORD, Flow, Site, log_in
+from tests.browser.conftest import ADMIN_PASSWORD, STEP, Flow, Site, log_in
 
 USER_PASSWORD = "browser-user-pw"
 
@@ -225,5 +226,6 @@ async def test_a_copy_task_shows_on_the_tasks_page(page: Any, site: Site) -> Non
     site.api("/api/fs/copy", body)
     await log_in(page, site, "admin", ADMIN_PASSWORD)
     await page.goto(site.base + "/@manage/tasks/copy")
-    await page.get_by_text("big-copy.bin", exact=True).wait_for()
-    await page.get_by_text(re.compile("^succeeded$", re.IGNORECASE)).first.wait_for()
+    await expect(page.get_by_text("big-copy.bin", exact=True)).to_be_visible(timeout=STEP)
+    succeeded = page.get_by_text(re.compile("^succeeded$", re.IGNORECASE)).first
+    await expect(succeeded).to_be_visible(timeout=STEP)

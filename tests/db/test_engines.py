@@ -6,7 +6,6 @@ import asyncio
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
@@ -14,12 +13,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import func, insert, inspect, select, text
 from sqlalchemy.engine import Connection
 
-from manifold.app import create_app
-from manifold.container import Services
 from manifold.db import engine as engine_module
 from manifold.db import tables
 from manifold.db.engine import MIGRATIONS, migrate, open_engine, writing
-from tests.conftest import Api, start_services
+from tests.conftest import started_api
 
 TABLES = {
     "users",
@@ -89,16 +86,8 @@ async def test_users_from_before_token_generations_each_get_a_random_one(
         await engine.dispose()
 
 
-async def _api(services: Services) -> tuple[Api, httpx.AsyncClient]:
-    app = create_app(services.config, services)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://db.test")
-    return Api(client, services), client
-
-
 async def test_whole_foundation_survives_a_restart(database_url: str, tmp_path: Path) -> None:
-    services = await start_services(tmp_path / "data", database_url)
-    api, client = await _api(services)
-    try:
+    async with started_api(tmp_path / "data", database_url) as api:
         admin = await api.as_admin()
         await admin.make_user("ünïcode-user", "pw-1", base_path="/team")
         meta = {"path": "/team/docs", "password": "p", "hide": "^secret", "readme": "# hi"}
@@ -108,13 +97,9 @@ async def test_whole_foundation_survives_a_restart(database_url: str, tmp_path: 
         user_token = await api.login("ünïcode-user", "pw-1")
         logged_out = await api.login("ünïcode-user", "pw-1", fresh=True)
         assert (await api.get("/api/auth/logout", token=logged_out))["code"] == 200
-    finally:
-        await client.aclose()
-        await services.stop()
 
-    services = await start_services(tmp_path / "data", database_url)
-    api, client = await _api(services)
-    try:
+    async with started_api(tmp_path / "data", database_url) as api:
+        services = api.services
         me = await api.get("/api/me", token=user_token)
         assert me["data"]["username"] == "ünïcode-user"
         assert me["data"]["base_path"] == "/team"
@@ -124,15 +109,10 @@ async def test_whole_foundation_survives_a_restart(database_url: str, tmp_path: 
         assert services.metas.nearest("/team/docs/a").readme == "# hi"  # type: ignore[union-attr]
         users = await api.get("/api/admin/user/list", token=await api.login())
         assert users["data"]["total"] == 3
-    finally:
-        await client.aclose()
-        await services.stop()
 
 
 async def test_unique_constraints_answer_the_envelope(database_url: str, tmp_path: Path) -> None:
-    services = await start_services(tmp_path / "data", database_url)
-    api, client = await _api(services)
-    try:
+    async with started_api(tmp_path / "data", database_url) as api:
         admin = await api.as_admin()
         await admin.make_user("dup", "pw")
         again = await admin.post("/api/admin/user/create", {"username": "dup", "password": "x"})
@@ -141,9 +121,6 @@ async def test_unique_constraints_answer_the_envelope(database_url: str, tmp_pat
         assert (await admin.post("/api/admin/meta/create", {"path": "/m"}))["code"] == 200
         twice = await admin.post("/api/admin/meta/create", {"path": "/m/"})
         assert twice["code"] == 500
-    finally:
-        await client.aclose()
-        await services.stop()
 
 
 async def test_writers_never_meet_each_other_in_the_database(

@@ -9,17 +9,15 @@ from typing import Any
 from manifold.models import TaskState
 from manifold.services.runner import TaskContext
 from tests.api.fs_helpers import make_tree, mount_local
-from tests.conftest import start_services
-from tests.db.test_engines import _api
+from tests.conftest import started_api
 
 
 async def test_tasks_survive_a_restart(database_url: str, tmp_path: Path) -> None:
     one = make_tree(tmp_path / "one", {"ünï.txt": "data", "sub/b.txt": "b"})
     two = make_tree(tmp_path / "two", {})
-    services = await start_services(tmp_path / "data", database_url)
-    api, client = await _api(services)
     gate, started = asyncio.Event(), asyncio.Event()
-    try:
+    async with started_api(tmp_path / "data", database_url) as api:
+        services = api.services
         await api.as_admin()
         await mount_local(api, "/one", one)
         await mount_local(api, "/two", two)
@@ -38,13 +36,8 @@ async def test_tasks_survive_a_restart(database_url: str, tmp_path: Path) -> Non
         running = await services.tasks.submit("copy", "held copy", None, {"src": "/one/sub"})
         await started.wait()
         assert services.tasks.get(running.id).state == TaskState.RUNNING
-    finally:
-        await client.aclose()
-        await services.stop()
 
-    services = await start_services(tmp_path / "data", database_url)
-    api, client = await _api(services)
-    try:
+    async with started_api(tmp_path / "data", database_url) as api:
         await api.as_admin()
         done = {t["id"]: t for t in (await api.get("/api/admin/task/copy/done"))["data"]}
         assert done[copied]["state"] == TaskState.SUCCEEDED
@@ -53,6 +46,3 @@ async def test_tasks_survive_a_restart(database_url: str, tmp_path: Path) -> Non
         assert done[running.id]["state"] == TaskState.FAILED
         assert done[running.id]["error"]
         assert (two / "ünï.txt").read_text() == "data"
-    finally:
-        await client.aclose()
-        await services.stop()

@@ -18,6 +18,7 @@ from manifold.drivers.options import describe_options
 from manifold.drivers.registry import DriverRegistry, common_items
 from manifold.errors import InvalidRequest, NotFound, NotSupported
 from manifold.models import Link, Obj, Storage
+from tests.drivers.inert import InertDriver
 
 # Written out by hand from the reference, so a drift in the code shows up here.
 LOCAL_CONFIG = {
@@ -44,13 +45,7 @@ LOCAL_ADDITIONAL = [
 ITEM_KEYS = {"name", "type", "default", "options", "required", "help"}
 
 
-class Bare(Driver[BaseModel]):
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
-
+class Bare(InertDriver[BaseModel]):
     async def list(self, dir: Obj) -> list[Obj]:
         return []
 

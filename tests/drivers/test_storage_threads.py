@@ -13,9 +13,10 @@ from pydantic import BaseModel
 
 from manifold.concurrency import DRIVER_POOL
 from manifold.container import Services
-from manifold.drivers.base import STORAGE_THREADS, Driver, DriverConfig, LinkArgs
+from manifold.drivers.base import STORAGE_THREADS, DriverConfig, LinkArgs
 from manifold.models import Link, Obj
 from tests.conftest import Api
+from tests.drivers.inert import InertDriver
 
 WHEN = datetime(2024, 5, 1, tzinfo=UTC)
 FILES = STORAGE_THREADS + DRIVER_POOL.size + 2
@@ -28,14 +29,8 @@ class GateOptions(BaseModel):
     stuck: bool = False
 
 
-class GateDriver(Driver[GateOptions]):
+class GateDriver(InertDriver[GateOptions]):
     """Test-only: each link is a blocking call, which waits for ``GATE`` when stuck."""
-
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
 
     async def list(self, dir: Obj) -> list[Obj]:
         return [Obj(f"f{i}", 4, False, WHEN, path=f"/f{i}") for i in range(FILES)]

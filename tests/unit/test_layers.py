@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from manifold.drivers.base import Driver, DriverConfig, Upload
+from manifold.drivers.base import DriverConfig, Upload
 from manifold.errors import ObjectNotFound, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, Storage
 from manifold.vfs import layers
@@ -23,6 +23,7 @@ from manifold.vfs.layers import (
     TimeoutLayer,
     wrap,
 )
+from tests.drivers.inert import InertDriver
 
 WHEN = datetime(2024, 1, 1, tzinfo=UTC)
 FOLDER = Obj("f", 0, True, WHEN, path="/f")
@@ -32,7 +33,7 @@ class Options(BaseModel):
     secret: str = "hunter2"
 
 
-class Flaky(Driver[Options]):
+class Flaky(InertDriver[Options]):
     """Fails ``failures`` times as temporary, then answers; can be made slow."""
 
     def __init__(self, failures: int = 0, delay: float = 0.0) -> None:
@@ -54,12 +55,6 @@ class Flaky(Driver[Options]):
             return [FOLDER]
         finally:
             self.running -= 1
-
-    async def init(self) -> None:
-        pass
-
-    async def drop(self) -> None:
-        pass
 
     async def list(self, dir: Obj) -> list[Obj]:
         return await self._work()

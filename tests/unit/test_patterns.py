@@ -67,11 +67,21 @@ def test_a_pattern_over_the_size_cap_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "pattern",
-    [r"\Q\C\E", r"(?P<n>x)", "(?U)a+", "[[:xdigit:]]+", r"\pL", r"(?i)ABC", r"\z"],
+    ("pattern", "matching", "failing"),
+    [
+        (r"\Q\C\E", r"a\Cb", "C"),  # quoted: a literal backslash and C
+        (r"(?P<n>x)", "axb", "ab"),
+        ("(?U)a+", "baa", "bb"),
+        ("[[:xdigit:]]+", "Fa0", "xyz"),
+        (r"\pL", "1é2", "123"),
+        (r"(?i)ABC", "xabcx", "ab"),
+        (r"a\z", "ba", "ab"),
+    ],
 )
-def test_go_syntax_compiles(pattern: str) -> None:
-    Pattern(pattern)
+def test_go_syntax_compiles(pattern: str, matching: str, failing: str) -> None:
+    compiled = Pattern(pattern)
+    assert compiled.search(matching) is True
+    assert compiled.search(failing) is False
 
 
 @pytest.mark.parametrize(

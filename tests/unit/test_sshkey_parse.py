@@ -333,12 +333,14 @@ def parse_or_reject(text: str) -> ParsedKey | None:
 
 @given(st.text())
 def test_arbitrary_text_only_raises_invalid_public_key(text: str) -> None:
-    parse_or_reject(text)
+    parsed = parse_or_reject(text)
+    assert parsed is None or parsed.fingerprint.startswith("SHA256:")
 
 
 @given(st.binary(max_size=300), st.sampled_from(["ssh-rsa", "x", 'from="a b" k']))
 def test_arbitrary_blob_only_raises_invalid_public_key(blob: bytes, prefix: str) -> None:
-    parse_or_reject(f"{prefix} {base64.b64encode(blob).decode()}")
+    parsed = parse_or_reject(f"{prefix} {base64.b64encode(blob).decode()}")
+    assert parsed is None or parsed.fingerprint.startswith("SHA256:")
 
 
 @given(st.sampled_from([ED_BLOB, P256_BLOB]), st.data())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -11,26 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from manifold.drivers.base import Driver
-from manifold.drivers.registry import builtin_registry
 from manifold.errors import ManifoldError, NotSupported
-from manifold.models import Obj, Storage
+from manifold.models import Obj
 from manifold.vfs import storage_ops
 from manifold.vfs.storage_ops import SNAPSHOT_SECONDS, MemoryListCache, StorageOps
+from tests.unit.storage_ops_helpers import Scans, local_ops
 
 Clock = Callable[[float], None]
-
-
-class Scans:
-    def __init__(self, driver: Driver[object]) -> None:
-        self.count = 0
-        original = driver.list
-
-        async def counted(folder: Obj) -> list[Obj]:
-            self.count += 1
-            return await original(folder)
-
-        driver.list = counted  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -59,16 +45,6 @@ def root(tmp_path: Path) -> Path:
     (root / "a.txt").write_text("a")
     settle(root, root / "empty")
     return root
-
-
-async def local_ops(root: Path, cache_expiration: int, no_cache: bool) -> StorageOps:
-    addition = json.dumps({"root_folder_path": str(root)})
-    storage = Storage(
-        id=7, mount_path="/m", driver="Local", addition=addition, cache_expiration=cache_expiration
-    )
-    driver = builtin_registry().build(storage)
-    await driver.init()
-    return StorageOps(storage, driver, MemoryListCache(), no_cache=no_cache)
 
 
 @pytest.fixture

@@ -2,51 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from manifold.drivers.base import Driver, Upload
-from manifold.drivers.registry import builtin_registry
+from manifold.drivers.base import Upload
 from manifold.errors import NotAFolder, ObjectExists, ServerError
-from manifold.models import Obj, Storage
-from manifold.vfs.storage_ops import MemoryListCache, StorageOps
-
-
-class CountingDriver:
-    """Wraps a driver's ``list`` to count how often the back end is listed."""
-
-    def __init__(self, driver: Driver[object]) -> None:
-        self.calls = 0
-        original = driver.list
-
-        async def counted(folder: Obj) -> list[Obj]:
-            self.calls += 1
-            return await original(folder)
-
-        driver.list = counted  # type: ignore[method-assign]
+from manifold.models import Obj
+from manifold.vfs.storage_ops import StorageOps
+from tests.unit.storage_ops_helpers import Scans, local_ops
 
 
 @pytest.fixture
-async def ops(tmp_path: Path) -> AsyncIterator[tuple[StorageOps, CountingDriver, Path]]:
+async def ops(tmp_path: Path) -> AsyncIterator[tuple[StorageOps, Scans, Path]]:
     root = tmp_path / "root"
     (root / "sub").mkdir(parents=True)
     (root / "a.txt").write_text("a")
     (root / "sub/s.txt").write_text("s")  # empty listings are never cached
-    storage = Storage(
-        id=1,
-        mount_path="/m",
-        driver="Local",
-        addition=json.dumps({"root_folder_path": str(root)}),
-        cache_expiration=30,
-    )
-    driver = builtin_registry().build(storage)
-    await driver.init()
-    counter = CountingDriver(driver)
-    yield StorageOps(storage, driver, MemoryListCache(), no_cache=False), counter, root
-    await driver.drop()
+    ops = await local_ops(root)
+    yield ops, Scans(ops.driver), root
+    await ops.driver.drop()
 
 
 async def chunks(data: bytes) -> AsyncIterator[bytes]:
@@ -58,12 +34,12 @@ def listed(objs: list[Obj]) -> set[str]:
 
 
 async def test_each_write_patches_the_cache(
-    ops: tuple[StorageOps, CountingDriver, Path],
+    ops: tuple[StorageOps, Scans, Path],
 ) -> None:
     storage_ops, counter, root = ops
     assert listed(await storage_ops.list("/")) == {"a.txt", "sub"}
     await storage_ops.list("/sub")
-    assert counter.calls == 2
+    assert counter.count == 2
 
     await storage_ops.make_dir("/new")
     await storage_ops.put("/", Upload("up.txt", chunks(b"up"), 2, None))
@@ -74,19 +50,19 @@ async def test_each_write_patches_the_cache(
 
     assert listed(await storage_ops.list("/")) == {"sub", "new"}
     assert listed(await storage_ops.list("/sub")) == {"s.txt", "b.txt", "up.txt"}
-    assert counter.calls == 2, "writes must patch the cached listings, not drop them"
+    assert counter.count == 2, "writes must patch the cached listings, not drop them"
     assert listed(await storage_ops.list("/", refresh=True)) == {"sub", "new"}
     assert sorted(p.name for p in root.iterdir()) == ["new", "sub"]
 
 
-async def test_put_creates_missing_folders(ops: tuple[StorageOps, CountingDriver, Path]) -> None:
+async def test_put_creates_missing_folders(ops: tuple[StorageOps, Scans, Path]) -> None:
     storage_ops, _, root = ops
     await storage_ops.put("/x/y", Upload("f", chunks(b"f"), 1, None))
     assert (root / "x/y/f").read_bytes() == b"f"
 
 
 async def test_make_dir_over_file_and_removing_the_root(
-    ops: tuple[StorageOps, CountingDriver, Path],
+    ops: tuple[StorageOps, Scans, Path],
 ) -> None:
     storage_ops, _, root = ops
     with pytest.raises(ObjectExists, match="file exists"):
