@@ -17,8 +17,8 @@ import pytest
 from manifold.container import Services
 from manifold.services.auth.limiter import MemoryLoginLimiter
 from manifold.services.auth.passwords import static_hash
-from tests.api.test_auth import LOCKED, client_at, enable_2fa, login, wrong_code
-from tests.conftest import ADMIN_PASSWORD, Api
+from tests.api.test_auth import LOCKED, enable_2fa, login, wrong_code
+from tests.conftest import ADMIN_PASSWORD, Api, open_api
 
 MAX_FAILURES = 5
 LOCKOUT_SECONDS = 300.0
@@ -107,9 +107,9 @@ async def test_a_name_is_locked_from_every_address(
     api: Api, services: Services, target: Target
 ) -> None:
     for n in range(MAX_FAILURES):
-        async with client_at(services, f"198.51.100.{n}") as attacker:
+        async with open_api(services, f"198.51.100.{n}") as attacker:
             assert (await target.guess(attacker))["code"] in (400, 402)
-    async with client_at(services, "192.0.2.50") as elsewhere:
+    async with open_api(services, "192.0.2.50") as elsewhere:
         assert await target.right(elsewhere) == {"code": 429, "message": LOCKED, "data": None}
         assert (await own_login(elsewhere))["code"] == 200
 
@@ -128,7 +128,7 @@ async def test_guesses_spread_over_names_lock_the_address(api: Api, services: Se
     for n in range(MAX_FAILURES):
         assert (await login(api, f"name-{n}", "x"))["code"] == 400
     assert (await login(api, "bob", "bob-pw"))["code"] == 429
-    async with client_at(services, "192.0.2.50") as elsewhere:
+    async with open_api(services, "192.0.2.50") as elsewhere:
         assert (await login(elsewhere, "bob", "bob-pw"))["code"] == 200
 
 
@@ -145,9 +145,9 @@ async def test_a_lock_ends_after_the_last_counted_failure(
     api: Api, services: Services, clock: Clock, addresses: list[str]
 ) -> None:
     for address in addresses:
-        async with client_at(services, address) as attacker:
+        async with open_api(services, address) as attacker:
             assert (await login(attacker, "admin", "wrong"))["code"] == 400
-    async with client_at(services, addresses[0]) as attacker:
+    async with open_api(services, addresses[0]) as attacker:
         clock.now += LOCKOUT_SECONDS - 1
         # Refused attempts do not extend the lock: the victim is free a second later.
         assert (await login(attacker, "admin", "wrong"))["code"] == 429
@@ -166,10 +166,10 @@ async def test_failures_spaced_within_the_window_accumulate(api: Api, clock: Clo
 async def test_five_guesses_a_window_do_not_keep_a_victim_out_for_an_hour(
     api: Api, services: Services, clock: Clock
 ) -> None:
-    async with client_at(services, "192.0.2.50") as victim:
+    async with open_api(services, "192.0.2.50") as victim:
         assert (await login(victim, "admin", ADMIN_PASSWORD))["code"] == 200
         successes = 0
-        async with client_at(services, "198.51.100.1") as attacker:
+        async with open_api(services, "198.51.100.1") as attacker:
             for _ in range(12):  # an hour of attack: 60 requests in all
                 for _ in range(MAX_FAILURES):
                     await login(attacker, "admin", "wrong")
