@@ -56,7 +56,9 @@ class _Failures:
         return sum(self.by_pair.values())
 
 
-class MemoryLoginLimiter:
+class _Window:
+    """``max_failures`` within ``lockout_seconds`` of each other lock; ``clock`` for tests."""
+
     def __init__(
         self,
         max_failures: int,
@@ -66,6 +68,14 @@ class MemoryLoginLimiter:
         self.max_failures = max_failures
         self.lockout_seconds = lockout_seconds
         self.clock = clock
+        self._start()
+
+    def _start(self) -> None:
+        """Make the empty state of a new limiter."""
+
+
+class MemoryLoginLimiter(_Window):
+    def _start(self) -> None:
         self._by_address: dict[str, _Failures] = {}
         self._by_name: dict[str, _Failures] = {}
         # Per name, the addresses that logged in as it and when they last did.
@@ -132,7 +142,7 @@ class MemoryLoginLimiter:
                 del table[key]
 
 
-class GuessLimiter:
+class GuessLimiter(_Window):
     """Wrong guesses of a secret other than a login (a folder password), per address.
 
     ``max_failures`` wrong guesses from an address lock it out of further guesses
@@ -140,15 +150,7 @@ class GuessLimiter:
     instances need a shared implementation of these two methods.
     """
 
-    def __init__(
-        self,
-        max_failures: int,
-        lockout_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.max_failures = max_failures
-        self.lockout_seconds = lockout_seconds
-        self.clock = clock
+    def _start(self) -> None:
         self._failures: dict[str, tuple[int, float]] = {}
 
     def is_locked(self, address: str) -> bool:
