@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from manifold.models import Perm, Task, TaskState, User
-from tests.api.fs_helpers import make_tree, mount_local
+from tests.api.fs_helpers import add_meta, make_tree, mount_local
 from tests.conftest import Api
 from tests.unit.test_tasks import Gate, settled
 
@@ -146,3 +146,25 @@ async def test_an_automatic_retry_is_checked_again_too(api: Api, dora: tuple[Use
     done = await settled(api.services, task.id)
     assert (done.state, done.error) == (TaskState.FAILED, "permission denied")
     assert gate.runs == [task.id]
+
+
+@pytest.mark.parametrize("kind", ["decompress", "decompress_upload"])
+async def test_an_extraction_into_a_password_folder_is_retried_with_the_requests_password(
+    api: Api, dora: tuple[User, str], tmp_path: Path, kind: str
+) -> None:
+    """The folder password the request gave is the one its retry is checked with (not
+    the archive's password, which the payload keeps under another key)."""
+    user, token = dora
+    await change(api, user, permission=ALL_BITS & ~Perm.ACCESS_WITHOUT_PASSWORD)
+    (tmp_path / "two" / "locked").mkdir()
+    await add_meta(api, "/two/locked", password="folder-pw", p_sub=True)
+    payload = {
+        **next(p for k, p, _ in KINDS if k == kind),
+        "dst_dir": "/two/locked",
+        "password": "archive-pw",
+        "dst_password": "folder-pw",
+    }
+    task = await failed(api, kind, user, payload)
+    assert await retry(api, kind, task, token) == (200, "success")
+    without = await failed(api, kind, user, {**payload, "dst_password": ""})
+    assert (await retry(api, kind, without, token))[0] == 403

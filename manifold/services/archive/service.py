@@ -145,14 +145,18 @@ class ArchiveService:
             self.run_decompress,
             max_retry=2,
             threads_setting="decompress_download_task_threads_num",
-            recheck=self._writer.task_recheck(Perm.DECOMPRESS, "src", write_into="dst_dir"),
+            recheck=self._writer.task_recheck(
+                Perm.DECOMPRESS, "src", write_into="dst_dir", unlock_with="dst_password"
+            ),
         )
         tasks.register(
             "decompress_upload",
             self.run_upload,
             max_retry=2,
             threads_setting="decompress_upload_task_threads_num",
-            recheck=self._writer.task_recheck(Perm.DECOMPRESS, write_into="dst_dir"),
+            recheck=self._writer.task_recheck(
+                Perm.DECOMPRESS, write_into="dst_dir", unlock_with="dst_password"
+            ),
         )
 
     # -- reading --------------------------------------------------------------------

@@ -403,11 +403,18 @@ class GuardedWriter:
         await self._fs.confine(caller, full)
 
     def task_recheck(
-        self, perm: Perm | None, *paths: str, write_into: str = "", with_password: bool = False
+        self,
+        perm: Perm | None,
+        *paths: str,
+        write_into: str = "",
+        with_password: bool = False,
+        unlock_with: str = "",
     ) -> Recheck:
         """A task kind's re-check (``TaskService.register``): the creator still has
         ``perm``, may reach the payload's ``paths`` and may write into ``write_into``
-        (with the folder password the payload keeps, ``with_password``)."""
+        (with the folder password the payload keeps, ``with_password``; or, for
+        ``write_into`` alone, the one it keeps under the key ``unlock_with``, where
+        ``password`` is something else, as an extraction's archive password)."""
 
         async def check(user: User, payload: dict[str, Any]) -> None:
             caller = Caller(user, "")
@@ -418,6 +425,8 @@ class GuardedWriter:
                 await self.recheck_path(caller, str(payload[key]), password)
             if write_into:
                 folder = str(payload[write_into])
+                if unlock_with:
+                    password = str(payload.get(unlock_with, ""))
                 await self.recheck_path(caller, folder, password)
                 if not self.can_write_in(caller, folder):
                     raise PermissionDenied()
