@@ -86,6 +86,24 @@ STALE_AFTER = 30 * 60
 # counts for confinement within this time; and how many are kept at most.
 REAL_PATH_SECONDS = 1.0
 REAL_PATHS_KEPT = 4096
+
+
+class _Moves:
+    """How many renames, moves, copies and removals Local storages made in this process.
+
+    Where links lead is reused for a second, but not across one of these: a rename can
+    put a folder holding a link out where a folder found inside was, and the path
+    checked a moment ago must not lead out through it. Counted for every storage, as
+    two Local storages may show the same host folder.
+    """
+
+    count = 0
+
+    @classmethod
+    def made(cls) -> None:
+        cls.count += 1
+
+
 # Temporaries being written by this process, whichever storage (or an earlier
 # instance of it, before an edit restarted it) writes them: never swept.
 _IN_FLIGHT: set[str] = set()
@@ -192,7 +210,7 @@ class LocalDriver(Driver[Addition]):
         self._dir_mode = 0o777
         self._recycle_bin = ""
         self._thumbs: Thumbnailer | None = None
-        self._reals: dict[str, tuple[str | None, float]] = {}
+        self._reals: dict[str, tuple[str | None, float, int]] = {}
         # The folder made last, as (storage path, real host path): a deep ``make_dir``
         # makes one level inside the last, and need not resolve the whole path again.
         self._last_made: tuple[str, str] | None = None
@@ -241,15 +259,15 @@ class LocalDriver(Driver[Addition]):
     async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
         """Where links take ``paths``. Answers from the last second are reused without a
         thread hop: a user's every listing and fetch asks this for the same folders."""
-        now = time.monotonic()
+        now, moves = time.monotonic(), _Moves.count
         kept = [self._reals.get(path) for path in paths]
-        if all(k is not None and now - k[1] < REAL_PATH_SECONDS for k in kept):
+        if all(k is not None and now - k[1] < REAL_PATH_SECONDS and k[2] == moves for k in kept):
             return [k[0] for k in kept if k is not None]
         found = await self._run(self._real_paths, paths)
         if len(self._reals) > REAL_PATHS_KEPT:
             self._reals.clear()
         for path, real in zip(paths, found, strict=True):
-            self._reals[path] = (real, now)
+            self._reals[path] = (real, now, moves)
         return found
 
     async def get(self, path: str) -> Obj:
@@ -266,17 +284,17 @@ class LocalDriver(Driver[Addition]):
         return await self._run(self._make_dir, parent.path, validate_name(name))
 
     async def move(self, src: Obj, dst_dir: Obj) -> Obj:
-        return await self._run(self._move, src.path, dst_dir.path)
+        return await self._moving(self._move, src.path, dst_dir.path)
 
     async def rename(self, src: Obj, new_name: str) -> Obj:
-        return await self._run(self._rename, src.path, validate_name(new_name))
+        return await self._moving(self._rename, src.path, validate_name(new_name))
 
     async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
-        return await self._run(self._copy, src.path, dst_dir.path)
+        return await self._moving(self._copy, src.path, dst_dir.path)
 
     async def remove(self, obj: Obj) -> None:
         """Delete ``obj``, or move it into the recycle bin when one is configured."""
-        await self._run(self._remove, obj.path)
+        await self._moving(self._remove, obj.path)
 
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name, stream = validate_name(upload.name), upload.stream
@@ -317,6 +335,13 @@ class LocalDriver(Driver[Addition]):
     async def _run(self, func: Callable[..., T], *args: object) -> T:
         with os_errors():
             return await self.run_blocking(func, *args)
+
+    async def _moving(self, func: Callable[..., T], *args: object) -> T:
+        """``func``, which puts objects (links among them) at new paths."""
+        try:
+            return await self._run(func, *args)
+        finally:
+            _Moves.made()
 
     def _put_whole(
         self, dst_dir: str, name: str, data: bytes, modified: datetime | None, overwrite: bool
