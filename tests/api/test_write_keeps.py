@@ -198,3 +198,38 @@ async def test_recursive_move_never_replaces_a_folder_with_a_file(
     )
     assert (body["code"], body["message"]) == (403, "file [x] exists")
     assert tree_of(root) == before
+
+
+WRITER_PW = "writer-password-1"
+WRITER_BITS = 0x3FFF & ~0x3  # every bit but seeing hidden entries and passing passwords
+
+
+@pytest.mark.parametrize("withheld", ["password", "hidden"])
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/api/fs/move", {"src_dir": "/s/m1", "dst_dir": "/s/m2", "names": ["d"]}),
+        ("/api/fs/copy", {"src_dir": "/s/m1", "dst_dir": "/s/m2", "names": ["d"]}),
+        ("/api/fs/rename", {"path": "/s/m2/e", "name": "d"}),
+    ],
+    ids=["move", "copy", "rename"],
+)
+async def test_overwrite_never_removes_a_folder_holding_entries_withheld_from_the_caller(
+    api: Api, root: Path, withheld: str, route: str, body: dict[str, object]
+) -> None:
+    """Replacing a folder removes it: refused as its removal is, when it holds a
+    folder password the request did not give or entries hidden from the caller."""
+    make_tree(root, {"m1/d": "file", "m2/e": "file", "m2/d/locked/precious.txt": "precious"})
+    meta = (
+        {"path": "/s/m2/d/locked", "password": "folder-pw", "p_sub": True}
+        if withheld == "password"
+        else {"path": "/s/m2/d", "hide": "^locked$", "h_sub": True}
+    )
+    assert (await api.post("/api/admin/meta/create", meta))["code"] == 200
+    await api.make_user("writer", WRITER_PW, permission=WRITER_BITS)
+    token = await api.login("writer", WRITER_PW)
+    removed = await api.post("/api/fs/remove", {"dir": "/s/m2", "names": ["d"]}, token=token)
+    assert removed["code"] == 403, removed  # the premise: removing it is refused
+    answer = await api.post(route, {**body, "overwrite": True}, token=token)
+    assert answer["code"] == 403, answer
+    assert (root / "m2/d/locked/precious.txt").read_text() == "precious"

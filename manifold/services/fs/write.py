@@ -120,7 +120,7 @@ class GuardedWriter:
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
-        await self._refuse_taken(full, dst, overwrite)
+        await self._refuse_taken(caller, full, dst, overwrite, password)
         return await self.tree.rename_to(full, dst, overwrite)
 
     async def move_to(
@@ -135,7 +135,7 @@ class GuardedWriter:
         if name != new_name:
             self.require(caller, Perm.RENAME)
         self.tree.refuse_root(self.place(full), "move" if src_dir != dst_dir else "rename")
-        await self._refuse_taken(full, target, overwrite)
+        await self._refuse_taken(caller, full, target, overwrite, password)
         return await self.tree.rename_to(full, target, overwrite)
 
     async def copy_to(
@@ -146,7 +146,7 @@ class GuardedWriter:
         full, target = await self._ends(caller, src, dst, password)
         self.tree.refuse_root(self.place(full), "copy")
         await self._source_exists(full)
-        await self._refuse_taken(full, target, overwrite)
+        await self._refuse_taken(caller, full, target, overwrite, password)
         return await self.tree.copy_to(full, target, overwrite)
 
     async def batch_rename(
@@ -452,8 +452,10 @@ class GuardedWriter:
         pairs = []
         for name in names:
             src = await self.child(caller, src_folder, name, password)
-            await self.child(caller, dst_folder, name, password)
+            dst = await self.child(caller, dst_folder, name, password)
             await self.walker.guard_whole(caller, src, password)
+            if dst != src:
+                await self._guard_replaced(caller, dst, overwrite, password)
             pairs.append((src, dst_folder))
         if not overwrite:
             for name in names:
@@ -513,9 +515,21 @@ class GuardedWriter:
         if await self.exists(self.place(src)) is None:
             raise ObjectNotFound(f"failed get src [{src}] file: object not found")
 
-    async def _refuse_taken(self, src: str, dst: str, overwrite: bool) -> None:
-        """AList's check: without ``overwrite`` a taken ``dst`` other than ``src`` is refused."""
-        if overwrite or dst == src:
+    async def _refuse_taken(
+        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str
+    ) -> None:
+        """AList's check: without ``overwrite`` a taken ``dst`` other than ``src`` is
+        refused; with it, what ``dst`` holds goes, so it must be removable whole."""
+        if dst == src:
             return
-        if await self.exists(self.place(dst)) is not None:
+        if not overwrite and await self.exists(self.place(dst)) is not None:
             raise FileExists(split_path(dst)[1])
+        await self._guard_replaced(caller, dst, overwrite, password)
+
+    async def _guard_replaced(
+        self, caller: Caller, dst: str, overwrite: bool, password: str
+    ) -> None:
+        """An object ``overwrite`` would replace is removed: refused as its removal is,
+        when it carries entries withheld from the caller."""
+        if overwrite and await self.exists(self.place(dst)) is not None:
+            await self.walker.guard_whole(caller, dst, password)
