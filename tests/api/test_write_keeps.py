@@ -233,3 +233,21 @@ async def test_overwrite_never_removes_a_folder_holding_entries_withheld_from_th
     answer = await api.post(route, {**body, "overwrite": True}, token=token)
     assert answer["code"] == 403, answer
     assert (root / "m2/d/locked/precious.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("policy", ["overwrite", "cancel", "anything"])
+async def test_recursive_move_never_touches_a_file_hidden_from_the_caller(
+    api: Api, root: Path, policy: str
+) -> None:
+    """A direct move onto a hidden name is refused; a walk leaves that file where it is."""
+    make_tree(root, {"r/src/x.txt": "new", "r/src/y.txt": "y", "r/x.txt": "hidden"})
+    meta = {"path": "/s/r", "hide": "^x\\.txt$", "h_sub": False}
+    assert (await api.post("/api/admin/meta/create", meta))["code"] == 200
+    await api.make_user("writer", WRITER_PW, permission=WRITER_BITS)
+    token = await api.login("writer", WRITER_PW)
+    body = {"src_dir": "/s/r/src", "dst_dir": "/s/r", "conflict_policy": policy}
+    moved = await api.post("/api/fs/recursive_move", body, token=token)
+    assert (moved["code"], moved["message"]) == (200, "Successfully moved 1 file")
+    assert (root / "r/x.txt").read_text() == "hidden"
+    assert (root / "r/src/x.txt").read_text() == "new"
+    assert (root / "r/y.txt").read_text() == "y"

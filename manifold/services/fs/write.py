@@ -322,12 +322,18 @@ class GuardedWriter:
         present = (await self._fs.list_path(dst_folder, refresh=True))[0]
         taken = {o.name for o in present}
         folders = {o.name for o in present if o.is_dir}
+        withheld = {
+            name for name in taken if not self._may_enter(caller, dst_folder, name, password)
+        }
         # Every clash is decided before the first move; a name moved earlier in this
         # request counts as taken. "overwrite" and any other policy replace a file, as
         # AList does; a folder is never replaced by a file (AList's rename fails there).
+        # A name withheld from the caller is never touched: the file stays where it is.
         moves: builtins.list[str] = []
         for path in files:
             name = split_path(path)[1]
+            if name in withheld:
+                continue
             if name in taken:
                 if policy == "skip":
                     continue
@@ -525,6 +531,11 @@ class GuardedWriter:
         if not overwrite and await self.exists(self.place(dst)) is not None:
             raise FileExists(split_path(dst)[1])
         await self._guard_replaced(caller, dst, overwrite, password)
+
+    def _may_enter(self, caller: Caller, folder: str, name: str, password: str) -> bool:
+        """Whether the caller may reach ``folder/name`` (its hide rules and passwords)."""
+        path = clean_path(f"{folder}/{name}")
+        return access.can_access(caller.user, self._metas.nearest(path), path, password)
 
     async def _guard_replaced(
         self, caller: Caller, dst: str, overwrite: bool, password: str
