@@ -168,3 +168,21 @@ async def test_an_extraction_into_a_password_folder_is_retried_with_the_requests
     assert await retry(api, kind, task, token) == (200, "success")
     without = await failed(api, kind, user, {**payload, "dst_password": ""})
     assert (await retry(api, kind, without, token))[0] == 403
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a copy task between storages replaces whatever file is at its destination when "
+    "it runs: the request's overwrite choice is not kept in the task, so a retry (or a late "
+    "start) replaces a file made there meanwhile",
+)
+async def test_a_copy_retried_without_overwrite_keeps_a_file_made_meanwhile(
+    api: Api, dora: tuple[User, str], tmp_path: Path
+) -> None:
+    user, token = dora
+    task = await failed(api, "copy", user, {"src": "/one/late.txt", "dst_dir": "/two"})
+    (tmp_path / "one" / "late.txt").write_text("late")
+    (tmp_path / "two" / "late.txt").write_text("made meanwhile")
+    assert await retry(api, "copy", task, token) == (200, "success")
+    await api.services.tasks.wait_done(task.id)
+    assert (tmp_path / "two" / "late.txt").read_text() == "made meanwhile"
