@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import tarfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,25 @@ async def test_the_default_limits_stop_a_bomb(api: Api, home: Path) -> None:
     zeros_tar_zst(home / "bob/bomb.tar.zst", 40 * MiB)
     error = await failed_extraction(api, home, "bomb.tar.zst")
     assert "decompression bomb" in error
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a member whose name is taken by a file member before it (d, then d/inner.txt) "
+    "fails the whole extraction ('could not extract d/inner.txt: File exists') instead of "
+    "skipping that member and reporting it",
+)
+async def test_a_member_colliding_with_a_file_member_is_skipped_not_fatal(
+    api: Api, home: Path
+) -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        for name, data in [("d", b"file"), ("d/inner.txt", b"in"), ("ok.txt", b"ok")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    (home / "bob/both.tar").write_bytes(out.getvalue())
+    token = await api.login("bob", USER_PW)
+    tasks = await extract_as(api, token, "both.tar")
+    assert (home / "bob/ok.txt").read_bytes() == b"ok"
+    assert [t.error for t in tasks if t.state == TaskState.FAILED] == []
