@@ -149,17 +149,23 @@ class TreeWalker:
                     stack.append((inner, depth + 1))
                 yield entry, inner
 
-    async def guard_whole(self, caller: Caller, path: str, password: str) -> None:
+    async def guard_whole(
+        self, caller: Caller, path: str, password: str, links: bool = True
+    ) -> None:
         """Refuse a whole-folder change of ``path`` that would carry withheld entries along.
 
-        Only metas can withhold entries inside one storage's folder: a password the
-        caller lacks below ``path``, or hide rules over it. Without such a meta nothing
-        is walked; with hide rules the folder is walked to see whether any name matches.
+        Metas withhold entries inside one storage's folder: a password the caller lacks
+        below ``path``, or hide rules over it. So do links out of the caller's base path
+        (``links``): moving a folder that holds one would put the link at paths the
+        caller named before, where a sign given then would follow it out. Without such
+        a meta, or a base path links can leave, nothing is walked; otherwise the folder
+        is walked to see whether anything is withheld.
         """
         metas = self._metas.all()
         if any(_locked_below(m, path, caller, password) for m in metas):
             raise HiddenContents()
-        if caller.user.can(Perm.SEE_HIDDEN) or not any(_hides_inside(m, path) for m in metas):
+        hides = not caller.user.can(Perm.SEE_HIDDEN) and any(_hides_inside(m, path) for m in metas)
+        if not hides and not (links and self._fs.links_confine(caller)):
             return
         obj, _ = await self._fs.get_path(path)
         if not obj.is_dir:

@@ -270,7 +270,7 @@ class GuardedWriter:
         folder = await self.folder(caller, dir, password)
         targets = [await self.child(caller, folder, name, password) for name in names]
         for full in targets:
-            await self.walker.guard_whole(caller, full, password)
+            await self.walker.guard_whole(caller, full, password, links=False)
         for full in targets:
             try:
                 await self.tree.remove(full)
@@ -459,7 +459,7 @@ class GuardedWriter:
         for name in names:
             src = await self.child(caller, src_folder, name, password)
             dst = await self.child(caller, dst_folder, name, password)
-            await self.walker.guard_whole(caller, src, password)
+            await self.walker.guard_whole(caller, src, password, self._carries_links(src, dst))
             if dst != src:
                 await self._guard_replaced(caller, dst, overwrite, password)
             pairs.append((src, dst_folder))
@@ -480,8 +480,14 @@ class GuardedWriter:
         if new_name != name:
             validate_new_name(new_name)
         target = await self.child(caller, dst_folder, new_name, password)
-        await self.walker.guard_whole(caller, full, password)
+        await self.walker.guard_whole(caller, full, password, self._carries_links(full, target))
         return full, target
+
+    def _carries_links(self, src: str, dst: str) -> bool:
+        """Whether moving or copying ``src`` to ``dst`` takes its links along as links:
+        within one storage its driver does it; between two the bytes are walked, and a
+        walk never follows a link out."""
+        return self.place(src).same_storage(self.place(dst))
 
     async def _targets(
         self, pairs: builtins.list[tuple[str, str]]
@@ -543,4 +549,4 @@ class GuardedWriter:
         """An object ``overwrite`` would replace is removed: refused as its removal is,
         when it carries entries withheld from the caller."""
         if overwrite and await self.exists(self.place(dst)) is not None:
-            await self.walker.guard_whole(caller, dst, password)
+            await self.walker.guard_whole(caller, dst, password, links=False)
