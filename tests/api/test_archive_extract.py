@@ -178,12 +178,6 @@ async def test_the_default_limits_stop_a_bomb(api: Api, home: Path) -> None:
     assert "decompression bomb" in error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a member whose name is taken by a file member before it (d, then d/inner.txt) "
-    "fails the whole extraction ('could not extract d/inner.txt: File exists') instead of "
-    "skipping that member and reporting it",
-)
 async def test_a_member_colliding_with_a_file_member_is_skipped_not_fatal(
     api: Api, home: Path
 ) -> None:

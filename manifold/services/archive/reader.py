@@ -559,10 +559,12 @@ def extract(
     into: str,
     progress: Callable[[int], None],
     limits: Limits = Limits(),
+    skipped: list[str] | None = None,
 ) -> None:
     """Write member ``inner`` (a file, or a folder with everything in it; ``/`` is the
     whole archive) into the folder ``into``, keeping its name, within ``limits``.
-    ``progress`` gets the bytes written so far."""
+    ``progress`` gets the bytes written so far. A member whose place an earlier member
+    took (a file ``d``, then ``d/inner.txt``) is left out and named in ``skipped``."""
     inner = clean_inner(inner)
     prefix = posixpath.dirname(inner) if inner != "/" else "/"
     budget = Budget(limits, source.size)
@@ -579,7 +581,11 @@ def extract(
                 relative = path[len(prefix) :].lstrip("/")
                 if relative:
                     locked = _encrypted(entry)
-                    _write_entry(entry, into, relative, budget, progress, source.cancelled)
+                    try:
+                        _write_entry(entry, into, relative, budget, progress, source.cancelled)
+                    except _Clash:
+                        if skipped is not None:
+                            skipped.append(relative)
                     locked = False
     except ArchiveError as exc:
         raise budget.fail(exc, locked) from exc
@@ -607,9 +613,15 @@ def _write_entry(
                 out.write(block)
                 budget.produced(len(block))
                 progress(budget.data)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+        raise _Clash() from exc
     except OSError as exc:
         shown = relative if len(relative) <= 200 else f"{relative[:200]}..."
         raise ServerError(f"could not extract {shown}: {exc.strerror}") from None
+
+
+class _Clash(Exception):
+    """A member's place is taken by an earlier member of another kind."""
 
 
 async def member_stream(

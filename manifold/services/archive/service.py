@@ -318,13 +318,16 @@ class ArchiveService:
 
         ctx.set_status("walking and decompressing")
         limits = self._limits(EXTRACT_MAX_SIZE)
+        clashes: list[str] = []
         try:
-            work_args = (source, password, inner, str(work), progress, limits)
+            work_args = (source, password, inner, str(work), progress, limits, clashes)
             await run_in(ARCHIVE_POOL, extract, *work_args)
         except BaseException:
             source.cancelled.set()
             await run_in(ARCHIVE_POOL, discard_tree, work)
             raise
+        for clash in clashes[:20]:
+            ctx.set_status(f"skipped {clash}: an earlier member of the archive has its name")
         name = split_path(src)[1]
         stem = name.rsplit(".", 1)[0] if "." in name else name
         into = self._writer.place(dst_dir)
