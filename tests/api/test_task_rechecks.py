@@ -170,12 +170,6 @@ async def test_an_extraction_into_a_password_folder_is_retried_with_the_requests
     assert (await retry(api, kind, without, token))[0] == 403
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a copy task between storages replaces whatever file is at its destination when "
-    "it runs: the request's overwrite choice is not kept in the task, so a retry (or a late "
-    "start) replaces a file made there meanwhile",
-)
 async def test_a_copy_retried_without_overwrite_keeps_a_file_made_meanwhile(
     api: Api, dora: tuple[User, str], tmp_path: Path
 ) -> None:

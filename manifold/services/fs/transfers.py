@@ -18,7 +18,13 @@ from typing import IO, Any
 
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.config import make_private
-from manifold.errors import InvalidRequest, ObjectNotFound, PermissionDenied
+from manifold.errors import (
+    FileExists,
+    InvalidRequest,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+)
 from manifold.models import Perm, User
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
@@ -79,17 +85,30 @@ class Transfers:
         and a child task spawned for each entry the creator may reach in it."""
         src, dst_dir = str(payload["src"]), str(payload["dst_dir"])
         password = str(payload.get("password", ""))
+        overwrite = payload.get("overwrite") is True
         ctx.set_status("getting src object")
         obj, _ = await self._tree.lookup(src)
         if obj.is_dir:
-            await self._copy_folder(ctx, src, dst_dir, password, int(payload.get("depth", 0)))
+            depth = int(payload.get("depth", 0))
+            await self._copy_folder(ctx, src, dst_dir, password, depth, overwrite)
             return
         ctx.set_status("")
         ctx.set_total(obj.size)
-        await self._tree.copy_file(src, dst_dir, lambda stream: _counted(stream, ctx))
+        try:
+            await self._tree.copy_file(
+                src, dst_dir, lambda stream: _counted(stream, ctx), overwrite=overwrite
+            )
+        except ObjectExists:
+            raise FileExists(split_path(src)[1]) from None
 
     async def _copy_folder(
-        self, ctx: TaskContext, src: str, dst_dir: str, password: str, depth: int
+        self,
+        ctx: TaskContext,
+        src: str,
+        dst_dir: str,
+        password: str,
+        depth: int,
+        overwrite: bool,
     ) -> None:
         """``depth``: how far below the folder the user copied this one is; a task per
         level puts no limit on the stack, but each level looks its whole path up."""
@@ -106,6 +125,8 @@ class Transfers:
             payload: dict[str, Any] = {"src": entry.path, "dst_dir": target, "depth": depth + 1}
             if password:
                 payload["password"] = password
+            if overwrite:
+                payload["overwrite"] = True
             await ctx.spawn("copy", title, payload, entry.obj.size)
         ctx.set_status("src object is dir, added all copy tasks of objs")
 

@@ -340,16 +340,18 @@ class FileTree:
         dst_dir: str,
         counted: Callable[[Stream], Stream] | None = None,
         name: str = "",
+        overwrite: bool = True,
     ) -> Obj:
         """Stream one file into ``dst_dir`` under ``name`` or its own (any two storages).
 
-        ``counted`` wraps the byte stream (a task counts its progress with it).
+        ``counted`` wraps the byte stream (a task counts its progress with it); without
+        ``overwrite`` a file already there is kept (``ObjectExists``).
         """
         obj, link, _ = await self.link(path, LinkArgs())
         stream = link_stream(link, client=self._http)
         if counted is not None:
             stream = counted(stream)
-        upload = Upload(name or split_path(path)[1], stream, obj.size, obj.modified)
+        upload = Upload(name or split_path(path)[1], stream, obj.size, obj.modified, overwrite)
         return await self.put(dst_dir, upload)
 
     async def copy_folder_level(self, path: str, dst_dir: str) -> tuple[Obj, str]:

@@ -233,7 +233,7 @@ class GuardedWriter:
                 continue
             if overwrite:
                 await self._clear_for_task(src, dst)
-            tasks.append(await self.submit_copy(caller, src, dst_folder, password))
+            tasks.append(await self.submit_copy(caller, src, dst_folder, password, overwrite))
         return tasks
 
     async def copy_now(
@@ -251,14 +251,23 @@ class GuardedWriter:
         return await self.tree.copy_to(full, clean_path(f"{dst_folder}/{name}"), overwrite)
 
     async def submit_copy(
-        self, caller: Caller | None, src: str, dst_folder: str, password: str = ""
+        self,
+        caller: Caller | None,
+        src: str,
+        dst_folder: str,
+        password: str = "",
+        overwrite: bool = False,
     ) -> Task:
-        """A copy task; it walks ``src`` as its creator with ``password``, as the request did."""
+        """A copy task; it walks ``src`` as its creator with ``password``, as the request
+        did, and replaces files at the destination only when the request asked it to
+        (a file made there meanwhile, before a late start or a retry, is kept)."""
         creator = caller.user if caller is not None else None
         name = copy_task_name(self.place(src), self.place(dst_folder))
-        payload = {"src": src, "dst_dir": dst_folder}
+        payload: dict[str, Any] = {"src": src, "dst_dir": dst_folder}
         if password:
             payload["password"] = password
+        if overwrite:
+            payload["overwrite"] = True
         return await self.tasks.submit("copy", name, creator, payload)
 
     async def remove(
