@@ -60,11 +60,11 @@ class DownloadFolders:
             return
         for tool_folder in self.root.iterdir():
             if tool_folder.is_symlink() or not tool_folder.is_dir():
-                remove_tree(tool_folder)
+                discard_tree(tool_folder)
                 continue
             for folder in tool_folder.iterdir():
                 if folder not in needed:
-                    remove_tree(folder)
+                    discard_tree(folder)
             with contextlib.suppress(OSError):
                 tool_folder.rmdir()
 
@@ -100,14 +100,6 @@ class DownloadFolders:
         clone = copy.copy(exc)
         clone.message, clone.args = text, (text,)
         return clone
-
-
-def remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-    else:
-        discard_tree(path)
 
 
 def _safe(name: str) -> str:

@@ -39,13 +39,14 @@ from manifold.errors import (
     PermissionDenied,
     ServerError,
 )
+from manifold.localfs import discard_tree
 from manifold.models import Perm, Task, TaskState
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline import addresses, simple_http
 from manifold.services.offline.aria2 import Aria2
-from manifold.services.offline.folders import DownloadFolders, remove_tree
+from manifold.services.offline.folders import DownloadFolders
 from manifold.services.offline.qbittorrent import QBittorrent
 from manifold.services.offline.tools import Tool, ToolError, ToolUnreachable
 from manifold.services.offline.transfer import Transfers
@@ -357,7 +358,7 @@ async def _forget(tool: Tool, ident: str) -> bool:
 
 
 async def _discard_folder(folder: str) -> None:
-    await run_in(DISK_POOL, remove_tree, Path(folder))
+    await run_in(DISK_POOL, discard_tree, folder)
 
 
 async def _quietly_remove(tool: Tool, ident: str) -> None:
