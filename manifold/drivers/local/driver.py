@@ -320,7 +320,7 @@ class LocalDriver(Driver[Addition]):
                     raise
             return await self._run(self._stat, os.path.join(dst_dir.path, name))
         with _in_flight(temp):
-            file = await self._run(_create, temp)
+            file = await self._new_temp(temp)
             try:
                 _check_size(await _write_stream(file, stream), upload.size)
                 await self._run(_commit, file, temp, target, upload.modified, upload.overwrite)
@@ -329,6 +329,18 @@ class LocalDriver(Driver[Addition]):
                 _discard(file, temp)
                 raise
         return await self._run(self._stat, os.path.join(dst_dir.path, name))
+
+    async def _new_temp(self, temp: str) -> IO[bytes]:
+        """The temporary file ``temp``, opened. A cancellation that lands while a worker
+        thread makes it does not stop the thread: the file is then waited for and
+        removed before the cancellation goes on, so none is left behind."""
+        making = asyncio.ensure_future(self._run(_create, temp))
+        try:
+            return await asyncio.shield(making)
+        except asyncio.CancelledError:
+            with suppress(Exception):
+                _discard(await making, temp)
+            raise
 
     # --- blocking helpers, run in a worker thread -------------------------------
 
