@@ -19,7 +19,8 @@ The contract is four modules; this one re-exports what a driver imports from the
 others, so a driver's imports from the package fit on one line:
 
 * ``base`` (this one): ``Driver``, ``DriverConfig``, ``option``, ``RootPath``,
-  ``RootID``, ``Upload``;
+  ``RootID``, ``Upload``, and the promises ``EXCLUSIVE_CREATE``, ``FOLDER_TIMES``;
+* ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
   ``run_blocking``, ``FileSource``;
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -46,6 +47,7 @@ from manifold.drivers.helpers import (
     translate,
     translating,
 )
+from manifold.drivers.resources import Resources
 from manifold.drivers.trees import VirtualTree, WritableTree
 from manifold.errors import NotSupported, PermissionDenied
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
@@ -53,6 +55,8 @@ from manifold.paths import RESERVED_PREFIX, validate_name
 
 # The contract defined here, and what a driver imports from the other three modules.
 __all__ = [
+    "EXCLUSIVE_CREATE",
+    "FOLDER_TIMES",
     "RESERVED_PREFIX",
     "Driver",
     "DriverConfig",
@@ -60,6 +64,7 @@ __all__ = [
     "FileSource",
     "LinkArgs",
     "OtherArgs",
+    "Resources",
     "RootID",
     "RootPath",
     "Upload",
@@ -83,6 +88,18 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Threads of a storage's own pool (``Driver.run_blocking``) when its driver sets no
 # ``max_concurrency``.
 STORAGE_THREADS = 4
+
+# Promises a back end may make beyond its methods (``Driver.promises``). The
+# conformance suite holds a driver to each one it makes, and checks the weaker outcome
+# where it makes none; the services emulate what they can for a driver that does not.
+#
+# A put or copy that must not replace (``overwrite`` false) is decided by the back end
+# at the moment the file takes its name: of racing calls for one free name exactly
+# one succeeds (Local's link-no-replace, S3's ``If-None-Match: *``). FTP's RNTO and
+# WebDAV's MOVE replace what is there, so those drivers cannot promise it.
+EXCLUSIVE_CREATE = "exclusive_create"
+# Folders carry a real modification time (S3's prefixes have none).
+FOLDER_TIMES = "folder_times"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +130,15 @@ class DriverConfig:
     call_timeout: float = 0.0
     # Attempts of an idempotent call that failed as temporary (2 or more retries):
     retries: int = 0
-    # Calls under way at once against one storage's back end:
+    # Calls under way at once against one storage's back end; a download's reader and
+    # an upload hold their call's slot until their last byte:
     max_concurrency: int = 0
+    # Seconds a download's reader or an upload may go without a byte before it fails
+    # as temporary (a server that stopped answering mid-transfer):
+    idle_timeout: float = 0.0
+    # Seconds ``init`` may take (connect and log in); a storage slower than that is
+    # marked failed and tried again later, never holding the rest of the tree:
+    init_timeout: float = 30.0
 
     @property
     def must_proxy(self) -> bool:
@@ -131,6 +155,8 @@ class DriverConfig:
             "call_timeout",
             "retries",
             "max_concurrency",
+            "idle_timeout",
+            "init_timeout",
         }
         return {k: v for k, v in asdict(self).items() if k not in hidden}
 
@@ -215,7 +241,11 @@ class Driver(ABC, Generic[OptionsT]):
         "other",
         "fingerprint",
         "details",
+        "list_pages",
     )
+    # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
+    # driver that cannot keep one leaves it out, and says why in a comment.
+    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
 
     def __init__(self, storage: Storage, options: OptionsT) -> None:
         self.storage = storage
@@ -226,6 +256,11 @@ class Driver(ABC, Generic[OptionsT]):
         # This storage's own threads for ``run_blocking``; the server sizes them by
         # the driver's ``max_concurrency`` when it mounts the storage.
         self.threads = Pool(f"manifold-storage{storage.mount_path}", STORAGE_THREADS)
+        # What the server shares with its drivers (HTTP pools); the server hands over
+        # its own before ``init``, a driver built on its own keeps this one.
+        self.resources = Resources()
+        # Set by the server: saves the storage's options (``addition()``) at once.
+        self.options_saver: Callable[[str], Awaitable[None]] | None = None
 
     async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)``, a blocking library call, in this storage's own threads.
@@ -250,9 +285,20 @@ class Driver(ABC, Generic[OptionsT]):
         """The optional methods this driver class overrides."""
         return cls._capabilities
 
+    def promises(self) -> frozenset[str]:
+        """What this storage promises beyond its methods (``EXCLUSIVE_CREATE``, ...)."""
+        return self.PROMISES
+
     def addition(self) -> str:
         """The options as JSON text, saved back to the storage after ``init``."""
         return self.options.model_dump_json(by_alias=True)
+
+    async def save_options(self) -> None:
+        """Save ``self.options`` now: a driver that renews something at run time (a
+        refreshed token, as AList's drivers do) keeps it across restarts. Saving
+        happens after ``init`` anyway; this is for changes made later."""
+        if self.options_saver is not None:
+            await self.options_saver(self.addition())
 
     async def root_obj(self) -> Obj:
         """The storage's root folder.
@@ -342,6 +388,15 @@ class Driver(ABC, Generic[OptionsT]):
         Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder
         (a ``reader`` may raise them when it opens instead).
         """
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        """The children of ``dir`` a page at a time, in the back end's pages (S3's
+        continuation tokens, as rclone's ``ListP``): a big folder never waits on one
+        call, and the time limit applies to each page. A driver that has it still
+        implements ``list`` (all pages joined). Errors as ``list``.
+        """
+        raise NotSupported()
+        yield []  # an async generator, like the drivers' own
 
     async def get(self, path: str) -> Obj:
         """Look an object up by its path inside the storage (``/`` is the root).

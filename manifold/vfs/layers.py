@@ -20,11 +20,11 @@ import builtins
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from manifold.concurrency import Pool
-from manifold.drivers.base import Driver, DriverConfig, Upload, VirtualTree
+from manifold.drivers.base import Driver, DriverConfig, Resources, Upload, VirtualTree
 from manifold.errors import TemporaryFailure
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 
@@ -78,6 +78,33 @@ class Layer(Driver[Any]):
     def capabilities(self) -> frozenset[str]:  # type: ignore[override]
         return self.inner.capabilities()
 
+    def promises(self) -> frozenset[str]:
+        return self.inner.promises()
+
+    @property
+    def resources(self) -> Resources:
+        return self.inner.resources
+
+    @resources.setter
+    def resources(self, resources: Resources) -> None:
+        self.inner.resources = resources
+
+    @property
+    def options_saver(self) -> Callable[[str], Awaitable[None]] | None:
+        return self.inner.options_saver
+
+    @options_saver.setter
+    def options_saver(self, saver: Callable[[str], Awaitable[None]] | None) -> None:
+        self.inner.options_saver = saver
+
+    @property
+    def threads(self) -> Pool:
+        return self.inner.threads
+
+    @threads.setter
+    def threads(self, threads: Pool) -> None:
+        self.inner.threads = threads
+
     def addition(self) -> str:
         return self.inner.addition()
 
@@ -102,6 +129,20 @@ class Layer(Driver[Any]):
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await self.around("list", lambda: self.inner.list(dir))
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        # Each page is a call of its own ("list_page": limited and timed, never
+        # retried, since a failed page cannot be asked for again).
+        pages = self.inner.list_pages(dir)
+        try:
+            while True:
+                try:
+                    page = await self.around("list_page", lambda: anext(pages))
+                except StopAsyncIteration:
+                    return
+                yield page
+        finally:
+            await pages.aclose()
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         return await self.around("link", lambda: self.inner.link(file, args))

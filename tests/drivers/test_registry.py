@@ -69,7 +69,7 @@ def test_local_is_registered_under_its_alist_name() -> None:
     drivers = registry.builtin_registry()
     info = drivers.get("Local")
     assert (info.name, info.available, info.driver_cls) == ("Local", True, LocalDriver)
-    assert info.capabilities == set(Driver.OPTIONAL_METHODS) - {"other"}
+    assert info.capabilities == set(Driver.OPTIONAL_METHODS) - {"other", "list_pages"}
     assert "Local" in [d.name for d in drivers.all()]
 
 

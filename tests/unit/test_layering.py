@@ -44,7 +44,17 @@ def test_vfs_never_reaches_up_into_services_or_the_api(path: Path) -> None:
 
 
 def test_no_driver_name_is_written_outside_its_folder() -> None:
-    names = ('"Local"', '"Alias"', '"AList V3"', '"AList V2"', '"S3"', '"SFTP"', '"WebDav"')
+    names = (
+        '"Local"',
+        '"Alias"',
+        '"AList V3"',
+        '"AList V2"',
+        '"S3"',
+        '"SFTP"',
+        '"WebDav"',
+        '"FTP"',
+        '"SMB"',
+    )
     offenders = [
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")

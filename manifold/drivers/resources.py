@@ -1,0 +1,52 @@
+"""What the server shares with every driver it mounts, handed over before ``init``.
+
+A driver never imports the services for a shared resource, and owns only its own
+protocol's connections (an SFTP session, an FTP control connection). HTTP is shared:
+every storage that speaks HTTP (WebDav, AList V3) draws on one connection pool, with a
+second one for the storages whose admin turned TLS verification off.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+# Connections kept open to all HTTP back ends together, and idle ones kept per pool.
+HTTP_CONNECTIONS = 200
+HTTP_KEEPALIVE = 50
+# Seconds to connect, and to wait for any one read or write: a back end that stops
+# answering fails a call instead of holding it.
+HTTP_CONNECT_SECONDS = 10.0
+HTTP_IO_SECONDS = 60.0
+
+
+class Resources:
+    """Shared HTTP connection pools; the server closes them when it stops.
+
+    A driver built outside a server (a driver's own tests) gets a ``Resources`` of its
+    own, so it runs the same code either way.
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[bool, httpx.AsyncClient] = {}
+
+    def http(self, *, verify: bool = True) -> httpx.AsyncClient:
+        """The pool for HTTP back ends; ``verify=False`` only for a storage whose
+        admin chose to skip certificate checks (an explicit, unsafe option)."""
+        client = self._clients.get(verify)
+        if client is None:
+            client = httpx.AsyncClient(
+                verify=verify,
+                follow_redirects=False,
+                trust_env=False,
+                timeout=httpx.Timeout(HTTP_IO_SECONDS, connect=HTTP_CONNECT_SECONDS),
+                limits=httpx.Limits(
+                    max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_KEEPALIVE
+                ),
+            )
+            self._clients[verify] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
