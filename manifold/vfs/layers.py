@@ -5,10 +5,13 @@ adding one concern: a time limit, retries of temporary failures, a cap on calls
 under way at once, a log line. ``wrap`` stacks the ones a driver's static config
 asks for, in one place, when a storage is mounted:
 
-    Logging → Retry → ConcurrencyLimit → Timeout → driver
+    Logging → Retry → ConcurrencyLimit → Idle → Timeout → driver
 
 so a retry waits its back-off without holding a slot, and waiting for a slot does
-not count against a call's time limit. A driver that asks for none (Local) is used
+not count against a call's time limit. Bytes moved after a call returns count too: a
+download's range reader (``Link.reader``) holds its slot until it is closed, and a
+reader or an upload that goes ``idle_timeout`` seconds without a byte fails as
+temporary instead of holding its slot for ever. A driver that asks for none (Local) is used
 bare: no layer costs anything on its hot paths. ``StorageOps`` adds the list cache
 and the single-flight of identical listings on top, as the outermost layers.
 """
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from manifold.concurrency import Pool
@@ -223,19 +228,133 @@ class RetryLayer(Layer):
         return random.uniform(0, min(self.longest, self.first_delay * 2**attempt))
 
 
+class IdleLayer(Layer):
+    """A range reader or an upload that moves no byte for ``seconds`` fails with
+    ``TemporaryFailure``: a back end that stopped answering mid-transfer frees its
+    slot and its client instead of holding them until the connection dies."""
+
+    def __init__(self, inner: Driver[Any], seconds: float) -> None:
+        super().__init__(inner)
+        self.seconds = seconds
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        link = await self.inner.link(file, args)
+        reader = link.reader
+        if reader is None:
+            return link
+        seconds = self.seconds
+
+        def idle_reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
+            return _idle_stream(reader(offset, length), seconds)
+
+        return replace(link, reader=idle_reader)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        watched = _Watched(upload.stream)
+        stored = asyncio.ensure_future(self.inner.put(dst_dir, replace(upload, stream=watched)))
+        try:
+            while True:
+                done, _ = await asyncio.wait({stored}, timeout=self.seconds)
+                if done:
+                    return stored.result()
+                if watched.idle_for() >= self.seconds:
+                    stored.cancel()
+                    with contextlib.suppress(BaseException):
+                        await stored  # the driver removes what it had begun
+                    raise TemporaryFailure(f"upload stalled for {self.seconds:g}s")
+        except BaseException:
+            if not stored.done():
+                stored.cancel()
+                with contextlib.suppress(BaseException):
+                    await stored
+            raise
+
+
+class _Watched:
+    """An upload's stream that remembers when a chunk last went to the driver or came
+    from the sender: either side stalling leaves it idle."""
+
+    def __init__(self, stream: AsyncIterator[bytes]) -> None:
+        self._stream = stream
+        self._last = time.monotonic()
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self._last
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self._last = time.monotonic()
+        try:
+            return await anext(self._stream)
+        finally:
+            self._last = time.monotonic()
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _idle_stream(stream: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(seconds):
+                    data = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                raise TemporaryFailure(f"read stalled for {seconds:g}s") from exc
+            yield data
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
 class ConcurrencyLimitLayer(Layer):
-    """At most ``limit`` calls to the back end under way at once (an upload holds its
-    slot until it is stored); the others wait their turn."""
+    """At most ``limit`` calls to the back end under way at once, the others waiting
+    their turn; and apart from them at most ``limit`` range readers (each until it is
+    closed) and ``limit`` uploads (each until it is stored).
+
+    Three separate counts, because a copy within one storage through streams holds an
+    upload while its reader opens: were they one count, copies filling every slot
+    with uploads would wait for ever on their own readers.
+    """
 
     def __init__(self, inner: Driver[Any], limit: int) -> None:
         super().__init__(inner)
-        self._slots = asyncio.Semaphore(limit)
+        self._calls = asyncio.Semaphore(limit)
+        self._reads = asyncio.Semaphore(limit)
+        self._writes = asyncio.Semaphore(limit)
 
     async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         if name == "init":
             return await call()
-        async with self._slots:
+        async with self._writes if name == "put" else self._calls:
             return await call()
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        link = await self.around("link", lambda: self.inner.link(file, args))
+        reader = link.reader
+        if reader is None:
+            return link
+        slots = self._reads
+
+        async def held_reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
+            async with slots:
+                stream = reader(offset, length)
+                try:
+                    async for data in stream:
+                        yield data
+                finally:
+                    close = getattr(stream, "aclose", None)
+                    if close is not None:
+                        await close()
+
+        return replace(link, reader=held_reader)
 
 
 class LoggingLayer(Layer):
@@ -262,6 +381,8 @@ def wrap(driver: Driver[Any], config: DriverConfig) -> Driver[Any]:
         driver.threads = Pool(driver.threads.name, config.max_concurrency)
     if config.call_timeout > 0:
         wrapped = TimeoutLayer(wrapped, config.call_timeout)
+    if config.idle_timeout > 0:
+        wrapped = IdleLayer(wrapped, config.idle_timeout)
     if config.max_concurrency > 0:
         wrapped = ConcurrencyLimitLayer(wrapped, config.max_concurrency)
     if config.retries > 1:

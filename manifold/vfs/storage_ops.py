@@ -19,17 +19,19 @@ listing after it is one rescan.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import contextlib
 import itertools
 import operator
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import Driver, Upload
+from manifold.drivers.base import EXCLUSIVE_CREATE, Driver, Upload
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -46,6 +48,13 @@ SNAPSHOT_SECONDS = 5.0
 # Objects the memory list cache holds over all listings (an object is a few hundred
 # bytes): a crawler's walk of a big remote tree cannot grow it without bound.
 LIST_CACHE_OBJECTS = 500_000
+# Objects one storage's listings may hold of that: a crawl of one big bucket drops its
+# own oldest listings, not every other storage's.
+STORAGE_CACHE_OBJECTS = 200_000
+# Links kept per storage, and how long before its expiry a kept link is given up.
+LINK_CACHE = 10_000
+LINK_MARGIN = 0.2
+LINK_MARGIN_SECONDS = 30.0
 # Fingerprints kept per storage: enough for every folder being paged through.
 _FINGERPRINTS = 10_000
 _INSTANCES = itertools.count(1)
@@ -72,13 +81,22 @@ class MemoryListCache:
     """Listings in memory: a least-recently-used cache counted in objects, each
     listing kept until its time runs out or room is needed."""
 
-    def __init__(self, max_objects: int = LIST_CACHE_OBJECTS) -> None:
+    def __init__(
+        self, max_objects: int = LIST_CACHE_OBJECTS, per_scope: int = STORAGE_CACHE_OBJECTS
+    ) -> None:
         self._max = max_objects
+        self._per_scope = min(per_scope, max_objects)
         # (scope, path) -> (expires at, objects); least recently used first.
         self._entries: OrderedDict[tuple[str, str], tuple[float, list[Obj]]] = OrderedDict()
-        self._scopes: dict[str, set[str]] = {}  # scope -> paths it holds
+        # scope -> the paths it holds, least recently used first, and their objects.
+        self._scopes: dict[str, OrderedDict[str, None]] = {}
+        self._scope_objects: dict[str, int] = {}
         self._objects = 0
         self._next_sweep = 0.0
+
+    def scope_objects(self, scope: str) -> int:
+        """Objects held in ``scope``'s listings."""
+        return self._scope_objects.get(scope, 0)
 
     @property
     def objects(self) -> int:
@@ -98,6 +116,7 @@ class MemoryListCache:
             self._remove(key)
             return None
         self._entries.move_to_end(key)
+        self._scopes[scope].move_to_end(path)
         return entry[1]
 
     def put(self, scope: str, path: str, objs: builtins.list[Obj], ttl: float) -> None:
@@ -108,11 +127,16 @@ class MemoryListCache:
             self._sweep(now)
         key = (scope, path)
         self._remove(key)
-        if _weight(objs) > self._max:
+        weight = _weight(objs)
+        if weight > self._per_scope:
             return
         self._entries[key] = (now + ttl, objs)
-        self._scopes.setdefault(scope, set()).add(path)
-        self._objects += _weight(objs)
+        self._scopes.setdefault(scope, OrderedDict())[path] = None
+        self._scope_objects[scope] = self._scope_objects.get(scope, 0) + weight
+        self._objects += weight
+        paths = self._scopes[scope]
+        while self._scope_objects[scope] > self._per_scope:
+            self._remove((scope, next(iter(paths))))
         while self._objects > self._max:
             self._remove(next(iter(self._entries)))
 
@@ -129,12 +153,15 @@ class MemoryListCache:
         entry = self._entries.pop(key, None)
         if entry is None:
             return
-        self._objects -= _weight(entry[1])
+        weight = _weight(entry[1])
+        self._objects -= weight
         scope, path = key
         paths = self._scopes[scope]
-        paths.discard(path)
+        del paths[path]
+        self._scope_objects[scope] -= weight
         if not paths:
             del self._scopes[scope]
+            del self._scope_objects[scope]
 
     def _sweep(self, now: float) -> None:
         # Expired listings of folders nobody asks for again would otherwise stay forever.
@@ -145,6 +172,16 @@ class MemoryListCache:
 
 def _weight(objs: builtins.list[Obj]) -> int:
     return max(1, len(objs))
+
+
+class _Claim:
+    """A destination's lock and how many calls hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
 
 
 class StorageOps:
@@ -170,6 +207,12 @@ class StorageOps:
         # deleted and mounted again (its id reused) never sees the old instance's.
         self._scope = f"{storage.id}.{next(_INSTANCES)}"
         self._prefix = self._scope + ":"
+        # Links with an expiry, by (path, link type): (kept until, object, link).
+        self._links: OrderedDict[tuple[str, str], tuple[float, Obj, Link]] = OrderedDict()
+        # A back end that cannot refuse a taken name itself (``EXCLUSIVE_CREATE``) gets
+        # its puts and copies that must not replace one at a time per destination.
+        self._exclusive = EXCLUSIVE_CREATE in driver.promises()
+        self._claims: dict[str, _Claim] = {}
 
     @property
     def _ttl(self) -> float:
@@ -220,7 +263,13 @@ class StorageOps:
             raise NotAFolder()
         # Taken before the scan: a change during the scan shows as a new fingerprint.
         token = await self.driver.fingerprint(folder) if self._revalidates else None
-        objs = self._sorted(await self.driver.list(folder))
+        if "list_pages" in self.driver.capabilities():
+            # A page a call, each within the time limit: a folder of 100,000 keys
+            # never waits on one call for all of them.
+            listed = [obj async for page in self.driver.list_pages(folder) for obj in page]
+        else:
+            listed = await self.driver.list(folder)
+        objs = self._sorted(listed)
         if before is not None and _same_objects(objs, before):
             # A rescan that found nothing changed hands out the list it replaces, so
             # that what was derived from it (``vfs.memo``) is still found.
@@ -240,10 +289,39 @@ class StorageOps:
             self._prints.popitem(last=False)
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link]:
+        """``path``'s object and a link to its bytes.
+
+        A link that says how long it stays valid (an S3 presigned URL) is kept until
+        shortly before then, so that downloads of one file do not each cost the back
+        end a round trip; a write through this server to the path drops it.
+        """
+        path = clean_path(path)
+        key = (path, args.type)
+        kept = self._links.get(key)
+        now = time.monotonic()
+        if kept is not None:
+            if kept[0] > now:
+                self._links.move_to_end(key)
+                return kept[1], kept[2]
+            del self._links[key]
         obj = await self.get(path)
         if obj.is_dir:
             raise NotAFile()
-        return obj, await self.driver.link(obj, args)
+        link = await self.driver.link(obj, args)
+        if link.url and link.reader is None and link.expires_in:
+            margin = max(LINK_MARGIN_SECONDS, link.expires_in * LINK_MARGIN)
+            if link.expires_in > margin:
+                self._links[key] = (now + link.expires_in - margin, obj, link)
+                while len(self._links) > LINK_CACHE:
+                    self._links.popitem(last=False)
+        return obj, link
+
+    def _drop_links(self, path: str, below: bool = False) -> None:
+        if not self._links:
+            return
+        prefix = path.rstrip("/") + "/"
+        for key in [k for k in self._links if k[0] == path or (below and k[0].startswith(prefix))]:
+            del self._links[key]
 
     async def other(self, path: str, method: str, data: Any) -> Any:
         """A driver-specific operation on the object at ``path`` (AList's ``Other``)."""
@@ -256,8 +334,10 @@ class StorageOps:
         return await self.driver.other(OtherArgs(obj, method, data))
 
     def forget(self, path: str) -> None:
-        """Drop the cached listings of ``path`` and everything below it."""
-        self._cache.drop_prefix(self._scope, clean_path(path))
+        """Drop the cached listings and links of ``path`` and everything below it."""
+        path = clean_path(path)
+        self._cache.drop_prefix(self._scope, path)
+        self._drop_links(path, below=True)
 
     def _sorted(self, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         storage = self.storage
@@ -331,7 +411,9 @@ class StorageOps:
 
     async def copy(self, path: str, dst_dir: str) -> Obj:
         dst_dir = clean_path(dst_dir)
-        obj = await self.driver.copy(await self.get(path), await self.get(dst_dir))
+        source = await self.get(path)
+        async with self._claim(f"{dst_dir.rstrip('/')}/{source.name}"):
+            obj = await self.driver.copy(source, await self.get(dst_dir))
         self.patch_add(dst_dir, obj)
         return obj
 
@@ -347,13 +429,35 @@ class StorageOps:
     async def put(self, dst_dir: str, upload: Upload) -> Obj:
         """Store a file, creating missing folders; nothing is visible until it is whole."""
         folder = await self.make_dir(dst_dir)
-        obj = await self.driver.put(folder, upload)
+        if upload.overwrite:
+            obj = await self.driver.put(folder, upload)
+        else:
+            async with self._claim(f"{clean_path(dst_dir).rstrip('/')}/{upload.name}"):
+                obj = await self.driver.put(folder, upload)
         self.patch_add(clean_path(dst_dir), obj)
         return obj
+
+    @contextlib.asynccontextmanager
+    async def _claim(self, path: str) -> AsyncIterator[None]:
+        """One call at a time for ``path`` when the back end cannot decide a race for a
+        name itself: each then finds the name taken or free as the last one left it."""
+        if self._exclusive:
+            yield
+            return
+        claim = self._claims.setdefault(path, _Claim())
+        claim.users += 1
+        try:
+            async with claim.lock:
+                yield
+        finally:
+            claim.users -= 1
+            if not claim.users:
+                del self._claims[path]
 
     def patch_add(self, folder: str, obj: Obj) -> None:
         """Put ``obj`` into the cached listing of ``folder``, replacing its namesake."""
         folder = clean_path(folder)
+        self._drop_links(_child(folder, obj.name), below=obj.is_dir)
         cached = self._cache.get(self._scope, folder)
         if cached is None:
             return
@@ -363,6 +467,7 @@ class StorageOps:
 
     def patch_remove(self, folder: str, name: str) -> None:
         folder = clean_path(folder)
+        self._drop_links(_child(folder, name), below=True)
         cached = self._cache.get(self._scope, folder)
         if cached is None:
             return
@@ -399,3 +504,7 @@ def _same_objects(new: builtins.list[Obj], old: builtins.list[Obj]) -> bool:
 
 def _joined(names: builtins.list[str]) -> str:
     return "/" + "/".join(names)
+
+
+def _child(folder: str, name: str) -> str:
+    return f"{folder.rstrip('/')}/{name}"

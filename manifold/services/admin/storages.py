@@ -1,26 +1,31 @@
 """Storages: saved mounts, their live drivers, and the mount table built from them.
 
 A storage whose driver fails to start stays mounted in a failed state: paths under
-it answer its error and never fall through to a parent mount. Storages start
-concurrently, and a failure never stops the server.
+it answer its error at once and never fall through to a parent mount, and a later
+call starts it again in the background, waiting longer after each failure (1 s
+doubling to 5 minutes), so a server that was down at start is mounted once it is
+back, without an edit or ``load_all``. Storages start concurrently, each within its
+driver's ``init_timeout``, and a failure never stops the server nor the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from manifold.db.repos import StorageRepo
-from manifold.drivers.base import Driver, DriverConfig, VirtualTree
+from manifold.drivers.base import Driver, DriverConfig, Resources, VirtualTree
 from manifold.drivers.registry import DriverRegistry
 from manifold.errors import ManifoldError, ServerError
 from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
+from manifold.vfs.health import Health, HealthLayer
 from manifold.vfs.layers import wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
@@ -32,6 +37,9 @@ DISABLED = "disabled"
 LOADING = "loading"
 # How long the storages table waits for a back end's usage (OpenList's wait).
 USAGE_SECONDS = 3.0
+# Seconds before a storage that failed to start is tried again, doubled per failure.
+FIRST_RETRY = 1.0
+LONGEST_RETRY = 300.0
 
 
 @dataclass(slots=True)
@@ -40,9 +48,16 @@ class Mounted:
     ops: StorageOps | None
     # The driver's static config, looked up once at mount time (None: unknown driver).
     config: DriverConfig | None = None
+    # A failed storage: when it may be started again, how long it waited last, and
+    # what starts it (set by the service; None while loading or when it cannot be).
+    retry_at: float = 0.0
+    wait: float = 0.0
+    revive: Callable[[Mounted], None] | None = None
 
     def require_ops(self) -> StorageOps:
         if self.ops is None:
+            if self.revive is not None:
+                self.revive(self)
             raise ServerError.not_init(self.storage.status)
         return self.ops
 
@@ -60,6 +75,9 @@ class StorageService:
         # virtual paths: the search index's auto-update listens here.
         self.on_listed: Callable[[str, list[Obj]], Awaitable[None]] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._revivals: set[asyncio.Task[None]] = set()
+        # What every driver shares (HTTP pools); closed when the storages stop.
+        self.resources = Resources()
 
     @property
     def registry(self) -> DriverRegistry:
@@ -86,9 +104,13 @@ class StorageService:
 
     async def stop(self) -> None:
         self.loaded = False
+        for task in list(self._revivals):
+            task.cancel()
+        await asyncio.gather(*self._revivals, return_exceptions=True)
         await asyncio.gather(*(self._unmount(m) for m in list(self._mounted.values())))
         self._mounted.clear()
         self._rebuild()
+        await self.resources.aclose()
 
     def resolve(self, path: str) -> Resolved[Mounted] | None:
         return self._table.resolve(path)
@@ -210,13 +232,28 @@ class StorageService:
             await self._repo.save(self._mounted[storage.id].storage)
         self._rebuild()
 
-    async def _mount(self, storage: Storage) -> None:
+    async def _mount(self, storage: Storage, before: Mounted | None = None) -> None:
+        """Start ``storage``'s driver and publish it; ``before`` is the failed mount a
+        revival replaces (nothing is published if it was replaced meanwhile)."""
         driver: Driver[Any] | None = None
+        config: DriverConfig | None = None
         try:
             config = self._registry.get(storage.driver).config
-            driver = wrap(self._registry.build(storage), config)
-            driver.tree = self.tree
-            await driver.init()
+            built = self._registry.build(storage)
+            built.tree = self.tree
+            built.resources = self.resources
+            built.options_saver = self._saver(storage.id)
+            driver = wrap(built, config)
+            if config.call_timeout > 0 or config.check_status:
+                health = Health(config.check_status, self._status_setter(storage.id))
+                driver = HealthLayer(driver, health)
+            try:
+                async with asyncio.timeout(config.init_timeout or None):
+                    await driver.init()
+            except TimeoutError as exc:
+                raise ServerError(
+                    f"no answer from the back end within {config.init_timeout:g}s"
+                ) from exc
             storage = replace(storage, status=WORK, addition=driver.addition())
             ops = StorageOps(
                 storage,
@@ -225,7 +262,7 @@ class StorageService:
                 no_cache=config.no_cache,
                 on_listed=self._notifier(storage),
             )
-            self._mounted[storage.id] = Mounted(storage, ops, config)
+            mounted = Mounted(storage, ops, config)
         except Exception as exc:
             # Whatever went wrong, the driver is dropped: a network driver's session
             # must not stay open behind a storage that never started.
@@ -233,9 +270,72 @@ class StorageService:
             log.warning("storage %s failed to start: %s", storage.mount_path, status)
             if not isinstance(exc, ManifoldError):
                 status = f"failed init storage: {status}"
-            self._mounted[storage.id] = Mounted(replace(storage, status=status), None)
+            wait = min(before.wait * 2, LONGEST_RETRY) if before else FIRST_RETRY
+            mounted = Mounted(
+                replace(storage, status=status),
+                None,
+                config,
+                retry_at=time.monotonic() + wait,
+                wait=wait,
+                revive=self._revive if config is not None else None,
+            )
             if driver is not None:
                 await driver.drop()
+                driver = None
+        if before is not None and self._mounted.get(storage.id) is not before:
+            # Edited, disabled or deleted while this revival ran: it is not wanted.
+            if mounted.ops is not None:
+                await mounted.ops.driver.drop()
+            return
+        self._mounted[storage.id] = mounted
+
+    def _revive(self, failed: Mounted) -> None:
+        """Start a failed storage again in the background once its wait is over; the
+        call that noticed is answered at once."""
+        if failed.revive is None or time.monotonic() < failed.retry_at:
+            return
+        failed.revive = None  # one revival at a time; the next mount sets its own
+        task = asyncio.create_task(self._revived(failed))
+        self._revivals.add(task)
+        task.add_done_callback(self._revivals.discard)
+
+    async def _revived(self, failed: Mounted) -> None:
+        try:
+            storage = await self._repo.get(failed.storage.id)
+            if storage is None or storage.disabled or self._mounted.get(storage.id) is not failed:
+                return
+            await self._mount(storage, before=failed)
+            self._rebuild()
+        except Exception as exc:  # never an unhandled error in a background task
+            log.warning("storage %s failed to restart: %s", failed.storage.mount_path, exc)
+            failed.revive = self._revive
+
+    async def revived(self) -> None:
+        """Wait for the revivals started so far (tests)."""
+        while self._revivals:
+            await asyncio.gather(*list(self._revivals), return_exceptions=True)
+
+    def _status_setter(self, storage_id: int) -> Callable[[str], None]:
+        def set_status(status: str) -> None:
+            mounted = self._mounted.get(storage_id)
+            if mounted is not None and mounted.ops is not None:
+                mounted.storage = replace(mounted.storage, status=status)
+                log.warning("storage %s: %s", mounted.storage.mount_path, status)
+
+        return set_status
+
+    def _saver(self, storage_id: int) -> Callable[[str], Awaitable[None]]:
+        async def save(addition: str) -> None:
+            stored = await self._repo.get(storage_id)
+            if stored is None:
+                return
+            mounted = self._mounted.get(storage_id)
+            status = mounted.storage.status if mounted is not None else stored.status
+            await self._repo.save(replace(stored, addition=addition, status=status))
+            if mounted is not None:
+                mounted.storage = replace(mounted.storage, addition=addition)
+
+        return save
 
     def _notifier(self, storage: Storage) -> Callable[[str, list[Obj]], None]:
         mount_path = actual_mount_path(storage.mount_path)

@@ -1,0 +1,178 @@
+"""What remote back ends need of the layers and the storage operations: transfers that
+hold their slot and fail when idle, links kept until they expire, a per-storage bound
+on cached listings, and one winner among racing puts on a back end that cannot decide."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import BaseModel
+
+from manifold.drivers.base import EXCLUSIVE_CREATE, Upload
+from manifold.errors import ObjectExists, TemporaryFailure
+from manifold.models import Link, LinkArgs, Obj, Storage
+from manifold.vfs.layers import ConcurrencyLimitLayer, IdleLayer
+from manifold.vfs.storage_ops import MemoryListCache, StorageOps
+from tests.drivers.inert import InertDriver
+
+WHEN = datetime(2024, 1, 1, tzinfo=UTC)
+ROOT = Obj("", 0, True, WHEN, path="/")
+
+
+class Options(BaseModel):
+    pass
+
+
+async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+class Remote(InertDriver[Options]):
+    """Files in memory; reads can be made to stall after their first block, puts to
+    stall after their first chunk, and puts that must not replace race as a naive back
+    end would (look, wait, write)."""
+
+    PROMISES = frozenset()
+
+    def __init__(self) -> None:
+        super().__init__(Storage(1, "/remote", "Remote"), Options())
+        self.files: dict[str, bytes] = {}
+        self.stall_reads = False
+        self.stall_puts = False
+        self.links = 0
+        self.put_cancelled = False
+
+    async def list(self, dir: Obj) -> list[Obj]:
+        return [Obj(n, len(b), False, WHEN, path=f"/{n}") for n, b in self.files.items()]
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        self.links += 1
+        data = self.files[file.name]
+
+        async def reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
+            end = len(data) if length is None else offset + length
+            yield data[offset : offset + 1]
+            if self.stall_reads:
+                await asyncio.Event().wait()
+            yield data[offset + 1 : end]
+
+        if file.name.endswith(".url"):
+            return Link(url=f"https://example.test/{file.name}", expires_in=3600)
+        return Link(reader=reader)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        try:
+            taken = upload.name in self.files
+            body = b""
+            async for data in upload.stream:
+                body += data
+                if self.stall_puts:
+                    await asyncio.Event().wait()
+            await asyncio.sleep(0)  # another racer runs between the look and the write
+            if taken and not upload.overwrite:
+                raise ObjectExists()
+            self.files[upload.name] = body
+            return Obj(upload.name, len(body), False, WHEN, path=f"/{upload.name}")
+        except asyncio.CancelledError:
+            self.put_cancelled = True
+            raise
+
+
+async def read(link: Link, offset: int = 0) -> bytes:
+    assert link.reader is not None
+    return b"".join([data async for data in link.reader(offset, None)])
+
+
+async def test_a_reader_holds_its_slot_until_it_is_closed() -> None:
+    driver = Remote()
+    driver.files["a.bin"] = b"abc"
+    limited = ConcurrencyLimitLayer(driver, limit=1)
+    first = await limited.link(Obj("a.bin", 3, False, WHEN, path="/a.bin"), LinkArgs())
+    assert first.reader is not None
+    stream = first.reader(0, None)
+    assert await anext(stream) == b"a"  # open: the one read slot is taken
+    second = asyncio.ensure_future(read(first))
+    done, _ = await asyncio.wait({second}, timeout=0.05)
+    assert not done
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert await second == b"abc"
+
+
+async def test_a_copy_within_one_storage_never_waits_on_itself() -> None:
+    driver = Remote()
+    driver.files["a.bin"] = b"abc"
+    limited = ConcurrencyLimitLayer(driver, limit=1)
+    link = await limited.link(Obj("a.bin", 3, False, WHEN, path="/a.bin"), LinkArgs())
+    assert link.reader is not None
+    stored = await limited.put(ROOT, Upload("b.bin", link.reader(0, None), 3, None))
+    assert (stored.size, driver.files["b.bin"]) == (3, b"abc")
+
+
+async def test_a_stalled_read_fails_as_temporary() -> None:
+    driver = Remote()
+    driver.files["a.bin"] = b"abc"
+    driver.stall_reads = True
+    link = await IdleLayer(driver, 0.05).link(Obj("a.bin", 3, False, WHEN), LinkArgs())
+    with pytest.raises(TemporaryFailure, match="read stalled"):
+        await read(link)
+
+
+async def test_a_stalled_upload_fails_as_temporary_and_is_stopped() -> None:
+    driver = Remote()
+    driver.stall_puts = True
+    with pytest.raises(TemporaryFailure, match="upload stalled"):
+        await IdleLayer(driver, 0.05).put(ROOT, Upload("b.bin", chunks(b"x", b"y"), 2, None))
+    assert driver.put_cancelled
+    assert "b.bin" not in driver.files
+
+
+async def test_racing_puts_on_a_back_end_without_the_promise_have_one_winner() -> None:
+    driver = Remote()
+    assert EXCLUSIVE_CREATE not in driver.promises()
+    ops = StorageOps(driver.storage, driver, MemoryListCache())
+    results = await asyncio.gather(
+        *(
+            ops.put("/", Upload("race.bin", chunks(bytes([i])), 1, None, overwrite=False))
+            for i in range(8)
+        ),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Obj) for r in results) == 1
+    assert sum(isinstance(r, ObjectExists) for r in results) == 7
+
+
+async def test_links_with_an_expiry_are_kept_until_a_write_drops_them() -> None:
+    driver = Remote()
+    driver.files["a.url"] = b"abc"
+    ops = StorageOps(driver.storage, driver, MemoryListCache())
+    first = (await ops.link("/a.url", LinkArgs()))[1]
+    assert (await ops.link("/a.url", LinkArgs()))[1] is first
+    assert driver.links == 1
+    await ops.put("/", Upload("a.url", chunks(b"new"), 3, None))
+    await ops.link("/a.url", LinkArgs())
+    assert driver.links == 2
+
+
+async def test_reader_links_are_never_kept() -> None:
+    driver = Remote()
+    driver.files["a.bin"] = b"abc"
+    ops = StorageOps(driver.storage, driver, MemoryListCache())
+    await ops.link("/a.bin", LinkArgs())
+    await ops.link("/a.bin", LinkArgs())
+    assert driver.links == 2
+
+
+def test_one_storage_cannot_take_the_whole_listing_cache() -> None:
+    cache = MemoryListCache(max_objects=100, per_scope=10)
+    objs = [Obj(f"{i}", 0, False, WHEN) for i in range(4)]
+    cache.put("other", "/kept", objs, 60)
+    for index in range(20):
+        cache.put("crawled", f"/{index}", objs, 60)
+    assert cache.scope_objects("crawled") <= 10
+    assert cache.get("crawled", "/19") is objs  # the newest stay
+    assert cache.get("crawled", "/0") is None
+    assert cache.get("other", "/kept") is objs
