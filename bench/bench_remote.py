@@ -8,8 +8,10 @@ back end it times
   against ``/api/fs/list`` with ``refresh: true`` (Manifold asks the server again), and
   ``/api/fs/list`` served from Manifold's listing cache (median of --cached-repeat);
 * downloading the big file: ``rclone cat`` to /dev/null against ``/p/<path>`` streamed
-  to nowhere with httpx, best of --tries, while Manifold's resident memory is sampled
-  every 100 ms (growth = highest sample minus the one before the download);
+  to nowhere by curl (``--client httpx``: by httpx, which on a two-core machine reads
+  loopback HTTP at about 60-70% of curl's speed and so holds Manifold back), best of
+  --tries, while Manifold's resident memory is sampled every 100 ms (growth = highest
+  sample minus the one before the download);
 
 then a copy of a --copy-mib file from S3 to SFTP: Manifold's copy task against
 ``rclone copyto`` between the same two servers, with Manifold's memory growth.
@@ -42,6 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -211,17 +214,24 @@ class RssWatch:
         return (self.peak - self.before) / 1024
 
 
-def download(api: Api, path: str, size: int) -> float:
-    """Seconds to stream ``path`` through ``/p`` to nowhere."""
+def download(api: Api, path: str, size: int, client: str) -> float:
+    """Seconds to stream ``path`` through ``/p`` to nowhere, with curl or httpx."""
     sign = api.call("POST", "/api/fs/get", {"path": path})["sign"]
-    url = f"{api.base}/p{path}"
-    received = 0
+    url = f"{api.base}/p{quote(path)}?sign={quote(sign, safe='')}"
     started = time.perf_counter()
-    with httpx.stream("GET", url, params={"sign": sign}, timeout=600) as response:
-        if response.status_code != 200:
-            raise RuntimeError(f"{url} answered {response.status_code}: {response.read()!r}")
-        for chunk in response.iter_raw(MIB):
-            received += len(chunk)
+    if client == "curl":
+        argv = ["curl", "-s", "-f", "-o", "/dev/null", "-w", "%{size_download}", url]
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"curl {url} failed with exit code {out.returncode}")
+        received = int(float(out.stdout))
+    else:
+        received = 0
+        with httpx.stream("GET", url, timeout=600) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"{url} answered {response.status_code}: {response.read()!r}")
+            for chunk in response.iter_raw():
+                received += len(chunk)
     took = time.perf_counter() - started
     if received != size:
         raise RuntimeError(f"{url} sent {received} bytes, not {size}")
@@ -305,7 +315,7 @@ def bench_backend(
         best_rclone = min(best_rclone, rclone.timed("cat", backend.rclone_path(BIG)))
         if api is not None:
             with RssWatch(pid) as watch:
-                best_manifold = min(best_manifold, download(api, big, size))
+                best_manifold = min(best_manifold, download(api, big, size, args.client))
             growth = max(growth, watch.growth_mib)
     result.rclone_mbps = size / best_rclone / 1e6
     if api is not None:
@@ -366,7 +376,8 @@ def print_table(
 ) -> None:
     print()
     print(
-        f"{args.files} files listed; {args.big_mib} MiB downloaded (best of {args.tries}); "
+        f"{args.files} files listed; {args.big_mib} MiB downloaded (best of {args.tries}, "
+        f"Manifold read by {args.client}); "
         f"ratio = rclone time / Manifold time (> 1: Manifold faster)"
     )
     head = (
@@ -437,6 +448,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--copy-tries", type=int, help="copies per side (1)")
     parser.add_argument("--list-repeat", type=int, help="uncached listings per side (5; quick 3)")
     parser.add_argument("--cached-repeat", type=int, default=20, help="cached listings")
+    parser.add_argument(
+        "--client",
+        choices=("curl", "httpx"),
+        default="curl",
+        help="what downloads from Manifold (default curl: httpx in Python is slower than "
+        "the servers here, and rclone is a compiled client)",
+    )
     parser.add_argument("--no-copy", action="store_true", help="leave out the S3 -> SFTP copy")
     args = parser.parse_args()
     quick = args.quick
