@@ -56,7 +56,7 @@ class Samba:
             text=True,
             check=False,
         )
-        return "\n".join(line for line in done.stdout.splitlines() if f"/{SHARE}" in line)
+        return "\n".join(line for line in done.stdout.splitlines() if str(self.folder) in line)
 
 
 def start(base: Path) -> Samba:

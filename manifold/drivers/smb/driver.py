@@ -69,7 +69,8 @@ class SMBDriver(Driver[Addition]):
         try:
             await self._run(share.check_root, again=True)
         except ManifoldError as exc:
-            raise exc.with_context(f"SMB {share.host}:{share.port}") from exc
+            where = f"{share.username}@{share.host}:{share.port}/{self.options.share_name}"
+            raise exc.with_context(where) from exc
 
     async def drop(self) -> None:
         share, self._share = self._share, None
@@ -144,7 +145,7 @@ class SMBDriver(Driver[Addition]):
         except BaseException:
             # Shielded: a cancelled upload still waits for its temporary to go (in the
             # storage's threads, after any write under way on it).
-            await asyncio.shield(self._quietly(self._run(share.discard, temp)))
+            await asyncio.shield(self.run_blocking(share.discard, temp))
             raise
 
     # --- helpers --------------------------------------------------------------------

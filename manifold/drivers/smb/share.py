@@ -17,6 +17,7 @@ too, and a call that is safe to repeat is made once more on a new one.
 from __future__ import annotations
 
 import builtins
+import errno
 import posixpath
 import secrets
 import threading
@@ -33,7 +34,7 @@ from smbprotocol.file_info import FileAttributes
 from smbprotocol.header import NtStatus
 
 from manifold.drivers.base import RESERVED_PREFIX
-from manifold.errors import NotAFolder, ObjectExists, ServerError
+from manifold.errors import NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
 
 from .failures import BROKEN_STATUSES, is_broken, status_of
@@ -111,9 +112,18 @@ class Handle:
 
     def close(self) -> None:
         with self._lock:
-            if not self._closed:
-                self._closed = True
+            if self._closed:
+                return
+            self._closed = True
+            try:
                 self._raw.close()
+            except Exception:
+                # The connection broke, and the server closed the file with it. The
+                # library has no public way to say so: without this its object warns
+                # of a leaked handle when collected.
+                with suppress(AttributeError):
+                    self._raw.fd._connected = False
+                raise
 
 
 @dataclass(slots=True)
@@ -135,6 +145,9 @@ class Share:
         self.username = options.username
         self._connections: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # Temporaries of failed uploads and copies that the server was not there to
+        # remove (UNC path, whether a folder): removed once it is back.
+        self._leftovers: builtins.list[tuple[str, bool]] = []
         # Every smbclient call gets these: this storage's credentials, port and cache.
         self._kwargs: dict[str, Any] = {
             "username": options.username or None,
@@ -185,7 +198,19 @@ class Share:
                     connection_timeout=CONNECT_SECONDS,
                     connection_cache=self._connections,
                 )
+                self._clean_leftovers()
             return next(iter(self._connections.values()))
+
+    def _clean_leftovers(self) -> None:
+        """Remove the temporaries that could not be removed while the server was away."""
+        leftovers, self._leftovers = self._leftovers, []
+        for unc, is_dir in leftovers:
+            try:
+                self._remove(unc, is_dir)
+            except SMBOSError:
+                pass  # gone already, or refused: the listing's sweep tries again
+            except (SMBException, OSError):
+                self._leftovers.append((unc, is_dir))
 
     def _forget(self, connection: Any, exc: Exception) -> None:
         """Drop ``connection``, which a call found broken: its session is gone, or its
@@ -208,9 +233,15 @@ class Share:
     # --- reading ----------------------------------------------------------------
 
     def check_root(self) -> None:
-        """The root folder must be a folder of the share."""
-        root = self.stat("/")
-        if not root.is_dir:
+        """The share must exist, and the root folder be a folder in it."""
+        for unc, what in ((self.place.share, "share"), (self.place.root, "root folder")):
+            try:
+                st = smbclient.stat(unc, **self._kwargs)
+            except SMBOSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise ObjectNotFound(f"{what} not found: {unc}") from exc
+                raise
+        if not st.st_file_attributes & _DIRECTORY:
             raise NotAFolder(f"root folder is not a folder: {self.place.root}")
 
     def scan(self, path: str) -> builtins.list[Obj]:
@@ -304,7 +335,7 @@ class Share:
                     self._copy_file(self.place.unc(path), temp, source.modified)
                 smbclient.rename(temp, self.place.unc(target), **self._kwargs)
             except BaseException:
-                self._discard(temp, source.is_dir)
+                self._clean(temp, source.is_dir)
                 raise
         return self.stat(target)
 
@@ -358,7 +389,7 @@ class Share:
                 if temp.handle is not None:
                     with suppress(Exception):
                         temp.handle.close()
-                    self._discard(unc, False)
+                    self._clean(unc, False)
             finally:
                 _IN_FLIGHT.discard(self._key(unc))
 
@@ -380,7 +411,7 @@ class Share:
         try:
             smbclient.stat(self.place.unc(path), **self._kwargs)
         except SMBOSError as exc:
-            if exc.errno == 2:  # ENOENT: the name or a folder above it is missing
+            if exc.errno == errno.ENOENT:  # the name or a folder above it is missing
                 return False
             raise
         return True
@@ -407,7 +438,7 @@ class Share:
             with suppress(SMBException, OSError):
                 smbclient.rename(aside, target, **self._kwargs)
             raise
-        self._discard(aside, False)
+        self._clean(aside, False)
 
     def _remove(self, unc: str, is_dir: bool) -> None:
         """Remove a file, or a folder with everything in it."""
@@ -454,6 +485,18 @@ class Share:
         """Remove a temporary; never raises (one left behind is swept later)."""
         with suppress(SMBException, OSError):
             self._remove(unc, is_dir)
+
+    def _clean(self, unc: str, is_dir: bool) -> None:
+        """Remove this storage's own temporary now, on a new connection if the old one
+        broke, or once the server is back when it cannot be reached; never raises."""
+        try:
+            self._connect()
+            self._remove(unc, is_dir)
+        except SMBOSError:
+            pass  # gone already, or refused: the listing's sweep tries again
+        except Exception:
+            with self._lock:
+                self._leftovers.append((unc, is_dir))
 
     def _copy_tree(self, source: str, target: str) -> None:
         smbclient.mkdir(target, **self._kwargs)
