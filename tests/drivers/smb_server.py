@@ -22,6 +22,8 @@ SMBSTATUS = "/usr/bin/smbstatus"
 USER = "root"
 PASSWORD = "smb-test-secret-pw"
 SHARE = "share"
+# The same folder again, shared read-only.
+READ_ONLY = "readonly"
 
 _SPECIAL = {0x22: 0xF020, 0x2A: 0xF021, 0x3A: 0xF022, 0x3C: 0xF023}
 _SPECIAL |= {0x3E: 0xF024, 0x3F: 0xF025, 0x5C: 0xF026, 0x7C: 0xF027}
@@ -94,6 +96,10 @@ read only = no
 force user = root
 vfs objects = catia
 catia:mappings = {_MAPPINGS}
+
+[{READ_ONLY}]
+path = {folder}
+read only = yes
 """
     )
     subprocess.run(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import pytest
+import smbclient
 
 from manifold.drivers.base import Driver, LinkArgs, Upload
 from manifold.drivers.smb.driver import SMBDriver
@@ -217,6 +218,32 @@ async def test_two_storages_keep_their_own_connections(samba: Samba, bare: SMBDr
     assert isinstance(await bare.list(await bare.root_obj()), list)
 
 
+async def test_what_the_server_refuses_is_permission_denied(
+    samba: Samba, bare: SMBDriver, folder: tuple[Obj, Path]
+) -> None:
+    obj, on_disk = folder
+    file = await put_bytes(bare, obj, "held.txt", b"held")
+    reader = await smb_driver(samba, share_name=smb_server.READ_ONLY)
+    inside = await reader.get(obj.path)
+    assert await names(reader, inside) == ["held.txt"]
+    with pytest.raises(PermissionDenied):
+        await put_bytes(reader, inside, "new.txt", b"new")
+    with pytest.raises(PermissionDenied):
+        await reader.make_dir(inside, "new")
+    with pytest.raises(PermissionDenied):
+        await reader.remove(await reader.get(file.path))
+    await reader.drop()
+    # Another client holding the file open without sharing it:
+    kwargs = {"username": smb_server.USER, "password": smb_server.PASSWORD, "port": samba.port}
+    kwargs["connection_cache"] = cache = {}
+    unc = rf"\\127.0.0.1\{smb_server.SHARE}\{obj.name}\held.txt"
+    with smbclient.open_file(unc, mode="rb", **kwargs), pytest.raises(PermissionDenied):
+        await bare.remove(file)
+    smbclient.reset_connection_cache(connection_cache=cache)
+    await bare.remove(file)
+    assert os.listdir(on_disk) == []
+
+
 # --- names -----------------------------------------------------------------------------
 
 
@@ -340,6 +367,46 @@ async def test_an_upload_keeps_the_time_it_is_given(
     assert listed.modified == when
     copied = await bare.copy(listed, await bare.make_dir(obj, "copies"))
     assert copied.modified == when
+
+
+async def test_a_cancelled_upload_leaves_nothing(bare: SMBDriver, folder: tuple[Obj, Path]) -> None:
+    obj, on_disk = folder
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield b"x" * BLOCK
+        yield b"x" * BLOCK
+        await asyncio.Event().wait()  # the sender goes quiet
+        yield b""
+
+    upload = asyncio.ensure_future(bare.put(obj, Upload("cancelled.bin", stalled(), None, None)))
+    while not os.listdir(on_disk) or os.path.getsize(on_disk / os.listdir(on_disk)[0]) == 0:
+        assert not upload.done()
+        await asyncio.sleep(0.05)  # until the first block is on the server
+    upload.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await upload
+    assert os.listdir(on_disk) == []
+    assert await bare.list(obj) == []
+
+
+async def test_left_over_temporaries_are_hidden_and_swept(
+    bare: SMBDriver, folder: tuple[Obj, Path]
+) -> None:
+    obj, on_disk = folder
+    (on_disk / "kept.txt").write_bytes(b"kept")
+    (on_disk / ".manifold-upload-fresh").write_bytes(b"being written")
+    (on_disk / ".manifold-upload-stale").write_bytes(b"left by a crash")
+    (on_disk / ".manifold-upload-tree" / "sub").mkdir(parents=True)
+    (on_disk / ".manifold-upload-tree" / "sub" / "f").write_bytes(b"f")
+    for stale in (".manifold-upload-stale", ".manifold-upload-tree"):
+        os.utime(on_disk / stale, (AN_HOUR_AGO, AN_HOUR_AGO))
+    assert await names(bare, obj) == ["kept.txt"]
+    assert sorted(os.listdir(on_disk)) == [".manifold-upload-fresh", "kept.txt"]
+
+
+async def test_the_share_reports_its_space(bare: SMBDriver) -> None:
+    usage = await bare.details()
+    assert usage.total > 0 and 0 <= usage.free <= usage.total and usage.used >= 0
 
 
 def find_named(objs: builtins.list[Obj], name: str) -> Obj:

@@ -41,21 +41,24 @@ from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .failures import ERRORS
 from .meta import Addition
-from .share import Share, Temporary, temp_name
+from .share import Handle, Share, Temporary, temp_name
 
 T = TypeVar("T")
 
 # Bytes read per request by a download, and written per request by an upload.
 BLOCK = 1 << 20
+# Seconds a drop waits for the storage to log off.
+DROP_SECONDS = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SMBDriver(Driver[Addition]):
     # EXCLUSIVE_CREATE: a put or copy that must not replace ends in an SMB rename
-    # without ReplaceIfExists, which the server refuses when the name is taken (NTFS
-    # decides it under the folder's lock; Samba checks and renames inside the one
-    # smbd process that serves all of this storage's calls). FOLDER_TIMES: folders
-    # carry their own last-write time.
+    # without ReplaceIfExists, which the server refuses when the name is taken: NTFS
+    # decides it under the folder's lock; Samba checks and renames within the one
+    # smbd process that serves a connection, and all of a storage's calls share one
+    # (two storages or clients on one Samba share race only within that check).
+    # FOLDER_TIMES: folders carry their own last-write time.
     PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
@@ -76,14 +79,12 @@ class SMBDriver(Driver[Addition]):
         share, self._share = self._share, None
         if share is None:
             return
-        # A server that stopped answering must not hold the drop: the threads
-        # finish on their own when its connections time out.
+        # A server that stopped answering must not hold the drop: logging off is
+        # waited for a while, and its thread ends when the connection does.
         closing = asyncio.ensure_future(self.run_blocking(share.close))
-        try:
-            async with asyncio.timeout(10):
+        with suppress(Exception):  # dropping never raises
+            async with asyncio.timeout(DROP_SECONDS):
                 await asyncio.shield(closing)
-        except Exception:  # noqa: S110 - dropping never raises
-            pass
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await self._run(self.share.scan, dir.path, again=True)
@@ -169,35 +170,54 @@ class SMBDriver(Driver[Addition]):
             return await self.run_blocking(func, *args)
 
     async def _send(self, temp: Temporary, upload: Upload) -> int:
-        """Write the upload's bytes to the temporary, a block per request; how many."""
+        """Write the upload's bytes to the temporary, a block per request, each block
+        going to the server while the next one arrives; how many bytes there were."""
         written = 0
         batch = bytearray()
-        async for chunk in upload.stream:
-            written += len(chunk)
-            if upload.size is not None and written > upload.size:
-                raise _size_mismatch(written, upload.size)
-            batch += chunk
-            if len(batch) >= BLOCK:
+        writing: asyncio.Future[None] | None = None
+        try:
+            async for chunk in upload.stream:
+                written += len(chunk)
+                if upload.size is not None and written > upload.size:
+                    raise _size_mismatch(written, upload.size)
+                batch += chunk
+                if len(batch) >= BLOCK:
+                    if writing is not None:
+                        await writing
+                    writing = asyncio.ensure_future(self._io(self.share.write, temp, bytes(batch)))
+                    batch.clear()
+            if writing is not None:
+                await writing
+            if batch:
                 await self._io(self.share.write, temp, bytes(batch))
-                batch.clear()
-        if batch:
-            await self._io(self.share.write, temp, bytes(batch))
+        finally:
+            _abandon(writing)  # the temporary's removal waits for it
         return written
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes of ``path`` from ``offset``, a block per request, the next block on its
+        way from the server while this one goes to the reader."""
         share = self.share
         handle = await self._run(share.open, path, offset, again=True)
+        reading = self._read_ahead(handle, length)
         try:
-            while length is None or length > 0:
-                want = BLOCK if length is None else min(BLOCK, length)
-                data = await self._io(handle.read, want)
+            while reading is not None:
+                data = await reading
                 if not data:
                     return
                 if length is not None:
                     length -= len(data)
+                reading = self._read_ahead(handle, length)
                 yield data
         finally:  # also when the reader is closed early or cancelled
+            _abandon(reading)  # the file's closing waits for it
             await asyncio.shield(self._quietly(self._io(handle.close)))
+
+    def _read_ahead(self, handle: Handle, length: int | None) -> asyncio.Future[bytes] | None:
+        if length is not None and length <= 0:
+            return None
+        want = BLOCK if length is None else min(BLOCK, length)
+        return asyncio.ensure_future(self._io(handle.read, want))
 
     @staticmethod
     async def _quietly(call: Awaitable[object]) -> None:
@@ -210,6 +230,20 @@ def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
     inside = dst_dir.path.rstrip("/") + "/"
     if src.is_dir and inside.startswith(src.path.rstrip("/") + "/"):
         raise ServerError("the destination folder is a subfolder of the source folder")
+
+
+def _abandon(call: asyncio.Future[Any] | None) -> None:
+    """Stop waiting for ``call``, and let its outcome go unreported: the failure that
+    ended the transfer is being raised already."""
+    if call is not None and not call.done():
+        call.cancel()
+    if call is not None:
+        call.add_done_callback(_retrieved)
+
+
+def _retrieved(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()
 
 
 def _size_mismatch(written: int, size: int) -> InvalidRequest:

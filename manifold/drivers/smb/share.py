@@ -234,7 +234,8 @@ class Share:
 
     def check_root(self) -> None:
         """The share must exist, and the root folder be a folder in it."""
-        for unc, what in ((self.place.share, "share"), (self.place.root, "root folder")):
+        places = [(self.place.share, "share"), (self.place.root, "root folder")]
+        for unc, what in places[:1] if self.place.root == self.place.share else places:
             try:
                 st = smbclient.stat(unc, **self._kwargs)
             except SMBOSError as exc:
@@ -362,8 +363,8 @@ class Share:
         """Close the finished temporary and give it the name ``path``: replacing a file
         there when ``overwrite``, else only where the name is free."""
         with temp.lock:
-            if temp.handle is None:
-                raise ServerError("upload not started")
+            if temp.handle is None or temp.done:
+                raise ServerError("upload not started, or given up")
             temp.handle.close()
             unc, target = self.place.unc(temp.path), self.place.unc(path)
             if modified is not None:
