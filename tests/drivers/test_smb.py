@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import os
 import secrets
 import time
@@ -520,3 +521,13 @@ async def test_mounted_through_the_api(api: Api, samba: Samba) -> None:
     removed = await api.post("/api/fs/remove", {"dir": f"/smb/{folder}", "names": ["up load.bin"]})
     assert removed["code"] == 200, removed
     assert os.listdir(samba.folder / folder) == []
+
+    wrong = "wrong-" + secrets.token_hex(8)
+    addition = options(samba, password=wrong).model_dump_json()
+    failed = await api.post(
+        "/api/admin/storage/create", {"mount_path": "/bad", "driver": "SMB", "addition": addition}
+    )
+    assert failed["code"] == 500 and wrong not in json.dumps(failed)
+    storages = await api.get("/api/admin/storage/list")
+    status = next(s["status"] for s in storages["data"]["content"] if s["mount_path"] == "/bad")
+    assert "login failed" in status and wrong not in status
