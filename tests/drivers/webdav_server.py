@@ -35,9 +35,9 @@ class DavServer:
     password: str = ""
 
 
-def wsgidav(base: Path, auth: str = "anonymous", tls: bool = False) -> DavServer:
+def wsgidav(base: Path, auth: str = "anonymous", tls: bool = False, label: str = "") -> DavServer:
     """wsgidav serving a fresh folder; ``auth`` is anonymous, basic or digest."""
-    folder = base / f"wsgidav-{auth}{'-tls' if tls else ''}"
+    folder = base / f"wsgidav-{auth}{'-tls' if tls else ''}{label}"
     root = folder / "root"
     root.mkdir(parents=True)
     port = free_port()

@@ -27,11 +27,12 @@ import base64
 import builtins
 import posixpath
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote, unquote, urlsplit
+from typing import Any
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -60,13 +61,15 @@ from manifold.errors import (
 from manifold.models import Link, Obj, Storage
 
 from .meta import Addition
-from .multistatus import PROPFIND_BODY, Entry, MultistatusReader
+from .multistatus import PROPFIND_BODY, Entry, MultistatusReader, listing
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A temporary untouched this long belongs to an upload that will never finish.
 STALE_AFTER = timedelta(minutes=30)
 # Seconds ``drop`` gives the clean-ups still under way before leaving them.
 DROP_GRACE = 5.0
+# Seconds after a failed write when its temporary is removed again (``_discard_now``).
+RECHECKS = (0.2, 1.0)
 CHUNK = 1 << 20
 _REDIRECTS = frozenset({301, 302, 307, 308})
 # Temporaries being written by this process, by URL, whichever instance writes them.
@@ -118,27 +121,6 @@ def status_error(response: httpx.Response) -> ManifoldError:
     if code == 423 or (code >= 500 and code != 507):
         return TemporaryFailure(f"WebDAV server error: HTTP {code}")
     return ServerError(f"the WebDAV server answered HTTP {code}")
-
-
-def _decoded_path(url: str) -> str:
-    return unquote(urlsplit(url).path).rstrip("/") or "/"
-
-
-def _is_self(path: str, want: str) -> bool:
-    """Whether a listed path is the listed folder itself; a server behind a proxy may
-    answer without the part of the path the proxy added."""
-    if path in (want, "/"):
-        return True
-    return want.endswith(path) and want[-len(path) - 1] == "/"
-
-
-def _child_name(path: str, want: str) -> str | None:
-    """The listed path's name in the folder ``want``; None for a deeper one."""
-    prefix = want.rstrip("/") + "/"
-    if path.startswith(prefix):
-        rest = path[len(prefix) :]
-        return None if "/" in rest else rest
-    return path.rsplit("/", 1)[-1]
 
 
 def _temp_name() -> str:
@@ -193,6 +175,8 @@ class WebDavDriver(Driver[Addition]):
         self._digest = False
         self._folder_times = False
         self._chores: set[asyncio.Task[None]] = set()
+        # Set by ``drop``: clean-ups waiting to look again do it at once.
+        self._dropping = asyncio.Event()
 
     def promises(self) -> frozenset[str]:
         return frozenset({FOLDER_TIMES}) if self._folder_times else frozenset()
@@ -208,6 +192,7 @@ class WebDavDriver(Driver[Addition]):
         if options.vendor not in ("other", ""):
             raise InvalidRequest(f"unknown vendor {options.vendor!r}: sharepoint or other")
         self._base = _base_url(options.address)
+        self._dropping.clear()
         if options.username:
             self._auth = httpx.BasicAuth(options.username, options.password)
         root = await self._login()
@@ -216,6 +201,7 @@ class WebDavDriver(Driver[Addition]):
         self._folder_times = root.modified is not None
 
     async def drop(self) -> None:
+        self._dropping.set()
         chores, self._chores = set(self._chores), set()
         if chores:
             with suppress(Exception):
@@ -230,27 +216,17 @@ class WebDavDriver(Driver[Addition]):
         if not dir.is_dir:
             raise NotAFolder()
         url, entries = await self._propfind(dir.path, "1", is_dir=True)
-        want = _decoded_path(url)
-        found: dict[str, Obj] = {}
-        own: Entry | None = None
-        for entry in entries:
-            if not entry.found:
-                continue
-            path = entry.path(url)
-            if own is None and _is_self(path, want):
-                own = entry
-                continue
-            name = _child_name(path, want)
-            if not name or name in found:
-                continue
+        own, children = listing(url, entries)
+        if own is not None and not own.is_dir:
+            raise NotAFolder()
+        found: builtins.list[Obj] = []
+        for name, entry in children:
             child = posixpath.join(dir.path, name)
             if name.casefold().startswith(RESERVED_PREFIX):
                 self._sweep(child, entry)
-                continue
-            found[name] = _obj(entry, name, child)
-        if own is not None and not own.is_dir:
-            raise NotAFolder()
-        return builtins.list(found.values())
+            else:
+                found.append(_obj(entry, name, child))
+        return found
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
@@ -307,12 +283,14 @@ class WebDavDriver(Driver[Addition]):
         if final == src.path:
             raise ObjectExists()
         temp = posixpath.join(dst_dir.path, _temp_name())
+        copied = False
         with self._writing(temp):
             try:
                 await self._copy_to(src, temp)
+                copied = True
                 await self._place(temp, final, src.is_dir, overwrite=False)
             except BaseException:
-                await self._discard_now(temp, src.is_dir)
+                await self._discard_now(temp, src.is_dir, recheck=not copied)
                 raise
         return replace(src, path=final)
 
@@ -329,6 +307,7 @@ class WebDavDriver(Driver[Addition]):
         # Looked at first: nothing is sent for a name that cannot take the file.
         await self._refuse_taken(final, upload.overwrite)
         temp = posixpath.join(dst_dir.path, _temp_name())
+        sent = -1
         with self._writing(temp):
             try:
                 sent = await self._upload(temp, upload)
@@ -336,7 +315,7 @@ class WebDavDriver(Driver[Addition]):
                     await self._refuse_taken(final, overwrite=True)
                 await self._place(temp, final, False, overwrite=upload.overwrite)
             except BaseException:
-                await self._discard_now(temp, False)
+                await self._discard_now(temp, False, recheck=sent < 0)
                 raise
         modified = upload.modified or datetime.now(UTC)
         return Obj(name=name, size=sent, is_dir=False, modified=modified, path=final)
@@ -560,14 +539,29 @@ class WebDavDriver(Driver[Addition]):
         with suppress(ManifoldError):
             await self._send("DELETE", path, is_dir=is_dir)
 
-    async def _discard_now(self, path: str, is_dir: bool) -> None:
+    async def _discard_now(self, path: str, is_dir: bool, *, recheck: bool) -> None:
         """Remove a temporary, even when the caller is being cancelled: the removal
-        runs on as a task of its own."""
-        chore = asyncio.ensure_future(self._discard(path, is_dir))
-        self._chores.add(chore)
-        chore.add_done_callback(self._chores.discard)
+        runs on as a task of its own. After a write that was cut off (``recheck``)
+        the server may still be handling it (the client gave up, the server has yet
+        to notice) and make the temporary again, so it is removed again a little
+        later, or at once when the storage is dropped."""
+        chore = self._chore(self._discard(path, is_dir))
         with suppress(asyncio.CancelledError):
             await asyncio.shield(chore)
+        if recheck:
+            self._chore(self._discard_later(path, is_dir))
+
+    async def _discard_later(self, path: str, is_dir: bool) -> None:
+        for delay in RECHECKS:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._dropping.wait(), delay)
+            await self._discard(path, is_dir)
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        chore = asyncio.ensure_future(work)
+        self._chores.add(chore)
+        chore.add_done_callback(self._chores.discard)
+        return chore
 
     def _sweep(self, path: str, entry: Entry) -> None:
         """Remove a temporary seen in a listing once it is stale and not this
@@ -577,9 +571,7 @@ class WebDavDriver(Driver[Addition]):
             return
         if self._url(path, entry.is_dir) in _IN_FLIGHT or self._url(path) in _IN_FLIGHT:
             return
-        chore = asyncio.ensure_future(self._discard(path, entry.is_dir))
-        self._chores.add(chore)
-        chore.add_done_callback(self._chores.discard)
+        self._chore(self._discard(path, entry.is_dir))
 
 
 class _Writing:

@@ -211,6 +211,41 @@ class MultistatusReader:
         return self._target.entries
 
 
+def listing(url: str, entries: list[Entry]) -> tuple[Entry | None, list[tuple[str, Entry]]]:
+    """A depth-1 answer to a PROPFIND of ``url``: the folder's own entry (None if the
+    server left it out), and each child's decoded name with its entry, once each."""
+    want = unquote(urlsplit(url).path).rstrip("/") or "/"
+    own: Entry | None = None
+    children: dict[str, Entry] = {}
+    for entry in entries:
+        if not entry.found:
+            continue
+        path = entry.path(url)
+        if own is None and _is_self(path, want):
+            own = entry
+            continue
+        name = _child_name(path, want)
+        if name and name not in children:
+            children[name] = entry
+    return own, list(children.items())
+
+
+def _is_self(path: str, want: str) -> bool:
+    """Whether a listed path is the listed folder itself; a server behind a proxy may
+    answer without the part of the path the proxy added."""
+    # Both start with a slash, so a suffix match ends on a segment boundary.
+    return path == "/" or want.endswith(path)
+
+
+def _child_name(path: str, want: str) -> str | None:
+    """The listed path's name in the folder ``want``; None for a deeper one."""
+    prefix = want.rstrip("/") + "/"
+    if path.startswith(prefix):
+        rest = path[len(prefix) :]
+        return None if "/" in rest else rest
+    return path.rsplit("/", 1)[-1]
+
+
 def parse(data: bytes) -> list[Entry]:
     """The entries of a whole answer at once."""
     reader = MultistatusReader()
