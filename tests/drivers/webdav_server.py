@@ -35,31 +35,36 @@ class DavServer:
     password: str = ""
 
 
-def wsgidav(base: Path, auth: str = "anonymous", tls: bool = False, label: str = "") -> DavServer:
-    """wsgidav serving a fresh folder; ``auth`` is anonymous, basic or digest."""
+def wsgidav(
+    base: Path, auth: str = "anonymous", tls: bool = False, label: str = "", share: str = "/"
+) -> DavServer:
+    """wsgidav serving a fresh folder at ``share``; ``auth`` is anonymous, basic or digest."""
     folder = base / f"wsgidav-{auth}{'-tls' if tls else ''}{label}"
     root = folder / "root"
     root.mkdir(parents=True)
     port = free_port()
-    if auth == "anonymous" and not tls:
+    if auth == "anonymous" and not tls and share == "/":
         argv = [WSGIDAV, "--host", "127.0.0.1", "--port", str(port), "--root", str(root)]
         argv += ["--auth", "anonymous", "--no-config"]
     else:
         config = folder / "wsgidav.yaml"
         # JSON is YAML: no YAML writer needed.
-        config.write_text(json.dumps(_wsgidav_config(port, root, auth, tls, folder)))
+        config.write_text(json.dumps(_wsgidav_config(port, root, auth, tls, folder, share)))
         argv = [WSGIDAV, "--config", str(config)]
     scheme = "https" if tls else "http"
     daemon = Daemon(f"wsgidav-{auth}", argv, lambda: port_open(port), folder / "server.log")
     login = ("", "") if auth == "anonymous" else (USER, PASSWORD)
-    return DavServer(f"wsgidav-{auth}", f"{scheme}://127.0.0.1:{port}", root, daemon, *login)
+    url = f"{scheme}://127.0.0.1:{port}{share.rstrip('/')}"
+    return DavServer(f"wsgidav-{auth}", url, root, daemon, *login)
 
 
-def _wsgidav_config(port: int, root: Path, auth: str, tls: bool, folder: Path) -> dict[str, object]:
+def _wsgidav_config(
+    port: int, root: Path, auth: str, tls: bool, folder: Path, share: str
+) -> dict[str, object]:
     config: dict[str, object] = {
         "host": "127.0.0.1",
         "port": port,
-        "provider_mapping": {"/": str(root)},
+        "provider_mapping": {share: str(root)},
         "verbose": 1,
         "honor_mtime_header": True,
     }
