@@ -589,6 +589,19 @@ async def test_a_kill_during_an_upload_leaves_nothing_once_back(
     assert os.listdir(served) == []  # the temporary went at the reconnect
 
 
+async def test_an_upload_right_after_an_idle_restart_works(
+    running: SshServer, mounted: Driver[Any], served: Path
+) -> None:
+    """The connection died unnoticed while idle; uploads are never retried by the
+    layers, so the driver itself opens the file again on a new connection."""
+    root = await mounted.root_obj()
+    await mounted.list(root)
+    running.kill()
+    running.start()
+    await put_bytes(mounted, root, "fresh.txt", b"fresh")
+    assert os.listdir(served) == ["fresh.txt"]
+
+
 async def test_reading_a_missing_file_after_reconnect_is_not_found(
     running: SshServer, mounted: Driver[Any]
 ) -> None:

@@ -26,11 +26,11 @@ import asyncio
 import builtins
 import posixpath
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import asyncssh
 
@@ -59,6 +59,8 @@ from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
 
 from .meta import Addition
 from .session import Connector, Credentials, parse_address
+
+T = TypeVar("T")
 
 # Bytes asked of the server per read and written per write; asyncssh splits each
 # into the server's largest requests and keeps them in flight together.
@@ -213,9 +215,10 @@ class SftpDriver(Driver[Addition]):
                 await scan.aclose()
 
     async def get(self, path: str) -> Obj:
-        full = posixpath.join(self._root, path.lstrip("/"))
-        if full == self._root:
+        inside = path.strip("/")
+        if not inside:
             return await self.root_obj()
+        full = posixpath.join(self._root, inside)
         sftp = await self._client()
         with self._errors(sftp):
             attrs = await sftp.stat(full)
@@ -234,7 +237,7 @@ class SftpDriver(Driver[Addition]):
         return _obj(posixpath.basename(path), path, attrs)
 
     async def move(self, src: Obj, dst_dir: Obj) -> Obj:
-        if posixpath.dirname(src.path) == dst_dir.path.rstrip("/") or src.path == self._root:
+        if posixpath.dirname(src.path) == posixpath.normpath(dst_dir.path):
             return src
         if src.is_dir and _inside(dst_dir.path, src.path):
             raise ServerError(_SUBFOLDER)
@@ -288,7 +291,7 @@ class SftpDriver(Driver[Addition]):
         name = validate_name(upload.name)
         target = posixpath.join(dst_dir.path, name)
         temp = posixpath.join(dst_dir.path, _temp_name())
-        sftp, file = await self._open(temp, "xb")
+        sftp, file = await self._twice(lambda sftp: self._create(sftp, temp))
         try:
             try:
                 written = await self._write(sftp, file, upload.stream)
@@ -335,26 +338,33 @@ class SftpDriver(Driver[Addition]):
                 self._connector.lost(sftp)
             raise
 
-    async def _open(
-        self, path: str, mode: str
-    ) -> tuple[asyncssh.SFTPClient, asyncssh.SFTPClientFile]:
-        """Open ``path`` on the connection, or on a new one if that one proved dead.
+    async def _twice(
+        self, call: Callable[[asyncssh.SFTPClient], Awaitable[T]]
+    ) -> tuple[asyncssh.SFTPClient, T]:
+        """``call`` on the connection, or again on a new one if that one proved dead.
 
         A connection the server dropped while idle is found dead only by the next
-        request. Opening is the first request of a transfer, and one the layers do
-        not repeat (they retry calls, not transfers), so it gets a second try here.
-        A new file made by the failed try (its answer lost) goes with the leftovers.
+        request. For the first request of a transfer (opening its file), which the
+        layers do not repeat (they retry calls, not transfers), this is a second try.
         """
         sftp = await self._client()
         try:
             with self._errors(sftp):
-                return sftp, await sftp.open(path, mode)
+                return sftp, await call(sftp)
         except TemporaryFailure:
-            if "x" in mode:
-                self._leftovers.add((path, False))
-        sftp = await self._client()  # reconnects, removing the leftovers first
+            pass
+        sftp = await self._client()  # a new connection
         with self._errors(sftp):
-            return sftp, await sftp.open(path, mode)
+            return sftp, await call(sftp)
+
+    async def _create(self, sftp: asyncssh.SFTPClient, temp: str) -> asyncssh.SFTPClientFile:
+        """Make and open the new file ``temp``. Counted among the leftovers until it is
+        open: a request whose answer was lost with its connection may have made it,
+        and the reconnect then removes it before the second try makes it anew."""
+        self._leftovers.add((temp, False))
+        file = await sftp.open(temp, "xb")
+        self._leftovers.discard((temp, False))
+        return file
 
     def _pinned(self) -> str:
         return self.options.host_key_fingerprint.strip()
@@ -420,7 +430,7 @@ class SftpDriver(Driver[Addition]):
     # --- reading -------------------------------------------------------------------
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
-        sftp, file = await self._open(path, "rb")
+        sftp, file = await self._twice(lambda sftp: sftp.open(path, "rb"))
         try:
             left = length
             while left is None or left > 0:

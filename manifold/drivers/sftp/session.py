@@ -127,6 +127,12 @@ class _Session:
         return not self.client.lost
 
     async def close(self) -> None:
+        """Say goodbye to a live server; a lost one is cut off at once (a server that
+        hangs would never read the goodbye)."""
+        if self.client.lost:
+            with suppress(Exception):
+                self.conn.abort()
+            return
         self.client.lost = True
         with suppress(Exception):
             self.sftp.exit()
@@ -210,6 +216,9 @@ class Connector:
         if old is not None:
             await old.close()
         session = await self._open()
+        if self._closed:  # dropped while this connection was being made
+            await session.close()
+            raise TemporaryFailure("the SFTP storage is closed")
         self._session = session
         self._opened += 1
         if self._opened > 1:
