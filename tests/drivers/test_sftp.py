@@ -26,6 +26,7 @@ from manifold.drivers.base import (
     LinkArgs,
     Upload,
 )
+from manifold.drivers.registry import builtin_registry
 from manifold.drivers.sftp.driver import PAGE_SIZE, READ_CHUNK, WRITE_CHUNK, SftpDriver
 from manifold.drivers.sftp.meta import CONFIG, Addition
 from manifold.drivers.sftp.session import parse_address, same_fingerprint
@@ -199,6 +200,16 @@ async def test_password_login_lists_writes_and_reads(
         assert owner != 0  # written as the account, not as root
     finally:
         await driver.drop()
+
+
+def test_invalid_options_are_refused_without_echoing_them() -> None:
+    storage = Storage(
+        id=2, mount_path="/x", driver="SFTP", addition='{"password": "hunter2-secret"}'
+    )
+    with pytest.raises(InvalidRequest) as failed:
+        builtin_registry().build(storage)
+    assert "root_folder_path" in failed.value.message
+    assert "hunter2-secret" not in failed.value.message
 
 
 async def test_a_refused_login_names_the_user_never_the_password(

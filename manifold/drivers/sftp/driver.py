@@ -64,8 +64,8 @@ T = TypeVar("T")
 
 # Bytes asked of the server per read and written per write; asyncssh splits each
 # into the server's largest requests and keeps them in flight together.
-READ_CHUNK = 1 << 20
-WRITE_CHUNK = 1 << 20
+READ_CHUNK = 2 << 20
+WRITE_CHUNK = 2 << 20
 # Bytes one copy-data request copies: other requests wait behind it on the server.
 COPY_CHUNK = 16 << 20
 # Entries per page of a listing (the server sends about a hundred per round trip).
@@ -430,21 +430,31 @@ class SftpDriver(Driver[Addition]):
     # --- reading -------------------------------------------------------------------
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes ``[offset, offset + length)`` of ``path``; the next chunk is already
+        being fetched while the caller takes one, so the connection never idles."""
         sftp, file = await self._twice(lambda sftp: sftp.open(path, "rb"))
+        end = None if length is None else offset + length
+
+        def fetch(at: int) -> asyncio.Future[bytes | str] | None:
+            want = READ_CHUNK if end is None else min(READ_CHUNK, end - at)
+            return asyncio.ensure_future(file.read(want, at)) if want > 0 else None
+
+        ahead = fetch(offset)
         try:
-            left = length
-            while left is None or left > 0:
-                want = READ_CHUNK if left is None else min(READ_CHUNK, left)
+            while ahead is not None:
                 with self._errors(sftp):
-                    data = await file.read(want, offset)
+                    data = await ahead
+                ahead = None
                 if not data:
                     return
                 if not isinstance(data, bytes):
                     raise ServerError("the SFTP client returned text for a binary read")
                 offset += len(data)
-                left = None if left is None else left - len(data)
+                ahead = fetch(offset)
                 yield data
         finally:  # also when the reader is closed early: the handle is released
+            if ahead is not None:
+                await _settle(ahead)
             await _close(file)
 
     # --- writing -------------------------------------------------------------------
@@ -452,21 +462,33 @@ class SftpDriver(Driver[Addition]):
     async def _write(
         self, sftp: asyncssh.SFTPClient, file: asyncssh.SFTPClientFile, stream: AsyncIterator[bytes]
     ) -> int:
-        """Write every chunk of ``stream`` in batches; the stream's own errors propagate
-        unchanged, only the server's are translated."""
+        """Write every chunk of ``stream`` in batches, the next one gathered while the
+        last is being written. The stream's own errors propagate unchanged, only the
+        server's are translated."""
         written = 0
         batch = bytearray()
-        async for chunk in stream:
-            batch += chunk
-            if len(batch) >= WRITE_CHUNK:
-                with self._errors(sftp):
-                    await file.write(bytes(batch), written)
-                written += len(batch)
-                batch.clear()
-        if batch:
+        writing: asyncio.Future[int] | None = None
+        try:
+            async for chunk in stream:
+                batch += chunk
+                if len(batch) >= WRITE_CHUNK:
+                    with self._errors(sftp):
+                        if writing is not None:
+                            await writing
+                        writing = asyncio.ensure_future(file.write(bytes(batch), written))
+                    written += len(batch)
+                    batch.clear()
             with self._errors(sftp):
-                await file.write(bytes(batch), written)
-            written += len(batch)
+                if writing is not None:
+                    await writing
+                writing = None
+                if batch:
+                    await file.write(bytes(batch), written)
+                    written += len(batch)
+        except BaseException:
+            if writing is not None:
+                await _settle(writing)
+            raise
         return written
 
     async def _rename_new(self, old: str, new: str) -> None:
@@ -596,6 +618,17 @@ async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
     except asyncssh.SFTPNoSuchFile:
         return False
     return True
+
+
+async def _settle(fetch: asyncio.Future[Any]) -> None:
+    """Let a read nobody wants any more end (cancelled if slow); never raises but for
+    the caller's own cancellation."""
+    await asyncio.wait([fetch], timeout=CLOSE_SECONDS)
+    if not fetch.done():
+        fetch.cancel()
+        await asyncio.wait([fetch])
+    if not fetch.cancelled():
+        fetch.exception()  # retrieved: the reader is closing anyway
 
 
 async def _close(file: asyncssh.SFTPClientFile) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from manifold.drivers.base import DriverConfig, option
 
@@ -35,6 +35,9 @@ class Addition(BaseModel):
     AList's order. The root is mandatory all the same (a missing key must never serve
     the server's whole tree by accident).
     """
+
+    # A validation error never echoes the options: they hold the password and key.
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     address: str = option("", required=True)
     username: str = option("", required=True)
