@@ -25,18 +25,21 @@ from manifold.drivers.base import (
     Driver,
     LinkArgs,
     Upload,
+    translating,
 )
 from manifold.drivers.registry import builtin_registry
-from manifold.drivers.sftp.driver import PAGE_SIZE, READ_CHUNK, WRITE_CHUNK, SftpDriver
+from manifold.drivers.sftp.driver import ERRORS, PAGE_SIZE, READ_CHUNK, WRITE_CHUNK, SftpDriver
 from manifold.drivers.sftp.meta import CONFIG, Addition
 from manifold.drivers.sftp.session import parse_address, same_fingerprint
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
+    ServerError,
     TemporaryFailure,
 )
 from manifold.models import Storage
@@ -331,6 +334,26 @@ async def test_a_closed_port_fails_init_as_temporary(sshd: SshServer, served: Pa
         await started(options)
 
 
+@pytest.mark.parametrize(
+    ("exc", "error"),
+    [
+        (asyncssh.SFTPNoSuchFile("No such file"), ObjectNotFound),
+        (asyncssh.SFTPPermissionDenied("Permission denied"), PermissionDenied),
+        (asyncssh.SFTPFailure("Failure"), ServerError),
+        (asyncssh.SFTPOpUnsupported("no statvfs"), NotSupported),
+        (asyncssh.SFTPConnectionLost("Connection lost"), TemporaryFailure),
+        (asyncssh.ConnectionLost("Connection lost"), TemporaryFailure),
+        (ConnectionResetError(104, "Connection reset by peer"), TemporaryFailure),
+        (TimeoutError(), TemporaryFailure),
+    ],
+)
+def test_library_errors_are_translated_with_cause(exc: Exception, error: type) -> None:
+    with pytest.raises(ManifoldError) as caught, translating(ERRORS):
+        raise exc
+    assert type(caught.value) is error
+    assert caught.value.__cause__ is exc
+
+
 # --- listings ------------------------------------------------------------------------
 
 
@@ -448,6 +471,22 @@ async def test_a_folder_copy_keeps_links_as_links(driver: SftpDriver, linked: Pa
     assert os.readlink(linked / "copies" / "folder" / "link") == "inner.txt"
     assert sorted(o.name for o in await driver.list(copied)) == ["inner.txt", "link"]
     assert temporaries(linked / "copies") == []
+
+
+async def test_copies_go_through_this_server_where_the_server_cannot_copy(
+    driver: SftpDriver, served: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(asyncssh.SFTPClient, "supports_remote_copy", property(lambda _: False))
+    data = os.urandom(2 * READ_CHUNK + 7)
+    (served / "tree").mkdir()
+    (served / "tree" / "data.bin").write_bytes(data)
+    (served / "tree" / "empty.bin").write_bytes(b"")
+    os.utime(served / "tree" / "data.bin", (1_600_000_000, 1_600_000_000))
+    target = await driver.make_dir(await driver.root_obj(), "target")
+    await driver.copy(await driver.get("/tree"), target)
+    assert (served / "target" / "tree" / "data.bin").read_bytes() == data
+    assert (served / "target" / "tree" / "data.bin").stat().st_mtime == 1_600_000_000
+    assert (served / "target" / "tree" / "empty.bin").read_bytes() == b""
 
 
 async def test_remove_takes_links_not_their_targets(driver: SftpDriver, linked: Path) -> None:

@@ -49,6 +49,7 @@ from manifold.errors import (
     ManifoldError,
     NotAFile,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -92,6 +93,15 @@ def _failed(exc: Exception) -> ManifoldError:
     return ServerError(f"SFTP server error: {reason}")
 
 
+# What the library raises when the connection fails under a request.
+NETWORK = (
+    asyncssh.SFTPConnectionLost,
+    asyncssh.SFTPNoConnection,
+    asyncssh.DisconnectError,
+    asyncssh.ChannelOpenError,
+    OSError,
+)
+
 # The library's exceptions onto ``manifold.errors``. OpenSSH speaks SFTP version 3,
 # whose one ``SFTPFailure`` covers a taken name, a folder not empty and more: the
 # methods that can meet a taken name look at the target to tell.
@@ -104,6 +114,7 @@ ERRORS: ErrorTable = {
     asyncssh.SFTPDirNotEmpty: ObjectExists,
     asyncssh.SFTPNotADirectory: NotAFolder,
     asyncssh.SFTPFileIsADirectory: NotAFile,
+    asyncssh.SFTPOpUnsupported: NotSupported,
     asyncssh.SFTPConnectionLost: _gone,
     asyncssh.SFTPNoConnection: _gone,
     asyncssh.SFTPError: _failed,
@@ -362,7 +373,13 @@ class SftpDriver(Driver[Addition]):
         open: a request whose answer was lost with its connection may have made it,
         and the reconnect then removes it before the second try makes it anew."""
         self._leftovers.add((temp, False))
-        file = await sftp.open(temp, "xb")
+        try:
+            file = await sftp.open(temp, "xb")
+        except NETWORK:
+            raise
+        except BaseException:
+            self._leftovers.discard((temp, False))  # refused: nothing was made
+            raise
         self._leftovers.discard((temp, False))
         return file
 
@@ -411,7 +428,7 @@ class SftpDriver(Driver[Addition]):
         """The attributes of a link's target; None for a broken link that is skipped."""
         try:
             return await sftp.stat(path)
-        except (asyncssh.SFTPConnectionLost, asyncssh.SFTPNoConnection):
+        except NETWORK:
             raise
         except asyncssh.SFTPError as exc:
             if self.options.ignore_symlink_error:
