@@ -44,12 +44,9 @@ from manifold.errors import (
 )
 from manifold.models import Storage
 from manifold.testing.conformance import (
-    AWKWARD_NAMES,
     DriverConformance,
     DriverFactory,
-    Place,
     chunks,
-    find,
     put_bytes,
     read_obj,
 )
@@ -130,18 +127,6 @@ class TestSftpConformance(DriverConformance):
             return wrap(await started(key_options(sshd, served)), CONFIG)
 
         return build
-
-    # The suite's version asks ``type(driver).capabilities()``, which raises TypeError
-    # for a driver wrapped in its layers (``Layer.capabilities`` is an instance method),
-    # the form the suite asks for. The same checks, asking the instance.
-    @pytest.mark.parametrize("name", AWKWARD_NAMES)
-    async def test_awkward_file_name(self, driver: Driver[Any], place: Place, name: str) -> None:
-        data = name.encode() * 3
-        await put_bytes(driver, place.obj, name, data)
-        listed = find(await driver.list(place.obj), name)
-        assert await read_obj(driver, listed) == data
-        assert "get" in driver.capabilities()
-        assert (await driver.get(place.child(name))).name == name
 
 
 def temporaries(folder: Path) -> list[str]:
