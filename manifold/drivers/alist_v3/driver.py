@@ -12,13 +12,17 @@ Every call sends ``meta_password`` as the remote's folder password. Listings ask
 everything at once (``per_page`` 0). A link is the remote's ``raw_url`` (its ``/d``,
 which serves or redirects), valid for as long as its sign says; with
 ``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
-makes links per client makes them for this one.
+makes links per client makes them for this one. With ``tls_insecure_skip_verify`` an
+``https`` link is read here instead (a range reader over the unverified pool): the
+server, fetching the URL itself, would check the certificate again.
 
 Uploads stream to ``PUT /api/fs/put`` with the size as ``Content-Length`` (chunked when
 unknown, which Manifold accepts and AList v3.45 refuses). The remote stores the file
 only once every byte has arrived; a stream that ends short or runs long is cut off
 mid-request, so the remote sees a broken upload and keeps nothing. ``Overwrite:
-false`` asks the remote to keep a taken name.
+false`` asks the remote to keep a taken name. The first MiB is read before sending,
+so an upload no longer than that is sent again after a renewed login; a longer one
+whose session ended meanwhile fails as temporary (its token renewed for the next try).
 
 Copies: within one remote storage the remote copies before it answers; between two it
 answers with copy tasks, which are followed (``/api/task/copy/info``) until they end.
@@ -81,31 +85,67 @@ INTO_ITSELF = "the destination folder is a subfolder of the source folder"
 # How often a copy task of the remote is asked after, at first and at most (seconds).
 TASK_POLL_FIRST = 0.05
 TASK_POLL_LONGEST = 1.0
+READ_CHUNK = 1 << 20
+# Bytes of an upload read before it is sent, so that a small one can be sent again.
+REPLAYABLE = 1 << 20
 
 
-class _Counted:
+class _Body:
     """An upload's bytes as sent, checked against its declared size on the way.
 
-    Too many or too few raise ``InvalidRequest`` inside the request body, so the
-    request breaks off before it is complete and the remote stores nothing.
+    The first ``REPLAYABLE`` bytes are read before the request starts: an upload no
+    longer than that can be sent again after a renewed login. Too many or too few
+    bytes raise ``InvalidRequest`` inside the request body, so the request breaks
+    off before it is complete and the remote stores nothing.
     """
 
     def __init__(self, stream: AsyncIterator[bytes], size: int | None) -> None:
         self._stream = stream
         self._size = size
-        self.started = False
+        self._head: builtins.list[bytes] = []
+        self._whole = False
+        self._streamed = False
+
+    async def read_ahead(self) -> None:
+        """Read the head; an upload that ends within it is checked at once."""
+        kept = 0
+        while kept < REPLAYABLE:
+            data = await anext(self._stream, None)
+            if data is None:
+                self._whole = True
+                _check_count(kept, self._size, whole=True)
+                return
+            kept += len(data)
+            _check_count(kept, self._size, whole=False)
+            if data:
+                self._head.append(data)
+
+    @property
+    def replayable(self) -> bool:
+        return self._whole or not self._streamed
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        sent, size = 0, self._size
+        for data in self._head:
+            yield data
+        if self._whole:
+            return
+        sent = sum(len(data) for data in self._head)
         async for data in self._stream:
-            self.started = True
+            self._streamed = True
             sent += len(data)
-            if size is not None and sent > size:
-                raise InvalidRequest(f"upload is longer than its size of {size} bytes")
+            _check_count(sent, self._size, whole=False)
             if data:
                 yield data
-        if size is not None and sent != size:
-            raise InvalidRequest(f"upload ended after {sent} of {size} bytes")
+        _check_count(sent, self._size, whole=True)
+
+
+def _check_count(sent: int, size: int | None, *, whole: bool) -> None:
+    if size is None:
+        return
+    if sent > size:
+        raise InvalidRequest(f"upload is longer than its size of {size} bytes")
+    if whole and sent != size:
+        raise InvalidRequest(f"upload ended after {sent} of {size} bytes")
 
 
 class AListV3Driver(Driver[Addition]):
@@ -135,10 +175,10 @@ class AListV3Driver(Driver[Addition]):
             raise InvalidRequest("url must start with http:// or https://")
         if options.username and not options.token:
             await self._login()
-        me = await self._api("GET", "/api/me")
+        me = await self._me()
         if options.username and me.get("username") != options.username:
             await self._login()
-            me = await self._api("GET", "/api/me")
+            me = await self._me()
         if me.get("role") == ROLE_GUEST and not await self._mountable():
             raise PermissionDenied(NOT_MOUNTABLE)
 
@@ -181,6 +221,10 @@ class AListV3Driver(Driver[Addition]):
         url = str(data.get("raw_url") or "")
         if data.get("is_dir") or not url:
             raise NotAFile()
+        if self.options.tls_insecure_skip_verify and url.startswith("https:"):
+            # The server would check the certificate this storage was told to skip:
+            # read the link here, through the unverified pool, instead.
+            return Link(reader=lambda offset, length: self._read(url, offset, length))
         return Link(url=url, expires_in=sign_expiry(url, time.time()))
 
     async def get(self, path: str) -> Obj:
@@ -227,11 +271,12 @@ class AListV3Driver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         path = child_path(dst_dir.path, validate_name(upload.name))
         headers = self._put_headers(path, upload)
-        body = _Counted(upload.stream, upload.size)
+        body = _Body(upload.stream, upload.size)
+        await body.read_ahead()
         token = self.options.token
         answer = await self._exchange("PUT", "/api/fs/put", token, headers=headers, content=body)
         if answer.code == 401 and await self._renew(token):
-            if body.started:  # the bytes are gone: the caller sends them again
+            if not body.replayable:  # the bytes are gone: the caller sends them again
                 raise TemporaryFailure("request failed: the session ended during the upload")
             answer = await self._exchange(
                 "PUT", "/api/fs/put", self.options.token, headers=headers, content=body
@@ -239,6 +284,34 @@ class AListV3Driver(Driver[Addition]):
         if not answer.ok:
             raise answer.error()
         return await self._lookup(path)
+
+    async def _read(self, url: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes ``[offset, offset + length)`` of the link ``url``."""
+        headers = {}
+        if offset or length is not None:
+            end = "" if length is None else str(offset + length - 1)
+            headers["Range"] = f"bytes={offset}-{end}"
+        client = self.resources.http(verify=not self.options.tls_insecure_skip_verify)
+        with translating(self._errors):
+            async with client.stream(
+                "GET", url, headers=headers, follow_redirects=True
+            ) as response:
+                if response.status_code == 416:
+                    return  # the range starts past the end
+                if response.status_code >= 400:
+                    raise status_error(response.status_code, response.reason_phrase)
+                # A server that ignores Range answers 200 with everything: cut it here.
+                skip = offset if response.status_code == 200 else 0
+                left = length
+                async for data in response.aiter_bytes(READ_CHUNK):
+                    cut = min(skip, len(data))
+                    data, skip = data[cut:], skip - cut
+                    if left is not None:
+                        data, left = data[:left], left - min(left, len(data))
+                    if data:
+                        yield data
+                    if left == 0:
+                        return
 
     # --- the remote's API ---------------------------------------------------------
 
@@ -272,7 +345,7 @@ class AListV3Driver(Driver[Addition]):
         json: Any = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: _Counted | None = None,
+        content: _Body | None = None,
     ) -> Envelope:
         """One request; an HTTP 401 reads as the envelope's 401, another HTTP error
         status as AList's ``request failed, status: ...``."""
@@ -321,6 +394,13 @@ class AListV3Driver(Driver[Addition]):
             await self.save_options()
         except ManifoldError as exc:  # the token works anyway; the next start logs in
             log.warning("saving the new token of %s failed: %s", self.storage.mount_path, exc)
+
+    async def _me(self) -> dict[str, Any]:
+        """The remote's user for the current session (its guest without one)."""
+        me = await self._api("GET", "/api/me")
+        if not isinstance(me, dict):
+            raise ServerError("request failed: /api/me gave no user")
+        return me
 
     async def _mountable(self) -> bool:
         data = await self._api("GET", "/api/public/settings")
