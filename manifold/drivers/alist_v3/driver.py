@@ -25,7 +25,10 @@ so an upload no longer than that is sent again after a renewed login; a longer o
 whose session ended meanwhile fails as temporary (its token renewed for the next try).
 
 Copies: within one remote storage the remote copies before it answers; between two it
-answers with copy tasks, which are followed (``/api/task/copy/info``) until they end.
+answers with copy tasks, which are followed (``/api/task/copy/info``) until they end. A
+folder's task ends once it has made a task per entry, so a folder copy also waits
+while the remote lists undone copy tasks into the copy (by their names); a failure
+of one of those is not seen here, only that none is left running.
 The remote's remove succeeds for a missing name, so a removal looks the object up
 first. ``forward_archive_requests`` has no effect: the driver contract has no archive
 hook, and archives here are read through downloads like any other storage's.
@@ -70,9 +73,11 @@ from .remote import (
     TASK_SUCCEEDED,
     Envelope,
     child_path,
+    copies_into,
     entry_obj,
     envelope_error,
     is_inside,
+    joined,
     parent_path,
     sign_expiry,
     status_error,
@@ -159,6 +164,10 @@ class AListV3Driver(Driver[Addition]):
         super().__init__(storage, options)
         self._own_resources = self.resources
         self._renewing = asyncio.Lock()
+        # The remote user's base path: task names show full paths on the remote.
+        self._base_path = "/"
+        # The token whose renewal the remote refused (the login failed), if any.
+        self._refused_with: str | None = None
         self._errors: ErrorTable = {
             httpx.RequestError: self._network_error,
             httpx.UnsupportedProtocol: self._bad_url,
@@ -179,6 +188,7 @@ class AListV3Driver(Driver[Addition]):
         if options.username and me.get("username") != options.username:
             await self._login()
             me = await self._me()
+        self._base_path = str(me.get("base_path") or "/")
         if me.get("role") == ROLE_GUEST and not await self._mountable():
             raise PermissionDenied(NOT_MOUNTABLE)
 
@@ -258,9 +268,13 @@ class AListV3Driver(Driver[Addition]):
             raise ObjectExists()  # the source itself holds the name
         self._refuse_into_itself(src, dst_dir)
         data = await self._api("POST", "/api/fs/copy", json=self._pair(src, dst_dir))
-        for task in (data or {}).get("tasks") or []:
+        target = child_path(dst_dir.path, src.name)
+        tasks = (data or {}).get("tasks") or []
+        for task in tasks:
             await self._follow(task)
-        return await self._lookup(child_path(dst_dir.path, src.name))
+        if tasks and src.is_dir:
+            await self._wait_for_copies_into(target)
+        return await self._lookup(target)
 
     async def remove(self, obj: Obj) -> None:
         # The remote answers success for a missing name: look first, to say so.
@@ -376,9 +390,17 @@ class AListV3Driver(Driver[Addition]):
         async with self._renewing:
             if self.options.token != stale:
                 return True  # another call has renewed it meanwhile
-            if not self.options.username:
+            if not self.options.username or self._refused_with == stale:
                 return False
-            await self._login()
+            try:
+                await self._login()
+            except TemporaryFailure:
+                raise
+            except ManifoldError:
+                # Refused (a changed password): calls after this one do not try again,
+                # or they would lock the remote account out. Editing the storage does.
+                self._refused_with = stale
+                raise
             return True
 
     async def _login(self) -> None:
@@ -434,6 +456,20 @@ class AListV3Driver(Driver[Addition]):
             task = answer.data
         if task.get("state") != TASK_SUCCEEDED:
             raise envelope_error(500, str(task.get("error") or "copy task failed"))
+
+    async def _wait_for_copies_into(self, target: str) -> None:
+        """Wait while the remote has copy tasks under way into ``target``: a folder's
+        copy task makes one task per entry, and ends before they do."""
+        full = joined(self._base_path, target)
+        delay = TASK_POLL_FIRST
+        while True:
+            answer = await self._exchange("GET", "/api/task/copy/undone", self.options.token)
+            if not answer.ok or not isinstance(answer.data, builtins.list):
+                return
+            if not any(copies_into(task, full) for task in answer.data):
+                return
+            await asyncio.sleep(delay)
+            delay = min(TASK_POLL_LONGEST, delay * 2)
 
     # --- request parts ------------------------------------------------------------
 

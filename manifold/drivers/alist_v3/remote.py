@@ -6,6 +6,7 @@ Pure functions of the remote's answers; the driver does the asking.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +38,8 @@ TASK_DONE = frozenset({2, 4, 7})
 # AList's and Manifold's texts for a taken name: ``file exists``, ``file [a.txt]
 # exists`` (a write without overwrite) and ``object already exists`` (the driver's).
 _EXISTS = re.compile(r"(file (\[.*\] )?exists|already exists)$", re.IGNORECASE)
+# A copy task's name ends with where it copies to: `` to [<mount path>](<folder>)``.
+_COPY_TARGET = re.compile(r" to \[(.*)\]\((.*)\)$")
 # HTTP statuses worth trying again: the remote or a proxy before it is busy or down.
 _TEMPORARY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -165,3 +168,16 @@ def is_inside(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or lies below it (both clean remote paths)."""
     folder = folder.rstrip("/")
     return path == folder or path.startswith(folder + "/") or folder == ""
+
+
+def joined(*parts: str) -> str:
+    """The clean absolute path of ``parts`` joined."""
+    return posixpath.normpath("/" + "/".join(parts)).replace("//", "/")
+
+
+def copies_into(task: Any, folder: str) -> bool:
+    """Whether the remote copy task ``task`` copies into ``folder`` or below it (a full
+    path on the remote), by the task's name."""
+    name = task.get("name") if isinstance(task, dict) else None
+    found = _COPY_TARGET.search(name) if isinstance(name, str) else None
+    return found is not None and is_inside(joined(found[1], found[2]), folder)
