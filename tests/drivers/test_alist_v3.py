@@ -31,10 +31,8 @@ from manifold.errors import (
 from manifold.models import Obj, Storage
 from manifold.services.fs.streams import open_range
 from manifold.testing.conformance import (
-    AWKWARD_NAMES,
     DriverConformance,
     DriverFactory,
-    Place,
     chunks,
     put_bytes,
     read_obj,
@@ -112,16 +110,6 @@ class TestAListV3Conformance(DriverConformance):
             return await mounted(remote)
 
         return factory
-
-    # The suite asks ``type(driver).capabilities()``, a classmethod on a driver class
-    # but an instance method on the layers ``wrap`` puts around it: the TypeError comes
-    # after the put, the listing and the read back, which pass. The lookup by name is
-    # checked by ``test_awkward_names_are_found_by_get`` below.
-    @pytest.mark.xfail(raises=TypeError, strict=True, reason="suite asks a layer's class")
-    @pytest.mark.parametrize("name", AWKWARD_NAMES)
-    async def test_awkward_file_name(self, driver: Driver[Any], place: Place, name: str) -> None:
-        assert "get" in driver.capabilities()  # what the failing line means to ask
-        await super().test_awkward_file_name(driver, place, name)
 
 
 # --- options and configuration -----------------------------------------------------
@@ -351,18 +339,6 @@ async def test_certificates_are_checked_unless_the_admin_said_otherwise(
 
 
 # --- behaviour --------------------------------------------------------------------
-
-
-async def test_awkward_names_are_found_by_get(remote: Remote) -> None:
-    driver = await mounted(remote)
-    try:
-        folder = await fresh_folder(driver)
-        for name in AWKWARD_NAMES:
-            await put_bytes(driver, folder, name, name.encode())
-            found = await driver.get(f"/{folder.name}/{name}")
-            assert (found.name, found.size) == (name, len(name.encode()))
-    finally:
-        await driver.drop()
 
 
 async def test_a_meta_password_is_sent_with_every_call(remote: Remote) -> None:
