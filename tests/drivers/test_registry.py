@@ -81,7 +81,7 @@ def test_every_driver_package_is_discovered() -> None:
     )
     found = registry.builtin_registry().all()
     assert len(found) == len(packages)
-    assert {d.name for d in found} == {"Local", "Alias"}
+    assert {d.name for d in found} == {"Local", "Alias", "FTP"}
     assert all(d.available for d in found)
 
 

@@ -135,6 +135,10 @@ class DataChannel:
     def close(self) -> None:
         self.writer.close()
 
+    def abort(self) -> None:
+        """Drop the connection at once, unread bytes and TLS goodbye and all."""
+        self.writer.transport.abort()
+
     async def shut(self) -> None:
         """Close after the last byte went (and TLS said goodbye), so the server sees a
         whole file rather than a cut connection."""
@@ -306,7 +310,7 @@ class Connection:
         """End a download before its end: close the data connection, then ``ABOR``, and
         read every reply up to ``NOOP``'s (the transfer's own ``226`` or ``426``, the
         abort's, in whatever mix the server sends)."""
-        data.close()
+        data.abort()
         try:
             await self.client.stream.write(b"ABOR\r\nNOOP\r\n")
             for _ in range(RESYNC_REPLIES):
