@@ -35,6 +35,7 @@ port, root, user, password, low = sys.argv[1:6]
 logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 authorizer = DummyAuthorizer()
 authorizer.add_user(user, password, root, perm="elradfmwMT")
+authorizer.add_user("reader", password, root, perm="elr")
 FTPHandler.authorizer = authorizer
 FTPHandler.passive_ports = range(int(low), int(low) + 200)
 FTPServer(("127.0.0.1", int(port)), FTPHandler).serve_forever()
@@ -62,6 +63,8 @@ class FtpServer:
     # Text in the command line of every process of this server (vsftpd's sessions leave
     # the daemon's process group, so killing the group does not reach them).
     marker: str = ""
+    # A user who may only read (pyftpdlib only), with the same password.
+    reader: str = ""
     cleanup: list[Path] = field(default_factory=list)
 
     @property
@@ -129,7 +132,7 @@ def pyftpdlib_server(workdir: Path) -> FtpServer:
     argv = [sys.executable, "-u", str(script), str(port), str(root), "tester", password, str(low)]
     daemon = Daemon("pyftpdlib", argv, lambda: port_open(port), log)
     daemon.start()
-    return FtpServer("pyftpdlib", port, root, "tester", password, daemon, log)
+    return FtpServer("pyftpdlib", port, root, "tester", password, daemon, log, reader="reader")
 
 
 def _system_user(password: str) -> pwd.struct_passwd:

@@ -21,7 +21,6 @@ from manifold.drivers.ftp.listing import LINK, Entry, parse_list, parse_mlsx
 from manifold.drivers.ftp.meta import CONFIG, Addition
 from manifold.errors import (
     InvalidRequest,
-    ManifoldError,
     ObjectNotFound,
     PermissionDenied,
     TemporaryFailure,
@@ -464,11 +463,13 @@ async def test_a_restart_while_idle_costs_no_call(ftp_server: FtpServer) -> None
     driver = await started(ftp_server)
     folder = await fresh_folder(driver)
     await put(driver, folder, "before.txt", b"b")
+    logins = driver.pool.logins
     ftp_server.crash()
     ftp_server.start()
     # Not retried by any layer: the driver replaces the dead connection by itself.
     renamed = await driver.rename((await driver.list(folder))[0], "after.txt")
     assert renamed.name == "after.txt"
+    assert driver.pool.logins == logins + 1  # one new connection served both calls
     await driver.drop()
 
 
@@ -527,7 +528,30 @@ async def test_mounted_through_the_api(api: Api, pyftpd: FtpServer) -> None:
     assert pyftpd.files() == []
 
 
-async def test_errors_are_manifold_errors(ftp: FtpDriver) -> None:
+async def test_names_ftp_cannot_carry_are_refused(ftp: FtpDriver) -> None:
     folder = await fresh_folder(ftp)
-    with pytest.raises(ManifoldError):
-        await ftp.make_dir(folder, "bad\nname")
+    for bad in ("line\nbreak", "carriage\rreturn"):
+        with pytest.raises(InvalidRequest):
+            await ftp.make_dir(folder, bad)
+        with pytest.raises(InvalidRequest):
+            await put(ftp, folder, bad, b"x")
+    assert await ftp.list(folder) == []
+
+
+@only_pyftpdlib
+async def test_a_read_only_login_is_refused_writes(ftp: FtpDriver, ftp_server: FtpServer) -> None:
+    folder = await fresh_folder(ftp)
+    obj = await put(ftp, folder, "theirs.txt", b"theirs")
+    reader = await started(ftp_server, username=ftp_server.reader)
+    [seen] = await reader.list(folder)
+    assert await read_obj(reader, seen) == b"theirs"
+    with pytest.raises(PermissionDenied):
+        await put(reader, folder, "mine.txt", b"mine")
+    with pytest.raises(PermissionDenied):
+        await reader.make_dir(folder, "sub")
+    with pytest.raises(PermissionDenied):
+        await reader.remove(seen)
+    with pytest.raises(PermissionDenied):
+        await reader.rename(seen, "renamed.txt")
+    assert [o.name for o in await ftp.list(folder)] == [obj.name]
+    await reader.drop()

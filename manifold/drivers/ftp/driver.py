@@ -65,7 +65,7 @@ CLEANUP_SECONDS = 10.0
 # A temporary this old is left over from a process that died mid-upload.
 STALE_AFTER = timedelta(days=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_REFUSALS = ("permission", "denied", "not allowed", "forbidden")
+_REFUSALS = ("permission", "denied", "not allowed", "forbidden", "privilege")
 
 
 def _from_reply(exc: ReplyError) -> ManifoldError:
