@@ -19,109 +19,45 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import codecs
 import posixpath
 import secrets
-import ssl
 from collections.abc import AsyncIterator
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit
 
 import aioftp
 
 from manifold.drivers.base import (
     RESERVED_PREFIX,
     Driver,
-    ErrorTable,
     LinkArgs,
     Upload,
-    translating,
     validate_name,
 )
+from manifold.drivers.ftp.errors import ftp_errors
 from manifold.drivers.ftp.listing import LINK, Entry, parse_list, parse_mlsx
-from manifold.drivers.ftp.meta import CONFIG, TLS_MODES, Addition
+from manifold.drivers.ftp.meta import CONFIG, Addition
 from manifold.drivers.ftp.pool import ConnectionPool
 from manifold.drivers.ftp.protocol import Connection, DataChannel, Endpoint, ReplyError
+from manifold.drivers.ftp.settings import clean_root, endpoint
 from manifold.errors import (
     InvalidRequest,
-    ManifoldError,
     NotAFile,
     NotAFolder,
-    NotSupported,
     ObjectExists,
     ObjectNotFound,
-    PermissionDenied,
     ServerError,
     TemporaryFailure,
 )
 from manifold.models import Link, Obj, Storage
 
 CHUNK = 1 << 16
-CONNECT_SECONDS = 10.0
 # Seconds ``drop`` waits for deletions of temporaries still under way.
 CLEANUP_SECONDS = 10.0
 # A temporary this old is left over from a process that died mid-upload.
 STALE_AFTER = timedelta(days=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_REFUSALS = ("permission", "denied", "not allowed", "forbidden", "privilege")
-
-
-def _from_reply(exc: ReplyError) -> ManifoldError:
-    """A refusal by the server as the matching ``manifold.errors`` class."""
-    code, text = exc.code, exc.text.lower()
-    if code.startswith("4"):
-        return TemporaryFailure(f"FTP server: {exc}")
-    if exc.verb == "AUTH TLS":
-        return InvalidRequest(f"the FTP server does not offer explicit TLS ({exc})")
-    if exc.verb == "login" or code == "530":
-        return PermissionDenied(f"FTP login refused: {exc.code} {exc.text}")
-    if code == "553":
-        return PermissionDenied() if "permission" in text else InvalidRequest(f"FTP: {exc}")
-    if any(word in text for word in _REFUSALS):
-        return PermissionDenied()
-    if code in ("550", "450"):
-        return ObjectNotFound()
-    if code in ("500", "502", "504"):
-        return NotSupported(f"the FTP server does not support {exc.verb}")
-    return ServerError(f"FTP: {exc}")
-
-
-def _unreachable(exc: BaseException) -> ManifoldError:
-    return TemporaryFailure(f"FTP server unreachable: {type(exc).__name__}: {exc}")
-
-
-def _timed_out(exc: BaseException) -> ManifoldError:
-    return TemporaryFailure("the FTP server did not answer in time")
-
-
-def _bad_certificate(exc: ssl.SSLCertVerificationError) -> ManifoldError:
-    return TemporaryFailure(f"the FTP server's certificate was refused: {exc.verify_message}")
-
-
-def _garbled(exc: BaseException) -> ManifoldError:
-    return ServerError(f"FTP: unexpected answer: {type(exc).__name__}: {exc}")
-
-
-def _undecodable(exc: BaseException) -> ManifoldError:
-    return InvalidRequest(f"FTP: a name does not fit the storage's encoding: {exc}")
-
-
-ERRORS: ErrorTable = {
-    ReplyError: _from_reply,
-    aioftp.StatusCodeError: _garbled,
-    ssl.SSLCertVerificationError: _bad_certificate,
-    OSError: _unreachable,  # refused, reset, TLS and the rest of the socket's errors
-    EOFError: _unreachable,
-    TimeoutError: _timed_out,
-    UnicodeError: _undecodable,
-    ValueError: _garbled,
-}
-
-
-def ftp_errors() -> AbstractContextManager[None]:
-    return translating(ERRORS)
 
 
 def _join(folder: str, name: str) -> str:
@@ -172,7 +108,7 @@ class FtpDriver(Driver[Addition]):
 
     async def init(self) -> None:
         """Check the options, log in and find the root folder."""
-        self._endpoint = _endpoint(self.options)
+        self._endpoint = endpoint(self.options)
         self._root = await self.pool.run(self._find_root)
 
     async def drop(self) -> None:
@@ -192,7 +128,7 @@ class FtpDriver(Driver[Addition]):
         return Link(reader=lambda offset, length: self._read(path, offset, length))
 
     async def root_obj(self) -> Obj:
-        root = self._root or _clean_root(self.options.root_folder_path)
+        root = self._root or clean_root(self.options.root_folder_path)
         modified = self.storage.modified or _EPOCH
         return Obj(name="", size=0, is_dir=True, modified=modified, path=root)
 
@@ -263,7 +199,7 @@ class FtpDriver(Driver[Addition]):
         return conn
 
     async def _find_root(self, conn: Connection) -> str:
-        root = _clean_root(self.options.root_folder_path)
+        root = clean_root(self.options.root_folder_path)
         with ftp_errors():
             if not root.startswith("/"):  # relative to the folder the login starts in
                 reply = await conn.do("PWD")
@@ -518,58 +454,6 @@ async def _check_stored(conn: Connection, path: str, written: int) -> None:
 def _obj(folder: str, entry: Entry) -> Obj:
     modified = entry.modified or _EPOCH
     return Obj(entry.name, entry.size, entry.is_dir, modified, path=_join(folder, entry.name))
-
-
-def _clean_root(text: str) -> str:
-    root = text.strip() or "/"
-    return posixpath.normpath(root) if root != "/" else root
-
-
-def _endpoint(options: Addition) -> Endpoint:
-    host, port = _address(options.address)
-    encoding = options.encoding.strip() or "utf-8"
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise InvalidRequest(f"unknown encoding: {encoding}") from None
-    return Endpoint(
-        host=host,
-        port=port,
-        user=options.username,
-        password=options.password,
-        encoding=encoding,
-        tls=_tls_context(options),
-        connect_timeout=CONNECT_SECONDS,
-        io_timeout=CONFIG.idle_timeout,
-    )
-
-
-def _address(text: str) -> tuple[str, int]:
-    """``host``, ``host:port`` or ``[v6]:port``; the text itself is never echoed, in
-    case someone typed credentials into it."""
-    text = text.strip()
-    if not text or "://" in text or "@" in text:
-        raise InvalidRequest("address must be host:port")
-    try:
-        parts = urlsplit("//" + text)
-        host, port = parts.hostname, parts.port or 21
-    except ValueError:
-        raise InvalidRequest("address must be host:port") from None
-    if not host:
-        raise InvalidRequest("address must be host:port")
-    return host, port
-
-
-def _tls_context(options: Addition) -> ssl.SSLContext | None:
-    if options.tls not in TLS_MODES:
-        raise InvalidRequest(f"tls must be one of {', '.join(TLS_MODES)}")
-    if options.tls == "none":
-        return None
-    context = ssl.create_default_context()
-    if options.tls_insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 DRIVER = FtpDriver
