@@ -48,6 +48,8 @@ class S3Server:
         self.client: Any = None
 
     async def start(self) -> S3Server:
+        if self.daemon.running:
+            return self
         self.daemon.start()
         if self.client is None:
             config = AioConfig(

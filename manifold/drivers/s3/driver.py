@@ -470,21 +470,35 @@ class S3Driver(Driver[Addition]):
             )
 
     async def _each(self, items: Iterable[T], work: Callable[[T], Awaitable[None]]) -> None:
-        """``work`` on every item, ``TREE_CONCURRENCY`` at a time; the first failure
-        stops the rest and is raised."""
+        """``work`` on every item, ``TREE_CONCURRENCY`` at a time.
+
+        The first failure (or the caller's cancellation) stops new work, and the
+        requests under way are let finish before it is raised: a request cancelled
+        on this side may still be carried out by the store, after a clean-up that
+        was meant to undo it.
+        """
         queue = iter(items)
+        failures: builtins.list[BaseException] = []
 
         async def worker() -> None:
             for item in queue:
-                await work(item)
+                if failures:
+                    return
+                try:
+                    await work(item)
+                except Exception as exc:
+                    failures.append(exc)
 
-        workers = [asyncio.ensure_future(worker()) for _ in range(self.TREE_CONCURRENCY)]
+        workers = asyncio.gather(*(worker() for _ in range(self.TREE_CONCURRENCY)))
         try:
-            await asyncio.gather(*workers)
-        finally:
-            for running in workers:
-                running.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await asyncio.shield(workers)
+        except asyncio.CancelledError:
+            failures.append(asyncio.CancelledError())
+            with suppress(BaseException):
+                await workers
+            raise
+        if failures:
+            raise failures[0]
 
 
 def _file_obj(path: str, size: int, modified: datetime) -> Obj:

@@ -35,6 +35,8 @@ LARGEST_PART = 5 << 30
 PARTS_PER_SIZE = 1_000
 # Seconds an abort may take when the storage is dropped.
 ABORT_SECONDS = 5.0
+# Seconds a part under way may take to end before its upload is aborted.
+SETTLE_SECONDS = 10.0
 
 # Clean-ups that outlive a cancelled caller, kept referenced until they end.
 _BACKGROUND: set[asyncio.Future[Any]] = set()
@@ -116,9 +118,7 @@ class Uploader:
                 sending = None
         finally:
             if sending is not None:
-                sending.cancel()
-                with suppress(BaseException):
-                    await sending
+                await _settle(sending)
         return parts, count
 
     async def _part(self, key: str, upload_id: str, number: int, data: bytes) -> dict[str, Any]:
@@ -208,6 +208,17 @@ def _gone(exc: Exception) -> bool:
     """Whether the store says the upload no longer exists (aborted or completed)."""
     cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
     return isinstance(cause, ClientError) and answer(cause)[0] == "NoSuchUpload"
+
+
+async def _settle(sending: asyncio.Future[Any]) -> None:
+    """Let a part under way end before the upload is aborted (a part the store takes
+    after the abort would linger), giving up on it after ``SETTLE_SECONDS``."""
+    with suppress(BaseException):
+        async with asyncio.timeout(SETTLE_SECONDS):
+            await asyncio.shield(sending)
+    sending.cancel()
+    with suppress(BaseException):
+        await sending
 
 
 def _check_count(count: int, size: int | None) -> None:
