@@ -29,6 +29,46 @@ ACCESS_KEY = "manifold-test-access"
 SECRET_KEY = "manifold-test-SECRET-do-not-show"
 
 
+# A TCP relay in a process of its own: a test kills it to cut the driver off from a
+# store that keeps its state (moto forgets everything when it is killed itself).
+RELAY = """
+import asyncio, sys
+
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+async def serve(reader, writer):
+    try:
+        upstream = await asyncio.open_connection("127.0.0.1", int(sys.argv[2]))
+    except OSError:
+        writer.close()
+        return
+    await asyncio.gather(pipe(reader, upstream[1]), pipe(upstream[0], writer))
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", int(sys.argv[1]))
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+def relay(log_dir: Path, target: int) -> tuple[Daemon, str]:
+    """A relay to ``target`` (started), and the endpoint that reaches the store through it."""
+    port = free_port()
+    argv = [sys.executable, "-c", RELAY, str(port), str(target)]
+    daemon = Daemon(f"relay-{port}", argv, lambda: port_open(port), log_dir / f"relay-{port}.log")
+    return daemon.start(), f"http://127.0.0.1:{port}"
+
+
 class S3Server:
     """One moto server and an admin client for it."""
 

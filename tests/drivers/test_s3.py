@@ -4,6 +4,7 @@ links, multipart uploads, folder operations that fail midway, faults, and the AP
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from manifold.drivers.base import Driver, LinkArgs, Upload
+from manifold.drivers.registry import builtin_registry
 from manifold.drivers.s3.driver import S3Driver
 from manifold.drivers.s3.meta import CONFIG
 from manifold.errors import (
@@ -23,7 +25,7 @@ from manifold.errors import (
     ObjectNotFound,
     TemporaryFailure,
 )
-from manifold.models import Obj
+from manifold.models import Obj, Storage
 from manifold.services.fs.streams import open_range
 from manifold.testing.conformance import (
     AWKWARD_NAMES,
@@ -40,7 +42,7 @@ from manifold.testing.conformance import (
 )
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
-from tests.drivers.s3_server import SECRET_KEY, S3Server, s3_driver, started
+from tests.drivers.s3_server import SECRET_KEY, S3Server, relay, s3_driver, started
 from tests.fixtures.processes import free_port
 
 BUCKET = "manifold-s3-tests"
@@ -233,6 +235,21 @@ async def test_missing_options_are_named_without_echoing_the_others(s3: S3Server
     with pytest.raises(InvalidRequest) as caught:
         await s3_driver(s3, "", access_key_id="")
     assert caught.value.message == "bucket, access_key_id is required"
+    assert SECRET_KEY not in caught.value.message
+
+
+async def test_an_endpoint_that_is_no_url_is_refused_at_init(s3: S3Server) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        await s3_driver(s3, BUCKET, endpoint="http://[::1")
+    assert caught.value.message == "endpoint is not a valid URL"
+
+
+def test_an_addition_that_fails_validation_does_not_echo_the_secret() -> None:
+    addition = json.dumps({"bucket": "b", "secret_access_key": SECRET_KEY})  # no root
+    storage = Storage(id=1, mount_path="/s3", driver="S3", addition=addition)
+    with pytest.raises(InvalidRequest) as caught:
+        builtin_registry().build(storage)
+    assert "root_folder_path" in caught.value.message
     assert SECRET_KEY not in caught.value.message
 
 
@@ -554,6 +571,35 @@ async def test_a_server_killed_during_an_upload_fails_it_as_temporary_and_it_com
     assert await fragile.keys("fragile") == []
     assert await fragile.uploads("fragile") == []
     await works_again(fragile, driver)
+
+
+async def test_an_upload_cut_off_midway_is_aborted_once_the_store_is_reachable(
+    s3: S3Server, logs: Path, folder: str, drivers: Drivers
+) -> None:
+    cutter, endpoint = relay(logs, s3.port)
+    try:
+        driver = await drivers(s3, BUCKET, SmallParts, endpoint=endpoint)
+        target = await made(driver, folder)
+
+        async def cut_off() -> AsyncIterator[bytes]:
+            yield os.urandom(6 * MIB)
+            cutter.kill()
+            yield os.urandom(6 * MIB)
+
+        with pytest.raises(TemporaryFailure):
+            await driver.put(target, Upload("half.bin", cut_off(), 12 * MIB, None))
+        half = f"{folder}/half.bin"
+        assert half in await s3.uploads(BUCKET)  # its abort could not reach the store
+        cutter.start()
+        await put_bytes(driver, target, "next.bin", b"next")
+        for _ in range(100):  # the abort is tried again behind the next upload
+            if half not in await s3.uploads(BUCKET):
+                break
+            await asyncio.sleep(0.1)
+        assert half not in await s3.uploads(BUCKET)
+        assert await s3.keys(BUCKET, f"{folder}/") == [f"{folder}/.alist", f"{folder}/next.bin"]
+    finally:
+        cutter.stop()
 
 
 # --- through the API --------------------------------------------------------------------

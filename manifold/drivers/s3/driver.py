@@ -127,6 +127,9 @@ class S3Driver(Driver[Addition]):
             with translating(ERRORS):
                 await self._connect(stack)
                 await self._client.head_bucket(Bucket=options.bucket)
+        except ValueError as exc:  # botocore's word for an endpoint it cannot parse
+            await stack.aclose()
+            raise InvalidRequest("endpoint is not a valid URL") from exc
         except ObjectNotFound as exc:
             await stack.aclose()
             raise ObjectNotFound(f"bucket {options.bucket} not found") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ConfigDict
+
 from manifold.drivers.base import DriverConfig, RootPath, option
 
 CONFIG = DriverConfig(
@@ -35,8 +37,11 @@ class Addition(RootPath):
 
     The required fields default to empty here and are checked by ``init``, so a
     storage saved without one fails with a plain status rather than a validation
-    error that would echo the whole addition (secret included).
+    error; and a validation error never shows the values it was given, since the
+    one for a missing key shows the whole addition, secret included.
     """
+
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     bucket: str = option("", required=True)
     endpoint: str = option("", required=True)
