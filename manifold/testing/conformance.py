@@ -551,7 +551,7 @@ class DriverConformance:
         await put_bytes(driver, place.obj, name, data)
         listed = find(await driver.list(place.obj), name)
         assert await read_obj(driver, listed) == data
-        if "get" in type(driver).capabilities():
+        if "get" in driver.capabilities():
             assert (await driver.get(place.child(name))).name == name
 
     @pytest.mark.parametrize("name", AWKWARD_NAMES)

@@ -718,3 +718,42 @@ async def test_unreadable_file_fails_before_the_response(
 ) -> None:
     with pytest.raises(error):
         await LocalFileResponse.open(str(served / name), name, {})
+
+
+async def test_proxy_range_serves_ranges_by_ranged_reads(
+    api: Api, upstream: HttpFileServer, services: Services
+) -> None:
+    config = DriverConfig(name="UrlRanged", proxy_range_option=True)
+    services.registry.register("UrlRanged", UrlDriver, UrlOptions, config)
+    admin = await api.login()
+    body = {"mount_path": "/ranged", "driver": "UrlRanged", "web_proxy": True,
+            "proxy_range": True, "addition": json.dumps({"base_url": upstream.base})}  # fmt: skip
+    assert (await api.post("/api/admin/storage/create", body, token=admin))["code"] == 200
+    data = UPSTREAM_FILES["movie.bin"]
+    headers = {"Range": "bytes=100-299", "X-Client": "c1"}
+    response = await api.client.get("/p" + signed(api, "/ranged/movie.bin"), headers=headers)
+    assert (response.status_code, response.content) == (206, data[100:300])
+    assert response.headers["content-range"] == f"bytes 100-299/{len(data)}"
+    assert "x-upstream" not in response.headers  # this server's answer, not the upstream's
+    method, target, sent = upstream.requests[-1]
+    assert (method, target, sent["range"]) == ("GET", "/files/movie.bin", "bytes=100-299")
+    assert "x-client" not in sent
+    assert (sent["x-from-link"], sent["referer"]) == ("yes", "https://link.test/")
+
+
+async def test_an_alias_fetches_a_proxied_url_in_parts(api: Api, remote: HttpFileServer) -> None:
+    admin = await api.login()
+    addition = {"paths": "/url", "download_concurrency": 3, "download_part_size": 1}
+    body = {"mount_path": "/parts", "driver": "Alias", "web_proxy": True,
+            "addition": json.dumps(addition)}  # fmt: skip
+    assert (await api.post("/api/admin/storage/create", body, token=admin))["code"] == 200
+    data = UPSTREAM_FILES["movie.bin"]
+    response = await api.client.get("/p" + signed(api, "/parts/movie.bin"))
+    assert (response.status_code, response.content) == (200, data)
+    ranges = [sent["range"] for _, target, sent in remote.requests if "range" in sent]
+    assert len(ranges) == -(-len(data) // 1024)  # one request a 1 KiB part
+    assert ranges[0] == "bytes=0-1023"
+    ranged = await api.client.get(
+        "/p" + signed(api, "/parts/movie.bin"), headers={"Range": "bytes=1500-2600"}
+    )
+    assert (ranged.status_code, ranged.content) == (206, data[1500:2601])

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from manifold.container import Services
 from manifold.drivers.base import DriverConfig, option
-from manifold.errors import TemporaryFailure
+from manifold.errors import PermissionDenied, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj
 from manifold.services.admin import storages
 from manifold.vfs import health
@@ -38,6 +38,10 @@ class Remote(InertDriver[RemoteOptions]):
         return (Path(self.options.flags) / name).exists()
 
     async def init(self) -> None:
+        with (Path(self.options.flags) / "inits").open("a") as log:
+            log.write("init\n")
+        if self.flag("denied"):
+            raise PermissionDenied("login refused")
         if self.flag("hang"):
             await asyncio.Event().wait()
         if self.flag("down"):
@@ -198,3 +202,17 @@ async def test_options_a_driver_renews_are_saved(api: Api, services: Services, f
     assert (await listing(admin))["code"] == 200
     stored = await admin.get("/api/admin/storage/get", params={"id": created["data"]["id"]})
     assert json.loads(stored["data"]["addition"])["token"] == "renewed-token"
+
+
+async def test_a_refused_login_is_not_tried_again_by_itself(
+    api: Api, services: Services, flags: Path
+) -> None:
+    # A password tried again and again can lock the account: only an edit retries it.
+    register(services, check_status=True)
+    admin = await api.as_admin()
+    (flags / "denied").touch()
+    assert (await create(admin, flags))["code"] == 500
+    for _ in range(3):
+        assert (await listing(admin))["message"] == "storage not init: login refused"
+        await services.storages.revived()
+    assert (flags / "inits").read_text().splitlines() == ["init"]

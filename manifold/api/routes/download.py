@@ -12,9 +12,11 @@ message).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from urllib.parse import quote
 
+import httpx
 from fastapi import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -36,6 +38,7 @@ from manifold.errors import (
 from manifold.models import Link, LinkArgs, Obj
 from manifold.paths import clean_path
 from manifold.services.fs.downloads import DownloadService, Target, query_pairs
+from manifold.services.fs.streams import open_range
 
 # HTTP statuses of /d and /p errors, looked up along the error's class hierarchy.
 _STATUS: dict[type[ManifoldError], int] = {
@@ -125,8 +128,22 @@ async def _proxy(
     if not link.url:
         raise ObjectNotFound("link has neither a file, a URL nor a reader")
     url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
+    if target.config.proxy_range_option and target.storage.proxy_range:
+        # ``proxy_range``: this server answers ranges itself, reading the upstream a
+        # range at a time, for an upstream that ignores or mishandles them.
+        return _read(obj, _ranged(replace(link, url=url), services.http))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
     return await open_upstream(services.http, request.method, url, headers)
+
+
+def _ranged(link: Link, client: httpx.AsyncClient) -> Link:
+    """A reader over ``link``'s URL (sent with its headers): the response's own headers
+    are this server's, never the upstream's."""
+
+    def reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
+        return open_range(link, offset, length, client=client)
+
+    return Link(reader=reader)
 
 
 def _read(obj: Obj, link: Link) -> ReaderResponse:

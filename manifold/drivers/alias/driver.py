@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from manifold.drivers.alias.meta import Addition
+from manifold.drivers.alias.parts import parted_reader
 from manifold.drivers.base import (
     Driver,
     LinkArgs,
@@ -110,7 +111,13 @@ class AliasDriver(Driver[Addition]):
         return list(merged.values())
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
-        return await self._first(file.path, lambda real, tree: tree.link_path(real, args))
+        link = await self._first(file.path, lambda real, tree: tree.link_path(real, args))
+        concurrency = self.options.download_concurrency
+        part_size = self.options.download_part_size * 1024
+        if args.redirect or not link.url or link.reader or concurrency <= 0 or part_size <= 0:
+            return link  # parts apply to URLs this server proxies, as in AList
+        client = self.resources.http()
+        return Link(reader=parted_reader(link, file.size, client, concurrency, part_size))
 
     async def served_from(
         self, anchor: str, paths: Sequence[str]

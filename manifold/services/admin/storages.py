@@ -21,7 +21,7 @@ from typing import Any
 from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, DriverConfig, Resources, VirtualTree
 from manifold.drivers.registry import DriverRegistry
-from manifold.errors import ManifoldError, ServerError
+from manifold.errors import ManifoldError, ServerError, TemporaryFailure
 from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
@@ -277,7 +277,10 @@ class StorageService:
                 config,
                 retry_at=time.monotonic() + wait,
                 wait=wait,
-                revive=self._revive if config is not None else None,
+                # Only a back end that did not answer is tried again by itself: a
+                # refused login or a wrong option stays failed until the storage is
+                # edited (a password tried again and again can lock the account).
+                revive=self._revive if config is not None and _passing(exc) else None,
             )
             if driver is not None:
                 await driver.drop()
@@ -371,6 +374,11 @@ class StorageService:
 
     def _rebuild(self) -> None:
         self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
+
+
+def _passing(exc: Exception) -> bool:
+    """Whether a failed start may pass by itself: an unreachable or silent back end."""
+    return isinstance(exc, TemporaryFailure) or isinstance(exc.__cause__, TimeoutError)
 
 
 async def _usage(driver: Driver[Any]) -> DiskUsage | None:

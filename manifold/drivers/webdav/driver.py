@@ -1,0 +1,617 @@
+"""The WebDav driver: a folder of a WebDAV server, over the server's shared HTTP pool.
+
+``Obj.path`` is the object's decoded path on the server below ``address`` (the root
+folder's path included); every request URL is ``address`` plus that path, encoded.
+Folders are addressed with a trailing slash, as some servers require.
+
+Logging in: Basic by default; a server that refuses it and asks for Digest gets
+Digest (``init`` finds out once). Downloads: the file's URL with the Basic
+``Authorization`` header, which only this server's proxy sends (the driver is
+``only_proxy``); a Digest login or an unverified certificate cannot be handed over
+that way, so those storages stream through a range reader of their own instead.
+
+Writes: uploads and copies go to a ``RESERVED_PREFIX`` name in the target folder and
+are moved into place when whole (``MOVE`` with ``Overwrite: F`` unless replacing);
+listings leave such names out, and sweep stale ones left by a process that died.
+
+A ``?`` in a MOVE or COPY destination is misread by some servers (wsgidav takes it
+for the start of a query and stores the object under the name cut there): such
+destinations are never sent with ``Overwrite: T``, and one that did not land where it
+was sent is reported, moved back where possible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import posixpath
+import secrets
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import suppress
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from manifold.drivers.base import (
+    FOLDER_TIMES,
+    RESERVED_PREFIX,
+    Driver,
+    ErrorTable,
+    LinkArgs,
+    Upload,
+    translating,
+    validate_name,
+)
+from manifold.errors import (
+    InvalidRequest,
+    ManifoldError,
+    NotAFile,
+    NotAFolder,
+    NotSupported,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    ServerError,
+    TemporaryFailure,
+)
+from manifold.models import Link, Obj, Storage
+
+from .meta import Addition
+from .multistatus import PROPFIND_BODY, Entry, MultistatusReader, listing
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A temporary untouched this long belongs to an upload that will never finish.
+STALE_AFTER = timedelta(minutes=30)
+# Seconds ``drop`` gives the clean-ups still under way before leaving them.
+DROP_GRACE = 5.0
+# Seconds after a failed write when its temporary is removed again (``_discard_now``).
+RECHECKS = (0.2, 1.0)
+CHUNK = 1 << 20
+_REDIRECTS = frozenset({301, 302, 307, 308})
+# Temporaries being written by this process, by URL, whichever instance writes them.
+_IN_FLIGHT: set[str] = set()
+
+
+def _unreachable(exc: Exception) -> ManifoldError:
+    # httpx's texts name the cause (refused, reset, certificate), never the URL.
+    detail = str(exc) or type(exc).__name__
+    return TemporaryFailure(f"WebDAV server unreachable: {detail}")
+
+
+_HTTP_ERRORS: ErrorTable = {
+    httpx.TransportError: _unreachable,
+    httpx.TimeoutException: _unreachable,
+    httpx.StreamError: lambda exc: TemporaryFailure(f"WebDAV request failed: {exc}"),
+    httpx.HTTPError: lambda exc: ServerError(f"WebDAV request failed: {exc}"),
+}
+
+
+class _LoginRefused(PermissionDenied):
+    """A 401: the login was refused; ``digest`` when the server asks for Digest."""
+
+    def __init__(self, message: str, digest: bool) -> None:
+        super().__init__(message)
+        self.digest = digest
+
+
+def _offers_digest(response: httpx.Response) -> bool:
+    offers = response.headers.get_list("www-authenticate")
+    return any(offer.strip().lower().startswith("digest") for offer in offers)
+
+
+class _WrongCount(Exception):
+    """An upload's stream gave more or fewer bytes than its size said."""
+
+
+def status_error(response: httpx.Response) -> ManifoldError:
+    """The ``manifold.errors`` instance for an HTTP error answer."""
+    code = response.status_code
+    if code in (404, 410):
+        return ObjectNotFound()
+    if code == 409:  # the parent of the target is missing
+        return ObjectNotFound()
+    if code == 412:
+        return ObjectExists()
+    if code in (401, 403):
+        return PermissionDenied(f"permission denied by the WebDAV server (HTTP {code})")
+    if code == 423 or (code >= 500 and code != 507):
+        return TemporaryFailure(f"WebDAV server error: HTTP {code}")
+    return ServerError(f"the WebDAV server answered HTTP {code}")
+
+
+def _temp_name() -> str:
+    return RESERVED_PREFIX + secrets.token_hex(8)
+
+
+def _basic(username: str, password: str) -> str:
+    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    return f"Basic {token}"
+
+
+async def _checked_body(upload: Upload, sent: list[int]) -> AsyncIterator[bytes]:
+    """The upload's bytes, stopping before the last one when the count is wrong, so a
+    server never sees a complete body of the wrong size."""
+    async for data in upload.stream:
+        sent[0] += len(data)
+        if upload.size is not None and sent[0] > upload.size:
+            raise _WrongCount()
+        yield data
+    if upload.size is not None and sent[0] != upload.size:
+        raise _WrongCount()
+
+
+async def _trimmed(
+    source: AsyncIterator[bytes], skip: int, length: int | None
+) -> AsyncIterator[bytes]:
+    left = length
+    async for data in source:
+        if skip:
+            cut = min(skip, len(data))
+            data, skip = data[cut:], skip - cut
+        if left is not None:
+            data, left = data[:left], left - min(left, len(data))
+        if data:
+            yield data
+        if left == 0:
+            return
+
+
+class WebDavDriver(Driver[Addition]):
+    # Not EXCLUSIVE_CREATE: ``Overwrite: F`` is a precondition the server checks and
+    # then acts on in a second step (wsgidav looks, then renames), so two racing moves
+    # to one free name can both succeed. Folder times are promised per storage, when
+    # the server reports a modification time for the root folder (``promises``).
+    PROMISES = frozenset()
+
+    def __init__(self, storage: Storage, options: Addition) -> None:
+        super().__init__(storage, options)
+        self._own_resources = self.resources
+        self._base = ""
+        self._auth: httpx.Auth | None = None
+        self._digest = False
+        self._folder_times = False
+        self._chores: set[asyncio.Task[None]] = set()
+        # Set by ``drop``: clean-ups waiting to look again do it at once.
+        self._dropping = asyncio.Event()
+
+    def promises(self) -> frozenset[str]:
+        return frozenset({FOLDER_TIMES}) if self._folder_times else frozenset()
+
+    async def root_obj(self) -> Obj:
+        modified = self.storage.modified or _EPOCH
+        return Obj(name="", size=0, is_dir=True, modified=modified, path=self._root())
+
+    async def init(self) -> None:
+        options = self.options
+        if options.vendor == "sharepoint":
+            raise NotSupported("sharepoint vendor is not supported yet")
+        if options.vendor not in ("other", ""):
+            raise InvalidRequest(f"unknown vendor {options.vendor!r}: sharepoint or other")
+        self._base = _base_url(options.address)
+        self._dropping.clear()
+        if options.username:
+            self._auth = httpx.BasicAuth(options.username, options.password)
+        root = await self._login()
+        if not root.is_dir:
+            raise NotAFolder(f"root folder {self._root()} is not a folder on the WebDAV server")
+        self._folder_times = root.modified is not None
+
+    async def drop(self) -> None:
+        self._dropping.set()
+        chores, self._chores = set(self._chores), set()
+        if chores:
+            with suppress(Exception):
+                await asyncio.wait(chores, timeout=DROP_GRACE)
+            for chore in chores:
+                chore.cancel()
+        if self.resources is self._own_resources:
+            with suppress(Exception):
+                await self._own_resources.aclose()
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        if not dir.is_dir:
+            raise NotAFolder()
+        url, entries = await self._propfind(dir.path, "1", is_dir=True)
+        own, children = listing(url, entries)
+        if own is not None and not own.is_dir:
+            raise NotAFolder()
+        found: builtins.list[Obj] = []
+        for name, entry in children:
+            child = posixpath.join(dir.path, name)
+            if name.casefold().startswith(RESERVED_PREFIX):
+                self._sweep(child, entry)
+            else:
+                found.append(_obj(entry, name, child))
+        return found
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        if file.is_dir:
+            raise NotAFile()
+        url = self._url(file.path)
+        if self._digest or self.options.tls_insecure_skip_verify:
+            # Neither can be handed to the server's own fetcher: a Digest answer is
+            # made per request, and the fetcher verifies every certificate.
+            return Link(reader=lambda offset, length: self._read(file.path, offset, length))
+        response = await self._send("HEAD", file.path)
+        if response.status_code >= 400 and response.status_code not in (405, 501):
+            raise status_error(response)
+        headers = {}
+        if self.options.username:
+            headers["Authorization"] = _basic(self.options.username, self.options.password)
+        return Link(url=url, headers=headers)
+
+    async def get(self, path: str) -> Obj:
+        target = self._inside(path)
+        entry = await self._stat(target)
+        name = "" if target == self._root() else posixpath.basename(target)
+        return _obj(entry, name, target)
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        validate_name(name)
+        path = posixpath.join(parent.path, name)
+        response = await self._send("MKCOL", path, is_dir=True)
+        if response.is_success:
+            now = datetime.now(UTC)
+            return Obj(name=name, size=0, is_dir=True, modified=now, created=now, path=path)
+        if response.status_code == 405:  # something holds the name already
+            existing = _obj(await self._stat(path), name, path)
+            if existing.is_dir:
+                return existing
+            raise ObjectExists()
+        raise status_error(response)
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        if posixpath.dirname(src.path) == dst_dir.path:
+            return src
+        _refuse_inside(src, dst_dir)
+        return await self._relocate(src, posixpath.join(dst_dir.path, src.name))
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        validate_name(new_name)
+        if new_name == src.name:
+            return src
+        target = posixpath.join(posixpath.dirname(src.path), new_name)
+        return replace(await self._relocate(src, target), name=new_name)
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        _refuse_inside(src, dst_dir)
+        final = posixpath.join(dst_dir.path, src.name)
+        if final == src.path:
+            raise ObjectExists()
+        temp = posixpath.join(dst_dir.path, _temp_name())
+        copied = False
+        with self._writing(temp):
+            try:
+                await self._copy_to(src, temp)
+                copied = True
+                await self._place(temp, final, src.is_dir, overwrite=False)
+            except BaseException:
+                await self._discard_now(temp, src.is_dir, recheck=not copied)
+                raise
+        return replace(src, path=final)
+
+    async def remove(self, obj: Obj) -> None:
+        response = await self._send("DELETE", obj.path, is_dir=obj.is_dir)
+        if response.status_code == 207:  # some members could not be removed
+            raise ServerError("the WebDAV server removed only part of it")
+        if not response.is_success:
+            raise status_error(response)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        name = validate_name(upload.name)
+        final = posixpath.join(dst_dir.path, name)
+        # Looked at first: nothing is sent for a name that cannot take the file.
+        await self._refuse_taken(final, upload.overwrite)
+        temp = posixpath.join(dst_dir.path, _temp_name())
+        sent = -1
+        with self._writing(temp):
+            try:
+                sent = await self._upload(temp, upload)
+                if upload.overwrite:
+                    await self._refuse_taken(final, overwrite=True)
+                await self._place(temp, final, False, overwrite=upload.overwrite)
+            except BaseException:
+                await self._discard_now(temp, False, recheck=sent < 0)
+                raise
+        modified = upload.modified or datetime.now(UTC)
+        return Obj(name=name, size=sent, is_dir=False, modified=modified, path=final)
+
+    # --- requests ------------------------------------------------------------------
+
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        return self.resources.http(verify=not self.options.tls_insecure_skip_verify)
+
+    def _root(self) -> str:
+        return posixpath.normpath("/" + self.options.root_folder_path.strip("/"))
+
+    def _inside(self, path: str) -> str:
+        """A path inside the storage (``/`` its root) as a path on the server."""
+        return posixpath.normpath(posixpath.join(self._root(), path.lstrip("/")))
+
+    def _url(self, path: str, is_dir: bool = False) -> str:
+        slash = "/" if is_dir and not path.endswith("/") else ""
+        return self._base + quote(path) + slash
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        is_dir: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        with translating(_HTTP_ERRORS):
+            return await self._client.request(
+                method, self._url(path, is_dir), headers=headers, auth=self._auth
+            )
+
+    async def _login(self) -> Entry:
+        """The root folder's entry, logging in on the way; Digest when the server
+        refuses Basic and asks for it."""
+        try:
+            return await self._stat(self._root())
+        except _LoginRefused as exc:
+            if not (self.options.username and exc.digest):
+                raise self._login_failed(exc) from exc
+        self._auth = httpx.DigestAuth(self.options.username, self.options.password)
+        self._digest = True
+        try:
+            return await self._stat(self._root())
+        except PermissionDenied as exc:
+            raise self._login_failed(exc) from exc
+
+    def _login_failed(self, exc: PermissionDenied) -> PermissionDenied:
+        who = self.options.username
+        if not who:
+            return PermissionDenied(f"the WebDAV server asks for a login: {exc.message}")
+        return PermissionDenied(f"login to the WebDAV server as {who!r} failed: {exc.message}")
+
+    async def _propfind(
+        self, path: str, depth: str, is_dir: bool
+    ) -> tuple[str, builtins.list[Entry]]:
+        """The URL asked and the entries of a PROPFIND, read as the answer streams in."""
+        url = self._url(path, is_dir)
+        headers = {"Depth": depth, "Content-Type": "application/xml; charset=utf-8"}
+        with translating(_HTTP_ERRORS):
+            async with self._client.stream(
+                "PROPFIND", url, headers=headers, content=PROPFIND_BODY, auth=self._auth
+            ) as response:
+                if response.status_code in _REDIRECTS and not is_dir:
+                    return await self._propfind(path, depth, is_dir=True)
+                if response.status_code == 401:
+                    raise _LoginRefused(status_error(response).message, _offers_digest(response))
+                if response.status_code not in (200, 207):
+                    raise status_error(response)
+                reader = MultistatusReader()
+                async for data in response.aiter_bytes():
+                    reader.feed(data)
+                return url, reader.close()
+
+    async def _stat(self, path: str) -> Entry:
+        """The entry of one object (PROPFIND depth 0); ``ObjectNotFound`` when absent."""
+        _, entries = await self._propfind(path, "0", is_dir=False)
+        for entry in entries:
+            if entry.found:
+                return entry
+        raise ObjectNotFound()
+
+    async def _exists(self, path: str) -> bool:
+        try:
+            await self._stat(path)
+        except ObjectNotFound:
+            return False
+        return True
+
+    async def _refuse_taken(self, path: str, overwrite: bool) -> None:
+        """``ObjectExists`` when a folder holds ``path``, or anything does and
+        ``overwrite`` is off."""
+        try:
+            entry = await self._stat(path)
+        except ObjectNotFound:
+            return
+        if entry.is_dir or not overwrite:
+            raise ObjectExists()
+
+    async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        headers = {"Accept-Encoding": "identity"}
+        if offset or length is not None:
+            end = "" if length is None else str(offset + length - 1)
+            headers["Range"] = f"bytes={offset}-{end}"
+        with translating(_HTTP_ERRORS):
+            async with self._client.stream(
+                "GET", self._url(path), headers=headers, auth=self._auth
+            ) as response:
+                if response.status_code == 416:
+                    return  # the range starts past the end: nothing to read
+                if response.status_code >= 400:
+                    raise status_error(response)
+                # A server that ignores Range answers 200 with everything: cut it here.
+                skip = offset if response.status_code == 200 else 0
+                async for data in _trimmed(response.aiter_bytes(CHUNK), skip, length):
+                    yield data
+
+    async def _upload(self, temp: str, upload: Upload) -> int:
+        """PUT the upload's bytes at ``temp``; the count sent. Chunked when the size is
+        unknown; with a size the body stops short of it when the count is wrong."""
+        headers = {"Content-Type": "application/octet-stream"}
+        if upload.size is not None:
+            headers["Content-Length"] = str(upload.size)
+        if upload.modified is not None:
+            # ownCloud's header, honoured by rclone, wsgidav (when enabled), Nextcloud.
+            headers["X-OC-Mtime"] = str(int(upload.modified.timestamp()))
+        sent = [0]
+        try:
+            with translating(_HTTP_ERRORS):
+                response = await self._client.request(
+                    "PUT",
+                    self._url(temp),
+                    content=_checked_body(upload, sent),
+                    headers=headers,
+                    auth=self._auth,
+                )
+        except _WrongCount as exc:
+            raise InvalidRequest(
+                f"upload size mismatch: {upload.size} bytes announced, more or fewer sent"
+            ) from exc
+        if not response.is_success:
+            raise status_error(response)
+        if upload.size is None or sent[0] == upload.size:
+            return sent[0]
+        raise InvalidRequest(f"upload size mismatch: {upload.size} bytes announced, {sent[0]} sent")
+
+    async def _copy_to(self, src: Obj, temp: str) -> None:
+        headers = {
+            "Destination": self._url(temp, src.is_dir),
+            "Overwrite": "F",
+            "Depth": "infinity",
+        }
+        response = await self._send("COPY", src.path, is_dir=src.is_dir, headers=headers)
+        if response.status_code == 207:  # some members could not be copied
+            raise ServerError("the WebDAV server copied only part of it")
+        if not response.is_success:
+            await self._explain(src.path, posixpath.dirname(temp))
+            raise status_error(response)
+
+    async def _relocate(self, src: Obj, target: str) -> Obj:
+        """MOVE ``src`` to the free name ``target``."""
+        headers = {"Destination": self._url(target, src.is_dir), "Overwrite": "F"}
+        response = await self._send("MOVE", src.path, is_dir=src.is_dir, headers=headers)
+        if response.status_code == 412:
+            raise ObjectExists()
+        if not response.is_success:
+            await self._explain(src.path, posixpath.dirname(target))
+            raise status_error(response)
+        await self._check_landed(src.path, target, src.is_dir)
+        return replace(src, name=posixpath.basename(target), path=target)
+
+    async def _place(self, temp: str, final: str, is_dir: bool, *, overwrite: bool) -> None:
+        """MOVE a finished temporary into place. A destination with ``?`` is never sent
+        with ``Overwrite: T`` (see the module's docstring): what it replaces goes first."""
+        risky = "?" in final
+        if overwrite and risky:
+            replaced = await self._send("DELETE", final)
+            if not replaced.is_success and replaced.status_code != 404:
+                raise status_error(replaced)
+        headers = {
+            "Destination": self._url(final, is_dir),
+            "Overwrite": "T" if overwrite and not risky else "F",
+        }
+        response = await self._send("MOVE", temp, is_dir=is_dir, headers=headers)
+        if response.status_code == 412:
+            raise ObjectExists()
+        if not response.is_success:
+            # A racer may have taken the name meanwhile (a server that checks, then
+            # moves, answers 500 or 423 to the loser): that is a taken name.
+            if not overwrite and await self._exists(final):
+                raise ObjectExists()
+            raise status_error(response)
+        await self._check_landed(temp, final, is_dir)
+
+    async def _check_landed(self, src: str, target: str, is_dir: bool) -> None:
+        """After a move to a name with ``?``: did the server put it there? If it cut the
+        name at the ``?``, move it back and say so."""
+        if "?" not in target or await self._exists(target):
+            return
+        misplaced = target.split("?", 1)[0].rstrip("/")
+        if "?" not in src and misplaced:
+            headers = {"Destination": self._url(src, is_dir), "Overwrite": "F"}
+            with suppress(ManifoldError):
+                await self._send("MOVE", misplaced, is_dir=is_dir, headers=headers)
+        raise ServerError("the WebDAV server cannot take '?' in a destination name")
+
+    async def _explain(self, src: str, dst_dir: str) -> None:
+        """``ObjectNotFound`` when a MOVE or COPY failed for a missing source or target
+        folder, which servers answer in different ways (rclone: 403)."""
+        if not await self._exists(src) or not await self._exists(dst_dir):
+            raise ObjectNotFound()
+
+    # --- temporaries ---------------------------------------------------------------
+
+    def _writing(self, temp: str) -> _Writing:
+        return _Writing(self._url(temp))
+
+    async def _discard(self, path: str, is_dir: bool) -> None:
+        with suppress(ManifoldError):
+            await self._send("DELETE", path, is_dir=is_dir)
+
+    async def _discard_now(self, path: str, is_dir: bool, *, recheck: bool) -> None:
+        """Remove a temporary, even when the caller is being cancelled: the removal
+        runs on as a task of its own. After a write that was cut off (``recheck``)
+        the server may still be handling it (the client gave up, the server has yet
+        to notice) and make the temporary again, so it is removed again a little
+        later, or at once when the storage is dropped."""
+        chore = self._chore(self._discard(path, is_dir))
+        with suppress(asyncio.CancelledError):
+            await asyncio.shield(chore)
+        if recheck:
+            self._chore(self._discard_later(path, is_dir))
+
+    async def _discard_later(self, path: str, is_dir: bool) -> None:
+        for delay in RECHECKS:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._dropping.wait(), delay)
+            await self._discard(path, is_dir)
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        chore = asyncio.ensure_future(work)
+        self._chores.add(chore)
+        chore.add_done_callback(self._chores.discard)
+        return chore
+
+    def _sweep(self, path: str, entry: Entry) -> None:
+        """Remove a temporary seen in a listing once it is stale and not this
+        process's: the leftover of an upload whose process or server died."""
+        modified = entry.modified
+        if modified is None or datetime.now(UTC) - modified < STALE_AFTER:
+            return
+        if self._url(path, entry.is_dir) in _IN_FLIGHT or self._url(path) in _IN_FLIGHT:
+            return
+        self._chore(self._discard(path, entry.is_dir))
+
+
+class _Writing:
+    """Marks a temporary as this process's while it is being written."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        _IN_FLIGHT.add(self.url)
+
+    def __exit__(self, *exc: object) -> None:
+        _IN_FLIGHT.discard(self.url)
+
+
+def _obj(entry: Entry, name: str, path: str) -> Obj:
+    is_dir = entry.is_dir
+    created = entry.created
+    modified = entry.modified or created or _EPOCH
+    size = 0 if is_dir else entry.size
+    return Obj(name=name, size=size, is_dir=is_dir, modified=modified, created=created, path=path)
+
+
+def _refuse_inside(src: Obj, dst_dir: Obj) -> None:
+    if src.is_dir and (dst_dir.path == src.path or dst_dir.path.startswith(src.path + "/")):
+        raise InvalidRequest("can't move or copy a folder into itself")
+
+
+def _base_url(address: str) -> str:
+    """``address`` checked and without its trailing slash: every URL starts with it."""
+    parts = urlsplit(address.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidRequest("address must be an http:// or https:// URL of the WebDAV server")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidRequest(
+            "put the user name and password in their own fields, not in the address"
+        )
+    if parts.query or parts.fragment:
+        raise InvalidRequest("address must not carry a query or a fragment")
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+DRIVER = WebDavDriver
