@@ -28,17 +28,14 @@ from manifold.errors import (
 from manifold.models import Obj, Storage
 from manifold.services.fs.streams import open_range
 from manifold.testing.conformance import (
-    AWKWARD_NAMES,
     DriverConformance,
     DriverFactory,
-    Place,
     StreamAborted,
     aborted_stream,
     chunks,
     find,
     put_bytes,
     read_obj,
-    require,
 )
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
@@ -137,17 +134,6 @@ class TestS3Conformance(DriverConformance):
             return wrap(await s3_driver(s3, BUCKET), CONFIG)
 
         return build
-
-    # The suite's own version asks ``type(driver).capabilities()``, which a wrapped
-    # driver (a ``Layer``) cannot answer: the same test, asking the instance.
-    @pytest.mark.parametrize("name", AWKWARD_NAMES)
-    async def test_awkward_file_name(self, driver: Driver[Any], place: Place, name: str) -> None:
-        require(driver, "put")
-        data = name.encode() * 3
-        await put_bytes(driver, place.obj, name, data)
-        listed = find(await driver.list(place.obj), name)
-        assert await read_obj(driver, listed) == data
-        assert (await driver.get(place.child(name))).name == name
 
 
 # --- options and init ----------------------------------------------------------------
