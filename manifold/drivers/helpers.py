@@ -7,7 +7,7 @@ needs from there in one line.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
@@ -29,6 +29,25 @@ async def run_blocking(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     must not be abandoned halfway (a rename into place) finishes.
     """
     return await run_in(DRIVER_POOL, func, *args, **kwargs)
+
+
+async def trimmed(
+    source: AsyncIterator[bytes], skip: int, length: int | None
+) -> AsyncIterator[bytes]:
+    """``source`` without its first ``skip`` bytes, and at most ``length`` bytes of the
+    rest (None: all): a range cut from a stream that began earlier than asked (an HTTP
+    server that ignored a Range header)."""
+    left = length
+    async for data in source:
+        if skip:
+            cut = min(skip, len(data))
+            data, skip = data[cut:], skip - cut
+        if left is not None:
+            data, left = data[:left], left - min(left, len(data))
+        if data:
+            yield data
+        if left == 0:
+            return
 
 
 def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:

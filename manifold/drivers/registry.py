@@ -100,7 +100,13 @@ class DriverRegistry:
         try:
             options = info.options.model_validate_json(storage.addition or "{}")
         except ValidationError as exc:
-            raise InvalidRequest(f"invalid addition: {exc}") from exc
+            # Each field and what is wrong with it, never the values given: an
+            # addition holds passwords and keys.
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'addition'}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False)
+            )
+            raise InvalidRequest(f"invalid addition: {problems}") from None
         return info.driver_cls(storage, options)
 
     def discover(self, package: ModuleType | None = None) -> list[DriverInfo]:

@@ -562,3 +562,16 @@ async def test_form_refuses_other_bodies_and_cut_parts(admin: Api, root: Path) -
     assert response.json()["code"] == 400
     assert not (root / "x.bin").exists() and not (root / "cut.bin").exists()
     assert leftovers(root) == []
+
+
+async def test_a_folder_password_in_utf_8_is_taken_from_the_upload_header(
+    admin: Api, root: Path
+) -> None:
+    # AList's clients send the Password header's UTF-8 bytes as they are.
+    await add_meta(admin, "/local/sub", password="пароль", p_sub=True, write=True, w_sub=True)
+    token = await user_token(admin, permission=0)
+    sent = {"File-Path": quote("/local/sub/new.txt"), "Authorization": token,
+            "Password": "пароль".encode()}  # fmt: skip
+    response = await admin.client.put("/api/fs/put", content=b"x", headers=sent)
+    assert response.json()["code"] == 200, response.text
+    assert (root / "sub/new.txt").read_bytes() == b"x"

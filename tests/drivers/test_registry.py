@@ -262,3 +262,14 @@ def test_discovery_registers_a_driver_folder_and_skips_templates(
     table = DriverRegistry()
     table.discover(importlib.import_module("plugins"))
     assert [d.name for d in table.all()] == ["Fake"]
+
+
+def test_an_invalid_addition_is_named_without_the_values_given() -> None:
+    # An addition holds passwords: the error says which field, never what was in it.
+    addition = json.dumps({"address": ["hunter2-secret"], "password": "hunter2-secret"})
+    storage = Storage(1, "/smb", "SMB", addition=addition)
+    with pytest.raises(InvalidRequest) as caught:
+        registry.builtin_registry().build(storage)
+    assert "address: Input should be a valid string" in caught.value.message
+    assert "hunter2" not in caught.value.message
+    assert caught.value.__cause__ is None

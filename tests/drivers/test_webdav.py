@@ -42,7 +42,6 @@ from manifold.errors import (
 from manifold.models import Obj, Storage
 from manifold.services.fs.streams import open_range
 from manifold.testing.conformance import (
-    AWKWARD_NAMES,
     DriverConformance,
     DriverFactory,
     StreamAborted,
@@ -139,9 +138,6 @@ class TestWebDavConformance(DriverConformance):
             reason = "wsgidav cuts a MOVE destination at '?' (its issue #139)"
             mark = pytest.mark.xfail(strict=True, raises=ServerError, reason=reason)
             request.applymarker(mark)
-        elif request.node.originalname == "test_awkward_file_name":
-            reason = "the suite asks type(driver).capabilities() of a layer, which needs self"
-            request.applymarker(pytest.mark.xfail(strict=True, raises=TypeError, reason=reason))
 
     @pytest.fixture
     def driver_factory(self, server: DavServer) -> DriverFactory:
@@ -388,19 +384,6 @@ async def test_a_server_under_a_path_prefix_serves_the_whole_tree(
         assert await read_link(await driver.link(copied, LinkArgs())) == b"prefixed"
         assert (await driver.get(f"{folder.path}/文件 #1/renamed.txt")).size == 8
         assert (server.root / folder.name / "文件 #1" / "renamed.txt").read_bytes() == b"prefixed"
-
-
-@pytest.mark.parametrize("which", ["wsgidav_basic", "rclone_basic"])
-async def test_get_finds_every_awkward_name(
-    request: pytest.FixtureRequest, which: str, fresh: Callable[..., Any]
-) -> None:
-    # What the suite's awkward-name case would check after its TypeError (see known_bugs).
-    driver, folder = await fresh(request.getfixturevalue(which))
-    names = [n for n in AWKWARD_NAMES if n != WSGIDAV_QUESTION_MARK or which == "rclone_basic"]
-    for name in names:
-        await put_bytes(driver, folder, name, name.encode())
-        found = await driver.get(f"{folder.path}/{name}")
-        assert (found.name, found.size, found.is_dir) == (name, len(name.encode()), False)
 
 
 # --- writes ------------------------------------------------------------------------

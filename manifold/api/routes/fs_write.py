@@ -83,7 +83,17 @@ class RegexRenameBody(RequestBody):
 
 
 def _password(request: Request, body_password: str) -> str:
-    return body_password or request.headers.get("password", "")
+    return body_password or header_password(request)
+
+
+def header_password(request: Request) -> str:
+    """The ``Password`` header as AList's clients send it: UTF-8 bytes as they are (a
+    header decodes as Latin-1; a value that is not UTF-8 is taken as Latin-1 text)."""
+    raw = request.headers.get("password", "")
+    try:
+        return raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return raw
 
 
 async def mkdir(
@@ -310,7 +320,7 @@ async def _upload(
         path,
         stream,
         size,
-        password=request.headers.get("password", ""),
+        password=header_password(request),
         modified=last_modified(request),
         overwrite=request.headers.get("overwrite", "") != "false",
         as_task=request.headers.get("as-task", "") == "true",

@@ -46,6 +46,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
+from manifold.drivers.helpers import trimmed
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -142,22 +143,6 @@ async def _checked_body(upload: Upload, sent: list[int]) -> AsyncIterator[bytes]
         yield data
     if upload.size is not None and sent[0] != upload.size:
         raise _WrongCount()
-
-
-async def _trimmed(
-    source: AsyncIterator[bytes], skip: int, length: int | None
-) -> AsyncIterator[bytes]:
-    left = length
-    async for data in source:
-        if skip:
-            cut = min(skip, len(data))
-            data, skip = data[cut:], skip - cut
-        if left is not None:
-            data, left = data[:left], left - min(left, len(data))
-        if data:
-            yield data
-        if left == 0:
-            return
 
 
 class WebDavDriver(Driver[Addition]):
@@ -432,7 +417,7 @@ class WebDavDriver(Driver[Addition]):
                     raise status_error(response)
                 # A server that ignores Range answers 200 with everything: cut it here.
                 skip = offset if response.status_code == 200 else 0
-                async for data in _trimmed(response.aiter_bytes(CHUNK), skip, length):
+                async for data in trimmed(response.aiter_bytes(CHUNK), skip, length):
                     yield data
 
     async def _upload(self, temp: str, upload: Upload) -> int:

@@ -14,6 +14,7 @@ from typing import IO
 import httpx
 
 from manifold.concurrency import DISK_POOL, run_in, start_in
+from manifold.drivers.helpers import trimmed
 from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
 
@@ -85,29 +86,13 @@ async def _url_range(
                 raise TemporaryFailure(f"fetching the source failed: HTTP {response.status_code}")
             # A server that ignores Range answers 200 with everything: cut it here.
             skip = offset if response.status_code == 200 else 0
-            async for data in _trimmed(response.aiter_bytes(chunk), skip, length):
+            async for data in trimmed(response.aiter_bytes(chunk), skip, length):
                 yield data
     except httpx.HTTPError as exc:
         raise TemporaryFailure(f"fetching the source failed: {exc}") from exc
     finally:
         if own:
             await client.aclose()
-
-
-async def _trimmed(
-    source: AsyncIterator[bytes], skip: int, length: int | None
-) -> AsyncIterator[bytes]:
-    left = length
-    async for data in source:
-        if skip:
-            cut = min(skip, len(data))
-            data, skip = data[cut:], skip - cut
-        if left is not None:
-            data, left = data[:left], left - min(left, len(data))
-        if data:
-            yield data
-        if left == 0:
-            return
 
 
 async def file_stream(

@@ -1,0 +1,531 @@
+"""AList V3: a folder of another AList v3 server (or another Manifold) through its JSON
+API, ``Obj.path`` being the path on the remote (``root_folder_path`` included).
+
+Login: ``init`` asks ``/api/me`` with the stored token; when ``username`` is set and
+the remote knows the token as someone else (or not at all), it logs in with
+``/api/auth/login`` and saves the new token into the options. A session the remote
+ends later (an expired or revoked token: code 401) is renewed the same way, once per
+call, and the call made again. A guest session (no token, no username) is accepted
+only where the remote allows mounting (its public ``allow_mounted`` setting).
+
+Every call sends ``meta_password`` as the remote's folder password. Listings ask for
+everything at once (``per_page`` 0). A link is the remote's ``raw_url`` (its ``/d``,
+which serves or redirects), valid for as long as its sign says; with
+``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
+makes links per client makes them for this one. With ``tls_insecure_skip_verify`` an
+``https`` link is read here instead (a range reader over the unverified pool): the
+server, fetching the URL itself, would check the certificate again.
+
+Uploads stream to ``PUT /api/fs/put`` with the size as ``Content-Length`` (chunked when
+unknown, which Manifold accepts and AList v3.45 refuses). The remote stores the file
+only once every byte has arrived; a stream that ends short or runs long is cut off
+mid-request, so the remote sees a broken upload and keeps nothing. ``Overwrite:
+false`` asks the remote to keep a taken name. The first MiB is read before sending,
+so an upload no longer than that is sent again after a renewed login; a longer one
+whose session ended meanwhile fails as temporary (its token renewed for the next try).
+
+Copies: within one remote storage the remote copies before it answers; between two it
+answers with copy tasks, which are followed (``/api/task/copy/info``) until they end. A
+folder's task ends once it has made a task per entry, so a folder copy also waits
+while the remote lists undone copy tasks into the copy (by their names); a failure
+of one of those is not seen here, only that none is left running.
+The remote's remove succeeds for a missing name, so a removal looks the object up
+first. ``forward_archive_requests`` has no effect: the driver contract has no archive
+hook, and archives here are read through downloads like any other storage's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from manifold.drivers.base import (
+    RESERVED_PREFIX,
+    Driver,
+    ErrorTable,
+    LinkArgs,
+    Upload,
+    translating,
+    validate_name,
+)
+from manifold.errors import (
+    InvalidRequest,
+    ManifoldError,
+    NotAFile,
+    ObjectExists,
+    PermissionDenied,
+    ServerError,
+    TemporaryFailure,
+)
+from manifold.models import Link, Obj, Storage
+
+from .meta import Addition
+from .remote import (
+    ROLE_GUEST,
+    TASK_DONE,
+    TASK_SUCCEEDED,
+    Envelope,
+    child_path,
+    copies_into,
+    entry_obj,
+    envelope_error,
+    is_inside,
+    joined,
+    parent_path,
+    sign_expiry,
+    status_error,
+)
+
+log = logging.getLogger("manifold.drivers")
+
+NOT_MOUNTABLE = "the site does not allow mounted"
+INTO_ITSELF = "the destination folder is a subfolder of the source folder"
+# How often a copy task of the remote is asked after, at first and at most (seconds).
+TASK_POLL_FIRST = 0.05
+TASK_POLL_LONGEST = 1.0
+READ_CHUNK = 1 << 20
+# Bytes of an upload read before it is sent, so that a small one can be sent again.
+REPLAYABLE = 1 << 20
+
+
+class _Body:
+    """An upload's bytes as sent, checked against its declared size on the way.
+
+    The first ``REPLAYABLE`` bytes are read before the request starts: an upload no
+    longer than that can be sent again after a renewed login. Too many or too few
+    bytes raise ``InvalidRequest`` inside the request body, so the request breaks
+    off before it is complete and the remote stores nothing.
+    """
+
+    def __init__(self, stream: AsyncIterator[bytes], size: int | None) -> None:
+        self._stream = stream
+        self._size = size
+        self._head: builtins.list[bytes] = []
+        self._whole = False
+        self._streamed = False
+
+    async def read_ahead(self) -> None:
+        """Read the head; an upload that ends within it is checked at once."""
+        kept = 0
+        while kept < REPLAYABLE:
+            data = await anext(self._stream, None)
+            if data is None:
+                self._whole = True
+                _check_count(kept, self._size, whole=True)
+                return
+            kept += len(data)
+            _check_count(kept, self._size, whole=False)
+            if data:
+                self._head.append(data)
+
+    @property
+    def replayable(self) -> bool:
+        return self._whole or not self._streamed
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for data in self._head:
+            yield data
+        if self._whole:
+            return
+        sent = sum(len(data) for data in self._head)
+        async for data in self._stream:
+            self._streamed = True
+            sent += len(data)
+            _check_count(sent, self._size, whole=False)
+            if data:
+                yield data
+        _check_count(sent, self._size, whole=True)
+
+
+def _check_count(sent: int, size: int | None, *, whole: bool) -> None:
+    if size is None:
+        return
+    if sent > size:
+        raise InvalidRequest(f"upload is longer than its size of {size} bytes")
+    if whole and sent != size:
+        raise InvalidRequest(f"upload ended after {sent} of {size} bytes")
+
+
+class AListV3Driver(Driver[Addition]):
+    # Neither promise holds for every remote. EXCLUSIVE_CREATE: an AList v3.45 remote
+    # decides ``Overwrite: false`` by looking before it stores, and a Manifold remote
+    # is exclusive only where its own storage is. FOLDER_TIMES: a remote storage
+    # without folder times (S3) shows the zero time.
+    PROMISES: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, storage: Storage, options: Addition) -> None:
+        super().__init__(storage, options)
+        self._own_resources = self.resources
+        self._renewing = asyncio.Lock()
+        # The remote user's base path: task names show full paths on the remote.
+        self._base_path = "/"
+        # The token whose renewal the remote refused (the login failed), if any.
+        self._refused_with: str | None = None
+        self._errors: ErrorTable = {
+            httpx.RequestError: self._network_error,
+            httpx.UnsupportedProtocol: self._bad_url,
+            httpx.InvalidURL: self._bad_url,
+        }
+
+    async def init(self) -> None:
+        """Check the URL, make sure of a session (logging in when asked to) and, for a
+        guest session, that the remote allows being mounted."""
+        options = self.options
+        options.url = options.url.strip().rstrip("/")
+        options.root_folder_path = "/" + options.root_folder_path.strip("/")
+        if urlsplit(options.url).scheme not in ("http", "https"):
+            raise InvalidRequest("url must start with http:// or https://")
+        if options.username and not options.token:
+            await self._login()
+        me = await self._me()
+        if options.username and me.get("username") != options.username:
+            await self._login()
+            me = await self._me()
+        self._base_path = str(me.get("base_path") or "/")
+        if me.get("role") == ROLE_GUEST and not await self._mountable():
+            raise PermissionDenied(NOT_MOUNTABLE)
+
+    async def drop(self) -> None:
+        """Close the HTTP pool when it is this driver's own (built outside a server);
+        a server's shared pool is the server's to close."""
+        if self.resources is self._own_resources:
+            try:
+                await self._own_resources.aclose()
+            except Exception:  # never raises: a pool half closed is closed enough
+                log.debug("closing the HTTP pool of %s failed", self.storage.mount_path)
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        data = await self._api(
+            "POST",
+            "/api/fs/list",
+            json={
+                "path": dir.path,
+                "password": self.options.meta_password,
+                "page": 1,
+                "per_page": 0,
+                "refresh": False,
+            },
+        )
+        content = (data or {}).get("content") or []
+        return [
+            entry_obj(entry, child_path(dir.path, entry.get("name", "")))
+            for entry in content
+            if not str(entry.get("name", "")).casefold().startswith(RESERVED_PREFIX)
+        ]
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        if file.is_dir:
+            raise NotAFile()
+        headers = {}
+        agent = _header(args.headers, "user-agent")
+        if self.options.pass_ua_to_upsteam and agent:
+            headers["User-Agent"] = agent
+        data = await self._fs_get(file.path, headers)
+        url = str(data.get("raw_url") or "")
+        if data.get("is_dir") or not url:
+            raise NotAFile()
+        if self.options.tls_insecure_skip_verify and url.startswith("https:"):
+            # The server would check the certificate this storage was told to skip:
+            # read the link here, through the unverified pool, instead.
+            return Link(reader=lambda offset, length: self._read(url, offset, length))
+        return Link(url=url, expires_in=sign_expiry(url, time.time()))
+
+    async def get(self, path: str) -> Obj:
+        full = child_path(self.options.root_folder_path, path.strip("/")).rstrip("/") or "/"
+        return await self._lookup(full)
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        path = child_path(parent.path, validate_name(name))
+        await self._api("POST", "/api/fs/mkdir", json=self._body(path=path))
+        return await self._lookup(path)
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        if parent_path(src.path) == dst_dir.path:
+            return src
+        self._refuse_into_itself(src, dst_dir)
+        await self._api("POST", "/api/fs/move", json=self._pair(src, dst_dir))
+        return await self._lookup(child_path(dst_dir.path, src.name))
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        path = child_path(parent_path(src.path), validate_name(new_name))
+        if path == src.path:
+            return src
+        body = self._body(path=src.path, name=new_name, overwrite=False)
+        await self._api("POST", "/api/fs/rename", json=body)
+        return await self._lookup(path)
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        """Copy on the remote; a copy it makes as tasks (between two of its storages)
+        is waited for, so the copy is whole when this returns."""
+        if parent_path(src.path) == dst_dir.path:
+            raise ObjectExists()  # the source itself holds the name
+        self._refuse_into_itself(src, dst_dir)
+        data = await self._api("POST", "/api/fs/copy", json=self._pair(src, dst_dir))
+        target = child_path(dst_dir.path, src.name)
+        tasks = (data or {}).get("tasks") or []
+        for task in tasks:
+            await self._follow(task)
+        if tasks and src.is_dir:
+            await self._wait_for_copies_into(target)
+        return await self._lookup(target)
+
+    async def remove(self, obj: Obj) -> None:
+        # The remote answers success for a missing name: look first, to say so.
+        await self._fs_get(obj.path)
+        body = self._body(dir=parent_path(obj.path), names=[obj.name])
+        await self._api("POST", "/api/fs/remove", json=body)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        path = child_path(dst_dir.path, validate_name(upload.name))
+        headers = self._put_headers(path, upload)
+        body = _Body(upload.stream, upload.size)
+        await body.read_ahead()
+        token = self.options.token
+        answer = await self._exchange("PUT", "/api/fs/put", token, headers=headers, content=body)
+        if answer.code == 401 and await self._renew(token):
+            if not body.replayable:  # the bytes are gone: the caller sends them again
+                raise TemporaryFailure("request failed: the session ended during the upload")
+            answer = await self._exchange(
+                "PUT", "/api/fs/put", self.options.token, headers=headers, content=body
+            )
+        if not answer.ok:
+            raise answer.error()
+        return await self._lookup(path)
+
+    async def _read(self, url: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes ``[offset, offset + length)`` of the link ``url``."""
+        headers = {}
+        if offset or length is not None:
+            end = "" if length is None else str(offset + length - 1)
+            headers["Range"] = f"bytes={offset}-{end}"
+        client = self.resources.http(verify=not self.options.tls_insecure_skip_verify)
+        with translating(self._errors):
+            async with client.stream(
+                "GET", url, headers=headers, follow_redirects=True
+            ) as response:
+                if response.status_code == 416:
+                    return  # the range starts past the end
+                if response.status_code >= 400:
+                    raise status_error(response.status_code, response.reason_phrase)
+                # A server that ignores Range answers 200 with everything: cut it here.
+                skip = offset if response.status_code == 200 else 0
+                left = length
+                async for data in response.aiter_bytes(READ_CHUNK):
+                    cut = min(skip, len(data))
+                    data, skip = data[cut:], skip - cut
+                    if left is not None:
+                        data, left = data[:left], left - min(left, len(data))
+                    if data:
+                        yield data
+                    if left == 0:
+                        return
+
+    # --- the remote's API ---------------------------------------------------------
+
+    async def _api(
+        self,
+        method: str,
+        api: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """The ``data`` of one remote call; a session that ended (401) is renewed and
+        the call made once more."""
+        token = self.options.token
+        answer = await self._exchange(method, api, token, json=json, params=params, headers=headers)
+        if answer.code == 401 and await self._renew(token):
+            answer = await self._exchange(
+                method, api, self.options.token, json=json, params=params, headers=headers
+            )
+        if not answer.ok:
+            raise answer.error()
+        return answer.data
+
+    async def _exchange(
+        self,
+        method: str,
+        api: str,
+        token: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: _Body | None = None,
+    ) -> Envelope:
+        """One request; an HTTP 401 reads as the envelope's 401, another HTTP error
+        status as AList's ``request failed, status: ...``."""
+        sent = dict(headers or {})
+        if token:
+            sent["Authorization"] = token
+        # UTF-8 header values, as a Go client sends them: a folder password may be any text.
+        encoded = httpx.Headers(sent, encoding="utf-8")
+        client = self.resources.http(verify=not self.options.tls_insecure_skip_verify)
+        with translating(self._errors):
+            response = await client.request(
+                method,
+                self.options.url + api,
+                json=json,
+                params=params,
+                headers=encoded,
+                content=content,
+            )
+        if response.status_code == 401:
+            return Envelope(401, "unauthorized", None)
+        if response.status_code >= 400:
+            raise status_error(response.status_code, response.reason_phrase)
+        return Envelope.parse(response.content)
+
+    async def _renew(self, stale: str) -> bool:
+        """Log in again after the remote refused token ``stale``; whether there is a
+        new token to try. Calls refused together log in once."""
+        async with self._renewing:
+            if self.options.token != stale:
+                return True  # another call has renewed it meanwhile
+            if not self.options.username or self._refused_with == stale:
+                return False
+            try:
+                await self._login()
+            except TemporaryFailure:
+                raise
+            except ManifoldError:
+                # Refused (a changed password): calls after this one do not try again,
+                # or they would lock the remote account out. Editing the storage does.
+                self._refused_with = stale
+                raise
+            return True
+
+    async def _login(self) -> None:
+        """A token for ``username``, kept in the options and saved with them."""
+        body = {"username": self.options.username, "password": self.options.password}
+        answer = await self._exchange("POST", "/api/auth/login", "", json=body)
+        token = answer.data.get("token") if isinstance(answer.data, dict) else None
+        if not answer.ok or not isinstance(token, str) or not token:
+            error = answer.error() if not answer.ok else ServerError("login gave no token")
+            raise error.with_context("failed to log in")
+        self.options.token = token
+        try:
+            await self.save_options()
+        except ManifoldError as exc:  # the token works anyway; the next start logs in
+            log.warning("saving the new token of %s failed: %s", self.storage.mount_path, exc)
+
+    async def _me(self) -> dict[str, Any]:
+        """The remote's user for the current session (its guest without one)."""
+        me = await self._api("GET", "/api/me")
+        if not isinstance(me, dict):
+            raise ServerError("request failed: /api/me gave no user")
+        return me
+
+    async def _mountable(self) -> bool:
+        data = await self._api("GET", "/api/public/settings")
+        return isinstance(data, dict) and data.get("allow_mounted") == "true"
+
+    async def _fs_get(self, path: str, headers: Mapping[str, str] | None = None) -> Any:
+        body = self._body(path=path)
+        return await self._api("POST", "/api/fs/get", json=body, headers=headers)
+
+    async def _lookup(self, path: str) -> Obj:
+        return entry_obj(await self._fs_get(path), path)
+
+    async def _follow(self, task: Any) -> None:
+        """Wait until the remote's copy task ``task`` ends; its error if it failed.
+
+        A task the remote will not show (to a guest, or gone already) is not waited
+        for: the lookup of the copy that follows tells whether it is there.
+        """
+        if not isinstance(task, dict):
+            return
+        delay = TASK_POLL_FIRST
+        while task.get("state") not in TASK_DONE:
+            await asyncio.sleep(delay)
+            delay = min(TASK_POLL_LONGEST, delay * 2)
+            params = {"tid": str(task.get("id", ""))}
+            answer = await self._exchange(
+                "POST", "/api/task/copy/info", self.options.token, params=params
+            )
+            if not answer.ok or not isinstance(answer.data, dict):
+                return
+            task = answer.data
+        if task.get("state") != TASK_SUCCEEDED:
+            raise envelope_error(500, str(task.get("error") or "copy task failed"))
+
+    async def _wait_for_copies_into(self, target: str) -> None:
+        """Wait while the remote has copy tasks under way into ``target``: a folder's
+        copy task makes one task per entry, and ends before they do."""
+        full = joined(self._base_path, target)
+        delay = TASK_POLL_FIRST
+        while True:
+            answer = await self._exchange("GET", "/api/task/copy/undone", self.options.token)
+            if not answer.ok or not isinstance(answer.data, builtins.list):
+                return
+            if not any(copies_into(task, full) for task in answer.data):
+                return
+            await asyncio.sleep(delay)
+            delay = min(TASK_POLL_LONGEST, delay * 2)
+
+    # --- request parts ------------------------------------------------------------
+
+    def _body(self, **fields: Any) -> dict[str, Any]:
+        """A request body with the folder password (AList v3.45 ignores it on writes,
+        Manifold checks it there too)."""
+        return {**fields, "password": self.options.meta_password}
+
+    def _pair(self, src: Obj, dst_dir: Obj) -> dict[str, Any]:
+        return self._body(
+            src_dir=parent_path(src.path), dst_dir=dst_dir.path, names=[src.name], overwrite=False
+        )
+
+    def _put_headers(self, path: str, upload: Upload) -> dict[str, str]:
+        headers = {
+            "File-Path": quote(path, safe="/"),
+            "Password": self.options.meta_password,
+            "Content-Type": "application/octet-stream",
+        }
+        if upload.size is not None:
+            headers["Content-Length"] = str(upload.size)
+        if not upload.overwrite:
+            headers["Overwrite"] = "false"
+        if upload.modified is not None:
+            headers["Last-Modified"] = str(int(upload.modified.timestamp() * 1000))
+        return headers
+
+    @staticmethod
+    def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
+        if src.is_dir and is_inside(dst_dir.path, src.path):
+            raise ServerError(INTO_ITSELF)
+
+    # --- errors -------------------------------------------------------------------
+
+    def _network_error(self, exc: Exception) -> ManifoldError:
+        return TemporaryFailure(f"request failed: {self._redacted(str(exc) or type(exc).__name__)}")
+
+    def _bad_url(self, exc: Exception) -> ManifoldError:
+        return InvalidRequest(f"invalid url: {self._redacted(str(exc))}")
+
+    def _redacted(self, text: str) -> str:
+        """``text`` without any secret of the options (a library may quote a URL
+        with credentials in it, or a header)."""
+        options = self.options
+        userinfo = urlsplit(options.url).netloc.rpartition("@")[0]
+        for secret in (options.password, options.token, options.meta_password, userinfo):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return ""
+
+
+DRIVER = AListV3Driver

@@ -1,0 +1,459 @@
+"""The FTP driver: a folder of an FTP server, ``Obj.path`` the server's absolute path.
+
+Every call borrows a logged-in connection from the storage's pool (``pool``) and
+gives it back; connections that broke are dropped, so a server that restarted is
+reached again by the next call. Listings use MLSD where the server offers it (sizes
+and UTC times for files and folders), else ``LIST``. Downloads are range readers:
+``REST`` then ``RETR`` on a pooled connection, ended with ``ABOR`` once the range is
+read, so many small reads (an archive's) keep reusing a few connections.
+
+Uploads go to a ``RESERVED_PREFIX`` name in the target folder, are checked for their
+byte count and renamed into place; a failed or cancelled one deletes its temporary
+file, on a new connection if need be, and when even that fails (the server is down)
+the name is remembered and deleted by the next connection made. Temporary names never
+show in listings, and ones left for a day (a process killed mid-upload) are deleted
+when their folder is listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import posixpath
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import aioftp
+
+from manifold.drivers.base import (
+    RESERVED_PREFIX,
+    Driver,
+    LinkArgs,
+    Upload,
+    validate_name,
+)
+from manifold.drivers.ftp.errors import ftp_errors
+from manifold.drivers.ftp.listing import LINK, Entry, parse_list, parse_mlsx
+from manifold.drivers.ftp.meta import CONFIG, Addition
+from manifold.drivers.ftp.pool import ConnectionPool
+from manifold.drivers.ftp.protocol import Connection, DataChannel, Endpoint, ReplyError
+from manifold.drivers.ftp.settings import clean_root, endpoint
+from manifold.errors import (
+    InvalidRequest,
+    NotAFile,
+    NotAFolder,
+    ObjectExists,
+    ObjectNotFound,
+    ServerError,
+    TemporaryFailure,
+)
+from manifold.models import Link, Obj, Storage
+
+CHUNK = 1 << 16
+# Seconds ``drop`` waits for deletions of temporaries still under way.
+CLEANUP_SECONDS = 10.0
+# A temporary this old is left over from a process that died mid-upload.
+STALE_AFTER = timedelta(days=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder.rstrip('/')}/{name}"
+
+
+def _name(name: str) -> str:
+    validate_name(name)
+    if "\r" in name or "\n" in name:
+        raise InvalidRequest("FTP cannot carry a line break in a name")
+    return name
+
+
+def _is_temp(name: str) -> bool:
+    return name.casefold().startswith(RESERVED_PREFIX)
+
+
+def _check_size(written: int, size: int | None) -> None:
+    if size is not None and written != size:
+        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+
+
+@dataclass(slots=True)
+class _Temp:
+    """An upload's temporary name, and whether a STOR for it was sent."""
+
+    path: str
+    sent: bool = False
+
+
+class FtpDriver(Driver[Addition]):
+    # Neither promise is kept. FTP's RNTO replaces whatever holds the name, so a put
+    # without overwrite is checked just before the rename, a best effort the server
+    # does not decide (no EXCLUSIVE_CREATE; Manifold's services serialise racing puts).
+    # Folder times come only from MLSD, which vsftpd and many others lack (no
+    # FOLDER_TIMES).
+    PROMISES = frozenset()
+
+    def __init__(self, storage: Storage, options: Addition) -> None:
+        super().__init__(storage, options)
+        # Public for its counters: ``logins`` (connections made) and ``reuses``.
+        self.pool = ConnectionPool(self._open, CONFIG.max_concurrency)
+        self._endpoint: Endpoint | None = None
+        self._root = ""
+        # Temporaries whose deletion failed: deleted by the next connection made.
+        self._orphans: set[str] = set()
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    async def init(self) -> None:
+        """Check the options, log in and find the root folder."""
+        self._endpoint = endpoint(self.options)
+        self._root = await self.pool.run(self._find_root)
+
+    async def drop(self) -> None:
+        with suppress(Exception):
+            if self._cleanups:
+                await asyncio.wait(list(self._cleanups), timeout=CLEANUP_SECONDS)
+        self.pool.close()
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await self.pool.run(lambda conn: self._list(conn, dir.path))
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        """A range reader: the server streams the bytes through this one (only_local)."""
+        if file.is_dir:
+            raise NotAFile()
+        path = file.path
+        return Link(reader=lambda offset, length: self._read(path, offset, length))
+
+    async def root_obj(self) -> Obj:
+        root = self._root or clean_root(self.options.root_folder_path)
+        modified = self.storage.modified or _EPOCH
+        return Obj(name="", size=0, is_dir=True, modified=modified, path=root)
+
+    async def get(self, path: str) -> Obj:
+        if path.strip("/") == "":
+            return await self.root_obj()
+        target = _join(self._root, path.strip("/"))
+        entry = await self.pool.run(lambda conn: self._stat(conn, target))
+        if entry is None:
+            raise ObjectNotFound()
+        return _obj(posixpath.dirname(target), entry)
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        path = _join(parent.path, _name(name))
+        return await self.pool.run(lambda conn: self._make_dir(conn, parent.path, path))
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        if posixpath.dirname(src.path) == dst_dir.path:
+            return src
+        inside = dst_dir.path == src.path or dst_dir.path.startswith(src.path.rstrip("/") + "/")
+        if src.is_dir and inside:
+            raise ServerError("the destination folder is a subfolder of the source folder")
+        target = _join(dst_dir.path, posixpath.basename(src.path))
+        await self.pool.run(lambda conn: self._rename(conn, src.path, target))
+        return replace(src, path=target)
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        name = _name(new_name)
+        target = _join(posixpath.dirname(src.path), name)
+        if target != src.path:
+            await self.pool.run(lambda conn: self._rename(conn, src.path, target))
+        return replace(src, name=name, path=target)
+
+    async def remove(self, obj: Obj) -> None:
+        await self.pool.run(lambda conn: self._remove(conn, obj.path))
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        name = _name(upload.name)
+        target = _join(dst_dir.path, name)
+        temp = _Temp(_join(dst_dir.path, RESERVED_PREFIX + secrets.token_hex(8)))
+        try:
+            written = await self.pool.run(
+                lambda conn: self._store(conn, temp, target, upload), "write"
+            )
+        except BaseException:
+            if temp.sent:
+                await self._discard(temp.path)
+            raise
+        modified = upload.modified or datetime.now(UTC)
+        return Obj(name=name, size=written, is_dir=False, modified=modified, path=target)
+
+    # --- connections ---------------------------------------------------------------
+
+    async def _open(self) -> Connection:
+        """A new logged-in connection, which first deletes the temporaries left over."""
+        if self._endpoint is None:
+            raise ServerError("storage not init")
+        with ftp_errors():
+            conn = await Connection.open(self._endpoint)
+            try:
+                for temp in list(self._orphans):
+                    reply = await conn.ask(f"DELE {temp}")
+                    if reply.ok() or reply.code == "550":
+                        self._orphans.discard(temp)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    async def _find_root(self, conn: Connection) -> str:
+        root = clean_root(self.options.root_folder_path)
+        with ftp_errors():
+            if not root.startswith("/"):  # relative to the folder the login starts in
+                reply = await conn.do("PWD")
+                start = str(aioftp.Client.parse_directory_response(reply.text))
+                root = posixpath.normpath(_join(start, root))
+            entry = await conn.stat(root)
+        if entry is None or not entry.is_dir:
+            raise ObjectNotFound(f"root folder {root} not exists")
+        return root
+
+    # --- what each call does on its connection ---------------------------------------
+
+    async def _list(self, conn: Connection, path: str) -> builtins.list[Obj]:
+        with ftp_errors():
+            entries = await self._entries(conn, path)
+            now = datetime.now(UTC)
+            objs, stale = [], []
+            for entry in entries:
+                if _is_temp(entry.name):
+                    if entry.modified is not None and now - entry.modified > STALE_AFTER:
+                        stale.append(entry.name)
+                    continue
+                if entry.kind == LINK:
+                    resolved = await conn.stat(_join(path, entry.name))
+                    if resolved is None:
+                        continue  # a link that leads nowhere
+                    entry = replace(resolved, name=entry.name, modified=entry.modified)
+                objs.append(_obj(path, entry))
+            for name in stale:
+                await conn.ask(f"DELE {_join(path, name)}")
+        return objs
+
+    async def _entries(self, conn: Connection, path: str) -> builtins.list[Entry]:
+        """Every entry of folder ``path``, temporaries included; ``ObjectNotFound`` or
+        ``NotAFolder`` when it is not a folder."""
+        try:
+            lines = await conn.listing(path)
+        except ReplyError as exc:
+            if exc.code.startswith("5"):
+                await self._refuse_missing_folder(conn, path)
+            raise
+        now = datetime.now(UTC)
+        entries = []
+        for raw, machine in lines:
+            line = conn.decode(raw)
+            if line is None:
+                continue
+            entry = parse_mlsx(line) if machine else parse_list(line, now)
+            if entry is not None:
+                entries.append(entry)
+        return entries
+
+    async def _refuse_missing_folder(self, conn: Connection, path: str) -> None:
+        entry = await conn.stat(path)
+        if entry is None:
+            raise ObjectNotFound()
+        if not entry.is_dir:
+            raise NotAFolder()
+
+    async def _stat(self, conn: Connection, path: str) -> Entry | None:
+        with ftp_errors():
+            return await conn.stat(path, times=True)
+
+    async def _make_dir(self, conn: Connection, parent: str, path: str) -> Obj:
+        with ftp_errors():
+            reply = await conn.ask(f"MKD {path}")
+            if reply.ok():
+                return Obj(path.rsplit("/", 1)[1], 0, True, datetime.now(UTC), path=path)
+            entry = await conn.stat(path)
+            if entry is not None:
+                if not entry.is_dir:
+                    raise ObjectExists()
+                return _obj(parent, entry)  # idempotent: the folder is there already
+            if reply.code.startswith("5"):
+                await self._refuse_missing_folder(conn, parent)
+            raise ReplyError("MKD", reply)
+
+    async def _rename(self, conn: Connection, src: str, target: str) -> None:
+        with ftp_errors():
+            if await conn.stat(target) is not None:
+                raise ObjectExists()
+            await conn.do(f"RNFR {src}", "3")
+            await conn.do(f"RNTO {target}")
+
+    async def _remove(self, conn: Connection, path: str) -> None:
+        """DELE first, whatever the caller thinks ``path`` is: it removes a file, and a
+        link to a folder as the link itself. A real folder is emptied then removed."""
+        with ftp_errors():
+            reply = await conn.ask(f"DELE {path}")
+            if reply.ok():
+                return
+            entry = await conn.stat(path)
+            if entry is None:
+                raise ObjectNotFound()
+            if not entry.is_dir:
+                raise ReplyError("DELE", reply)
+            await self._remove_tree(conn, path)
+
+    async def _remove_tree(self, conn: Connection, top: str) -> None:
+        """Empty and remove folder ``top``, deepest folders first, without recursion.
+        A listed folder is tried with DELE first: MLSD follows links, and a link to a
+        folder must go as a link, never by emptying the folder it leads to."""
+        folders, order = [top], []
+        while folders:
+            folder = folders.pop()
+            order.append(folder)
+            for entry in await self._entries(conn, folder):
+                child = _join(folder, entry.name)
+                if entry.is_dir and not (await conn.ask(f"DELE {child}")).ok():
+                    folders.append(child)
+                elif not entry.is_dir:
+                    await conn.do(f"DELE {child}")
+        for folder in reversed(order):
+            await conn.do(f"RMD {folder}")
+
+    async def _store(self, conn: Connection, temp: _Temp, target: str, upload: Upload) -> int:
+        with ftp_errors():
+            await self._refuse_taken(conn, target, upload.overwrite)
+            temp.sent = True
+            data = await conn.open_data(f"STOR {temp.path}")
+        written = await _send(conn, data, upload)
+        with ftp_errors():
+            try:
+                await data.shut()
+            except BaseException:
+                conn.broken = True
+                raise
+            await conn.final()
+            await _check_stored(conn, temp.path, written)
+            if upload.modified is not None and conn.features.mfmt:
+                await conn.ask(f"MFMT {upload.modified.astimezone(UTC):%Y%m%d%H%M%S} {temp.path}")
+            # Best effort: RNTO replaces, so the name is looked at just before; the
+            # services serialise racing puts to one name.
+            await self._refuse_taken(conn, target, upload.overwrite)
+            await conn.do(f"RNFR {temp.path}", "3")
+            await conn.do(f"RNTO {target}")
+        return written
+
+    async def _refuse_taken(self, conn: Connection, target: str, overwrite: bool) -> None:
+        entry = await conn.stat(target)
+        if entry is not None and (entry.is_dir or not overwrite):
+            raise ObjectExists()
+
+    async def _discard(self, temp: str) -> None:
+        """Delete an upload's temporary, on a connection of its own. Shielded: this
+        runs when the upload is being cancelled too, and goes on if cancelled again."""
+        task = asyncio.ensure_future(self._delete_temp(temp))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        await asyncio.shield(task)
+
+    async def _delete_temp(self, temp: str) -> None:
+        async def delete(conn: Connection) -> bool:
+            with ftp_errors():
+                reply = await conn.ask(f"DELE {temp}")
+            return reply.ok() or reply.code == "550"
+
+        try:
+            deleted = await self.pool.run(delete)
+        except Exception:
+            deleted = False
+        if not deleted:
+            self._orphans.add(temp)
+
+    # --- downloads -------------------------------------------------------------------
+
+    async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes ``[offset, offset + length)`` of ``path`` from a pooled connection,
+        which goes back to the pool in step however the reading ends."""
+        if length == 0:
+            return
+        conn, data = await self.pool.hold(lambda conn: _retrieve(conn, path, offset), "read")
+        if data is None:  # the offset lies past the end
+            self.pool.release(conn, True)
+            return
+        reusable = gone = False
+        try:
+            remaining = length
+            while remaining is None or remaining > 0:
+                want = CHUNK if remaining is None else min(CHUNK, remaining)
+                with ftp_errors():
+                    chunk = await _received(conn, data, want)
+                if not chunk:
+                    data.close()
+                    with ftp_errors():
+                        await conn.final()
+                    reusable = True
+                    return
+                if remaining is not None:
+                    remaining -= len(chunk)
+                yield chunk
+            await conn.abandon(data)  # every byte asked for is read
+            reusable = not conn.broken
+        except GeneratorExit:  # the reader was closed early: keep the connection if we can
+            await conn.abandon(data)
+            reusable = not conn.broken
+            raise
+        except TemporaryFailure:
+            gone = True
+            raise
+        finally:
+            data.close()
+            self.pool.release(conn, reusable, gone=gone)
+
+
+async def _retrieve(conn: Connection, path: str, offset: int) -> DataChannel | None:
+    """A data connection carrying ``path`` from ``offset``; None past its end."""
+    with ftp_errors():
+        try:
+            return await conn.open_data(f"RETR {path}", offset)
+        except ReplyError as exc:
+            if offset and exc.code == "554":  # REST beyond the end
+                return None
+            raise
+
+
+async def _received(conn: Connection, data: DataChannel, count: int) -> bytes:
+    try:
+        return await data.read(count)
+    except BaseException:
+        conn.broken = True  # the transfer is cut: its replies are unknown
+        raise
+
+
+async def _send(conn: Connection, data: DataChannel, upload: Upload) -> int:
+    """Write the upload's stream to ``data``; the stream's own errors pass unchanged,
+    and a wrong byte count raises ``InvalidRequest`` (a long one as soon as it shows)."""
+    written = 0
+    try:
+        async for chunk in upload.stream:
+            written += len(chunk)
+            if upload.size is not None and written > upload.size:
+                _check_size(written, upload.size)
+            if chunk:
+                with ftp_errors():
+                    await data.write(chunk)
+        _check_size(written, upload.size)
+    except BaseException:
+        data.close()
+        conn.broken = True  # the server still owes the STOR's reply
+        raise
+    return written
+
+
+async def _check_stored(conn: Connection, path: str, written: int) -> None:
+    """The server's size of the finished temporary (where it tells) must be ours."""
+    reply = await conn.ask(f"SIZE {path}")
+    if reply.code == "213" and reply.text.isdigit() and int(reply.text) != written:
+        raise TemporaryFailure(f"the FTP server stored {reply.text} of {written} bytes")
+
+
+def _obj(folder: str, entry: Entry) -> Obj:
+    modified = entry.modified or _EPOCH
+    return Obj(entry.name, entry.size, entry.is_dir, modified, path=_join(folder, entry.name))
+
+
+DRIVER = FtpDriver

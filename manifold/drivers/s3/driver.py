@@ -1,0 +1,547 @@
+"""The S3 driver: a bucket of any S3-compatible store, through aiobotocore.
+
+Folders are prefixes (``keys``): listings ask for one level (``Delimiter="/"``) a page
+at a time, following the store's continuation tokens (v1 markers or v2 tokens, as
+the ``list_object_version`` option says). A new folder is an empty placeholder
+object inside the prefix (AList's ``.alist``), hidden from listings.
+
+Downloads are presigned GET URLs (SigV4, ``sign_url_expire`` hours), so ``/d``
+redirects the client to the store and ``/p`` fetches the same URL with ranges.
+
+Uploads (``upload``) are one ``PutObject`` when small, else a multipart upload
+completed only after its last part and aborted on any failure, so a file appears
+whole or not at all. Copies run on the store (``CopyObject``); a folder is copied key
+by key, and a folder moved or renamed loses its source keys only once every copy
+exists, so a failure midway leaves the source whole and removes what was copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
+from contextlib import AsyncExitStack, suppress
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import AioSession, get_session
+from botocore import UNSIGNED
+from botocore.handlers import set_list_objects_encoding_type_url
+
+from manifold.drivers.base import Driver, LinkArgs, Upload, translating, validate_name
+from manifold.errors import (
+    InvalidRequest,
+    NotAFile,
+    NotAFolder,
+    ObjectExists,
+    ObjectNotFound,
+    ServerError,
+)
+from manifold.models import Link, Obj
+
+from .failures import ERRORS
+from .keys import (
+    inside,
+    is_empty,
+    join,
+    key_of,
+    last_key,
+    name_of,
+    page_objects,
+    parent_of,
+    prefix_of,
+)
+from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
+from .upload import Uploader, background
+
+T = TypeVar("T")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# SigV4 presigned URLs live at most a week.
+_LONGEST_SIGN_HOURS = 7 * 24
+_DEFAULT_SIGN_HOURS = 4
+# CopyObject copies at most 5 GiB; bigger objects are copied in parts.
+_COPY_LIMIT = 5 << 30
+
+# One session for every S3 storage: it holds the service model, read from disk once.
+_SESSION: list[AioSession] = []
+
+
+def _session() -> AioSession:
+    if not _SESSION:
+        _SESSION.append(get_session())
+    return _SESSION[0]
+
+
+class S3Driver(Driver[Addition]):
+    # No EXCLUSIVE_CREATE: a put that must not replace sends ``If-None-Match: *``
+    # (AWS, MinIO and moto refuse it with 412 when the key exists), but a copy has no
+    # such condition that stores keep (moto ignores it), and moto's own put check
+    # looks before it writes rather than atomically; a look before each write
+    # narrows the window only.
+    # No FOLDER_TIMES: a folder is a prefix, which has no time (listed with the
+    # storage's own).
+    PROMISES: ClassVar[frozenset[str]] = frozenset()
+    # Keys a listing page asks for (S3's own maximum is 1000).
+    PAGE_SIZE: ClassVar[int] = 1000
+    # Bytes of each uploaded part; an upload that fits in one is a single PutObject.
+    PART_SIZE: ClassVar[int] = 8 << 20
+    # Above this size a copy goes in parts (UploadPartCopy) of ``COPY_PART_SIZE``.
+    COPY_LIMIT: ClassVar[int] = _COPY_LIMIT
+    COPY_PART_SIZE: ClassVar[int] = 512 << 20
+    # Copies (and delete batches) under way at once inside one folder operation.
+    TREE_CONCURRENCY: ClassVar[int] = 8
+    # Keys one DeleteObjects removes (S3's maximum).
+    DELETE_BATCH: ClassVar[int] = 1000
+
+    _client: Any = None
+    _signer: Any = None
+    _stack: AsyncExitStack | None = None
+    _uploader: Uploader | None = None
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def init(self) -> None:
+        options = self.options
+        missing = [
+            name
+            for name in ("bucket", "endpoint", "access_key_id", "secret_access_key")
+            if not getattr(options, name)
+        ]
+        if missing:
+            raise InvalidRequest(f"{', '.join(missing)} is required")
+        self._root = "/" + options.root_folder_path.strip("/")
+        self._hidden = options.placeholder or DEFAULT_PLACEHOLDER
+        await self.drop()
+        stack = AsyncExitStack()
+        try:
+            with translating(ERRORS):
+                await self._connect(stack)
+                await self._client.head_bucket(Bucket=options.bucket)
+        except ValueError as exc:  # botocore's word for an endpoint it cannot parse
+            await stack.aclose()
+            raise InvalidRequest("endpoint is not a valid URL") from exc
+        except ObjectNotFound as exc:
+            await stack.aclose()
+            raise ObjectNotFound(f"bucket {options.bucket} not found") from exc
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        self._uploader = Uploader(self._client, options.bucket, self.PART_SIZE)
+
+    async def drop(self) -> None:
+        stack, self._stack = self._stack, None
+        uploader, self._uploader = self._uploader, None
+        self._client = self._signer = None
+        if uploader is not None:
+            with suppress(Exception):
+                await uploader.close()
+        if stack is not None:
+            with suppress(Exception):
+                await stack.aclose()
+
+    async def _connect(self, stack: AsyncExitStack) -> None:
+        options = self.options
+        session = _session()
+        # The service model is read from disk: in this storage's threads, once.
+        await self.run_blocking(session.warm_up_loader_caches, "s3")
+        endpoint = _with_scheme(options.endpoint)
+        self._client = await stack.enter_async_context(
+            session.create_client("s3", endpoint_url=endpoint, **self._client_args())
+        )
+        # v1 listings ask for plain keys, as AList's SDK does: botocore would ask for
+        # URL-encoded ones and decode every prefix, and stores differ on whether a v1
+        # answer encodes its common prefixes (moto does not), which turns a folder
+        # named ``%46`` into ``F``. v2 stores encode both alike.
+        self._client.meta.events.unregister(
+            "before-parameter-build.s3.ListObjects", set_list_objects_encoding_type_url
+        )
+        self._signer = self._client
+        if options.custom_host:
+            signed = options.enable_custom_host_presign
+            self._signer = await stack.enter_async_context(
+                session.create_client(
+                    "s3", endpoint_url=endpoint, **self._client_args(signed=signed)
+                )
+            )
+            host = _with_scheme(options.custom_host, urlsplit(endpoint).scheme)
+            self._signer.meta.events.register("before-sign.s3.GetObject", _to_host(host))
+
+    def _client_args(self, signed: bool = True) -> dict[str, Any]:
+        options = self.options
+        config = AioConfig(
+            signature_version="s3v4" if signed else UNSIGNED,
+            s3={"addressing_style": "path"} if options.force_path_style else {},
+            # The driver's layers retry idempotent calls; one more try here covers a
+            # part of an upload that met a passing error.
+            retries={"mode": "standard", "total_max_attempts": 2},
+            connect_timeout=10,
+            read_timeout=60,
+            max_pool_connections=self.TREE_CONCURRENCY * 4,
+            # Checksums only where S3 requires them: many S3-compatible stores refuse
+            # the newer trailing checksums.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        return {
+            "region_name": options.region or DEFAULT_REGION,
+            "aws_access_key_id": options.access_key_id,
+            "aws_secret_access_key": options.secret_access_key,
+            "aws_session_token": options.session_token or None,
+            "verify": not options.tls_insecure_skip_verify,
+            "config": config,
+        }
+
+    async def _call(self, operation: str, **params: Any) -> Any:
+        """One request of the S3 API for this bucket, its errors translated."""
+        with translating(ERRORS):
+            return await getattr(self._client, operation)(Bucket=self.options.bucket, **params)
+
+    # --- reading ---------------------------------------------------------------
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        found: builtins.list[Obj] = []
+        async for page in self.list_pages(dir):
+            found += page
+        return found
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        if not dir.is_dir:
+            raise NotAFolder()
+        seen: set[str] = set()
+        first = True
+        async for page in self._pages(prefix_of(dir.path), delimiter="/"):
+            if first and is_empty(page) and key_of(dir.path) != key_of(self._root):
+                await self._refuse_missing_folder(dir.path)
+            first = False
+            yield page_objects(page, dir.path, self._hidden, self._folder_time(), seen)
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        if file.is_dir:
+            raise NotAFile()
+        key = key_of(file.path)
+        await self._call("head_object", Key=key)  # a URL to nothing would answer 404 later
+        hours = self.options.sign_url_expire
+        if hours <= 0:
+            hours = _DEFAULT_SIGN_HOURS
+        seconds = min(hours, _LONGEST_SIGN_HOURS) * 3600
+        params = {"Bucket": self.options.bucket, "Key": key}
+        if not self.options.custom_host:
+            params["ResponseContentDisposition"] = self._disposition(name_of(file.path))
+        with translating(ERRORS):
+            url: str = await self._signer.generate_presigned_url(
+                "get_object", Params=params, ExpiresIn=seconds
+            )
+        presigned = not self.options.custom_host or self.options.enable_custom_host_presign
+        if self.options.custom_host and self.options.remove_bucket:
+            url = url.replace(f"/{self.options.bucket}", "", 1)
+        return Link(url=url, expires_in=float(seconds) if presigned else None)
+
+    def _disposition(self, name: str) -> str:
+        quoted = quote(name, safe="$&+:=@")  # as Go's url.PathEscape, which AList uses
+        if self.options.add_filename_to_disposition:
+            return f"attachment; filename=\"{name}\"; filename*=UTF-8''{quoted}"
+        return f"attachment; filename*=UTF-8''{quoted}"
+
+    async def root_obj(self) -> Obj:
+        return Obj(name="", size=0, is_dir=True, modified=self._folder_time(), path=self._root)
+
+    async def get(self, path: str) -> Obj:
+        full = join(self._root, path.lstrip("/")) if path.strip("/") else self._root
+        if key_of(full) == key_of(self._root):
+            return await self.root_obj()
+        file = await self._file(full)
+        if file is not None:
+            return file
+        if await self._has_keys(prefix_of(full)):
+            return self._folder(full)
+        raise ObjectNotFound()
+
+    # --- writing ---------------------------------------------------------------
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        path = join(parent.path, validate_name(name))
+        await _together(self._require_folder(parent), self._refuse_file(path))
+        await self._call("put_object", Key=prefix_of(path) + self._hidden, Body=b"")
+        return self._folder(path)
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        if key_of(parent_of(src.path)) == key_of(dst_dir.path):
+            return src
+        self._refuse_into_itself(src, dst_dir)
+        return await self._relocate(src, join(dst_dir.path, name_of(src.path)), dst_dir)
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        validate_name(new_name)
+        if new_name == name_of(src.path):
+            return src
+        if not src.is_dir:
+            self._refuse_placeholder(new_name)
+        return await self._relocate(src, join(parent_of(src.path), new_name), None)
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        self._refuse_into_itself(src, dst_dir)
+        target = join(dst_dir.path, name_of(src.path))
+        await _together(self._require_folder(dst_dir), self._refuse_taken(target))
+        if src.is_dir:
+            await self._copy_tree(src.path, target)
+            return self._folder(target)
+        await self._copy_key(key_of(src.path), key_of(target), src.size)
+        return _file_obj(target, src.size, datetime.now(UTC))
+
+    async def remove(self, obj: Obj) -> None:
+        if not obj.is_dir:
+            await self._call("head_object", Key=key_of(obj.path))
+            await self._call("delete_object", Key=key_of(obj.path))
+            return
+        keys = [key for key, _ in await self._keys_below(obj.path)]
+        await self._delete(keys)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        name = self._refuse_placeholder(validate_name(upload.name))
+        if not dst_dir.is_dir:
+            raise NotAFolder()
+        path = join(dst_dir.path, name)
+        checks = [self._refuse_folder(path)]
+        if not upload.overwrite:
+            checks.append(self._refuse_file(path))
+        await _together(*checks)
+        assert self._uploader is not None
+        size = await self._uploader.put(key_of(path), upload)
+        return _file_obj(path, size, datetime.now(UTC))
+
+    # --- folders as prefixes -----------------------------------------------------
+
+    async def _pages(
+        self, prefix: str, delimiter: str = "", limit: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The store's listing pages of ``prefix``, following its continuation."""
+        params: dict[str, Any] = {"Prefix": prefix, "MaxKeys": limit or self.PAGE_SIZE}
+        if delimiter:
+            params["Delimiter"] = delimiter
+        v2 = self.options.list_object_version == "v2"
+        while True:
+            page = await self._call("list_objects_v2" if v2 else "list_objects", **params)
+            yield page
+            if limit or not page.get("IsTruncated"):
+                return
+            after = page.get("NextContinuationToken") if v2 else page.get("NextMarker")
+            after = after or last_key(page)
+            if not after:
+                return
+            if v2 and page.get("NextContinuationToken"):
+                params["ContinuationToken"] = after
+            elif v2:
+                params["StartAfter"] = after
+            else:
+                params["Marker"] = after
+
+    async def _has_keys(self, prefix: str) -> bool:
+        async for page in self._pages(prefix, limit=1):
+            return not is_empty(page)
+        return False
+
+    async def _keys_below(self, folder: str) -> builtins.list[tuple[str, int]]:
+        """Every key inside ``folder`` with its size; ``ObjectNotFound`` when none."""
+        keys = [
+            (item["Key"], int(item["Size"]))
+            async for page in self._pages(prefix_of(folder))
+            for item in page.get("Contents") or ()
+        ]
+        if not keys:
+            raise ObjectNotFound()
+        return keys
+
+    async def _file(self, path: str) -> Obj | None:
+        if name_of(path) == self._hidden:
+            return None
+        try:
+            head = await self._call("head_object", Key=key_of(path))
+        except ObjectNotFound:
+            return None
+        return _file_obj(path, int(head["ContentLength"]), head["LastModified"])
+
+    def _folder(self, path: str) -> Obj:
+        return Obj(name=name_of(path), size=0, is_dir=True, modified=self._folder_time(), path=path)
+
+    def _folder_time(self) -> datetime:
+        modified = self.storage.modified or _EPOCH
+        return modified if modified.tzinfo else modified.replace(tzinfo=UTC)
+
+    async def _require_folder(self, folder: Obj) -> None:
+        if not folder.is_dir:
+            raise NotAFolder()
+        if key_of(folder.path) == key_of(self._root):
+            return
+        if not await self._has_keys(prefix_of(folder.path)):
+            await self._refuse_missing_folder(folder.path)
+
+    async def _refuse_missing_folder(self, path: str) -> None:
+        if await self._file(path) is not None:
+            raise NotAFolder()
+        raise ObjectNotFound()
+
+    async def _refuse_file(self, path: str) -> None:
+        if await self._file(path) is not None:
+            raise ObjectExists(f"file exists: {name_of(path)}")
+
+    async def _refuse_folder(self, path: str) -> None:
+        if await self._has_keys(prefix_of(path)):
+            raise ObjectExists(f"a folder holds the name: {name_of(path)}")
+
+    async def _refuse_taken(self, path: str) -> None:
+        await _together(self._refuse_file(path), self._refuse_folder(path))
+
+    def _refuse_placeholder(self, name: str) -> str:
+        if name == self._hidden:
+            raise InvalidRequest(f"invalid name: {name!r} keeps folders of this storage")
+        return name
+
+    @staticmethod
+    def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
+        if src.is_dir and inside(dst_dir.path, src.path):
+            raise ServerError("the destination folder is a subfolder of the source folder")
+
+    # --- copies, moves and removals ------------------------------------------------
+
+    async def _relocate(self, src: Obj, target: str, dst_dir: Obj | None) -> Obj:
+        """Move ``src`` to ``target``: copy, then remove the source once the copy is whole."""
+        checks = [self._refuse_taken(target)]
+        if dst_dir is not None:
+            checks.append(self._require_folder(dst_dir))
+        await _together(*checks)
+        if not src.is_dir:
+            await self._copy_key(key_of(src.path), key_of(target), src.size)
+            await self._call("delete_object", Key=key_of(src.path))
+            return _file_obj(target, src.size, datetime.now(UTC))
+        copied = await self._copy_tree(src.path, target)
+        await self._delete(copied)
+        return self._folder(target)
+
+    async def _copy_tree(self, source: str, target: str) -> builtins.list[str]:
+        """Copy every key inside folder ``source`` below ``target``; the source keys.
+
+        A failure (or a cancellation) removes whatever reached ``target``, which was
+        free before, so a failed copy leaves nothing there.
+        """
+        keys = await self._keys_below(source)
+        cut, dest = len(prefix_of(source)), prefix_of(target)
+        pairs = [(key, dest + key[cut:], size) for key, size in keys]
+        try:
+            await self._each(pairs, lambda pair: self._copy_key(*pair))
+        except BaseException:
+            await _shielded(self._delete([new for _, new, _ in pairs], missing_ok=True))
+            raise
+        return [key for key, _ in keys]
+
+    async def _copy_key(self, key: str, new_key: str, size: int) -> None:
+        source = {"Bucket": self.options.bucket, "Key": key}
+        if size <= self.COPY_LIMIT:
+            await self._call("copy_object", Key=new_key, CopySource=source)
+            return
+        assert self._uploader is not None
+        await self._uploader.copy_in_parts(source, new_key, size, self.COPY_PART_SIZE)
+
+    async def _delete(self, keys: builtins.list[str], missing_ok: bool = False) -> None:
+        """Delete ``keys`` in batches; ``ObjectNotFound`` when there are none."""
+        if not keys and not missing_ok:
+            raise ObjectNotFound()
+        batches = [
+            keys[start : start + self.DELETE_BATCH]
+            for start in range(0, len(keys), self.DELETE_BATCH)
+        ]
+        await self._each(batches, self._delete_batch)
+
+    async def _delete_batch(self, keys: builtins.list[str]) -> None:
+        objects = [{"Key": key} for key in keys]
+        answer = await self._call("delete_objects", Delete={"Objects": objects, "Quiet": True})
+        errors = answer.get("Errors") or ()
+        if errors:
+            first = errors[0]
+            raise ServerError(
+                f"s3 DeleteObjects: {len(errors)} not deleted, first {first.get('Code')}"
+            )
+
+    async def _each(self, items: Iterable[T], work: Callable[[T], Awaitable[None]]) -> None:
+        """``work`` on every item, ``TREE_CONCURRENCY`` at a time.
+
+        The first failure (or the caller's cancellation) stops new work, and the
+        requests under way are let finish before it is raised: a request cancelled
+        on this side may still be carried out by the store, after a clean-up that
+        was meant to undo it.
+        """
+        queue = iter(items)
+        failures: builtins.list[BaseException] = []
+
+        async def worker() -> None:
+            for item in queue:
+                if failures:
+                    return
+                try:
+                    await work(item)
+                except Exception as exc:
+                    failures.append(exc)
+
+        workers = asyncio.gather(*(worker() for _ in range(self.TREE_CONCURRENCY)))
+        try:
+            await asyncio.shield(workers)
+        except asyncio.CancelledError:
+            failures.append(asyncio.CancelledError())
+            with suppress(BaseException):
+                await workers
+            raise
+        if failures:
+            raise failures[0]
+
+
+def _file_obj(path: str, size: int, modified: datetime) -> Obj:
+    return Obj(name=name_of(path), size=size, is_dir=False, modified=modified, path=path)
+
+
+def _with_scheme(address: str, scheme: str = "https") -> str:
+    """``address`` as a URL: a bare host gets ``scheme`` (AList's SDK adds https)."""
+    address = address.strip()
+    return address if "://" in address else f"{scheme}://{address}"
+
+
+def _to_host(host: str) -> Callable[..., None]:
+    """A hook that points a GET request at ``host`` before it is signed (AList's
+    custom host): the link is signed, if at all, for the host the client will ask."""
+    wanted = urlsplit(host)
+
+    def point(request: Any, **_: Any) -> None:
+        parts = urlsplit(request.url)
+        request.url = urlunsplit(
+            (wanted.scheme, wanted.netloc, parts.path, parts.query, parts.fragment)
+        )
+
+    return point
+
+
+async def _together(*calls: Awaitable[None]) -> None:
+    """Run independent checks at once; the first failure is raised after all ended."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _shielded(call: Coroutine[Any, Any, None]) -> None:
+    """Finish a clean-up even when the caller is being cancelled; its own failure is
+    dropped (the error that caused it is what the caller sees)."""
+    task = background(call)
+    with suppress(Exception, asyncio.CancelledError):
+        await asyncio.shield(task)
+
+
+DRIVER = S3Driver

@@ -1,0 +1,596 @@
+"""The AList V3 driver against a real remote: a second Manifold over HTTP.
+
+Most tests share one remote served in this process; the fault tests kill a remote
+running as a process of its own and start it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from manifold.drivers.alist_v3.driver import NOT_MOUNTABLE, AListV3Driver
+from manifold.drivers.alist_v3.meta import CONFIG, Addition
+from manifold.drivers.base import Driver, LinkArgs, Upload
+from manifold.errors import (
+    ManifoldError,
+    ObjectExists,
+    ObjectNotFound,
+    PermissionDenied,
+    TemporaryFailure,
+)
+from manifold.models import Obj, Storage
+from manifold.services.fs.streams import open_range
+from manifold.testing.conformance import (
+    DriverConformance,
+    DriverFactory,
+    chunks,
+    put_bytes,
+    read_obj,
+)
+from manifold.vfs.layers import wrap
+from tests.conftest import Api
+from tests.drivers.alist_v3_server import (
+    MOUNT,
+    USER,
+    USER_PASSWORD,
+    Remote,
+    RemoteProcess,
+    in_process,
+    serving_tls,
+)
+from tests.fixtures.processes import free_port
+
+# Long enough for anything on a slow shared machine; only a hang reaches it.
+HANG = 120
+
+
+@pytest.fixture(scope="module")
+async def remote(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Remote]:
+    async with in_process(tmp_path_factory.mktemp("alist-remote")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def process(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RemoteProcess]:
+    started = RemoteProcess(tmp_path_factory.mktemp("alist-process"))
+    await started.start()
+    try:
+        await started.remote.set_up()
+        yield started
+    finally:
+        await started.stop()
+
+
+def build(remote: Remote, **options: Any) -> AListV3Driver:
+    fields: dict[str, Any] = {
+        "root_folder_path": MOUNT,
+        "url": remote.url + "/",
+        "username": USER,
+        "password": USER_PASSWORD,
+        **options,
+    }
+    return AListV3Driver(Storage(id=7, mount_path="/remote", driver="AList V3"), Addition(**fields))
+
+
+async def mounted(remote: Remote, **options: Any) -> Driver[Any]:
+    """A driver as the server mounts it: initialised, then wrapped in its layers."""
+    driver = build(remote, **options)
+    await driver.init()
+    return wrap(driver, CONFIG)
+
+
+async def fresh_folder(driver: Driver[Any]) -> Obj:
+    return await driver.make_dir(await driver.root_obj(), f"t-{secrets.token_hex(6)}")
+
+
+class Saved:
+    """An options saver that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.additions: list[dict[str, Any]] = []
+
+    async def __call__(self, addition: str) -> None:
+        self.additions.append(json.loads(addition))
+
+
+class TestAListV3Conformance(DriverConformance):
+    @pytest.fixture
+    def driver_factory(self, remote: Remote) -> DriverFactory:
+        async def factory() -> Driver[Any]:
+            return await mounted(remote)
+
+        return factory
+
+
+# --- options and configuration -----------------------------------------------------
+
+ALIST_OPTIONS = [
+    ("root_folder_path", "string", "/", True),
+    ("url", "string", "", True),
+    ("meta_password", "string", "", False),
+    ("username", "string", "", False),
+    ("password", "string", "", False),
+    ("token", "string", "", False),
+    ("pass_ua_to_upsteam", "bool", "true", False),
+    ("forward_archive_requests", "bool", "true", False),
+]
+
+
+async def test_the_form_shows_alists_options_then_manifolds(api: Api) -> None:
+    await api.as_admin()
+    body = await api.get("/api/admin/driver/info", params={"driver": "AList V3"})
+    info = body["data"]
+    shown = [(i["name"], i["type"], i["default"], i["required"]) for i in info["additional"]]
+    assert shown[:-1] == ALIST_OPTIONS
+    assert all(item["help"] == "" for item in info["additional"][:-1])
+    assert shown[-1] == ("tls_insecure_skip_verify", "bool", "false", False)
+    assert "unsafe" in info["additional"][-1]["help"].lower()
+    assert info["config"] == {
+        "name": "AList V3",
+        "local_sort": True,
+        "only_local": False,
+        "only_proxy": False,
+        "no_cache": False,
+        "no_upload": False,
+        "need_ms": False,
+        "default_root": "/",
+        "alert": "",
+    }
+    assert "proxy_range" in [item["name"] for item in info["common"]]
+    assert (CONFIG.check_status, CONFIG.never_indexed) == (True, True)
+
+
+# --- login and the session ---------------------------------------------------------
+
+
+async def test_init_trims_the_url_and_logs_in_saving_the_token(remote: Remote) -> None:
+    driver, saved = build(remote), Saved()
+    driver.options_saver = saved
+    await driver.init()
+    try:
+        assert driver.options.url == remote.url
+        [addition] = saved.additions
+        assert addition["token"] == driver.options.token != ""
+        assert await whose(remote, addition["token"]) == USER
+    finally:
+        await driver.drop()
+
+
+async def test_a_bogus_token_is_replaced_by_a_login(remote: Remote) -> None:
+    driver, saved = build(remote, token="not-a-token"), Saved()
+    driver.options_saver = saved
+    await driver.init()
+    try:
+        token = saved.additions[-1]["token"]
+        assert token != "not-a-token"
+        assert await whose(remote, token) == USER
+    finally:
+        await driver.drop()
+
+
+async def test_another_users_token_is_replaced_by_a_login(remote: Remote) -> None:
+    admin_token = await remote.login("admin", "admin-secret-pw")
+    driver = build(remote, token=admin_token)
+    await driver.init()
+    try:
+        assert await whose(remote, driver.options.token) == USER
+    finally:
+        await driver.drop()
+
+
+async def test_an_ended_session_is_renewed_and_the_call_made_again(remote: Remote) -> None:
+    driver, saved = build(remote), Saved()
+    await driver.init()
+    driver.options_saver = saved
+    try:
+        folder = await fresh_folder(driver)
+        stale = driver.options.token
+        await logout(remote, stale)
+        assert await driver.list(folder) == []
+        renewed = saved.additions[-1]["token"]
+        assert renewed not in ("", stale)
+        await logout(remote, renewed)
+        await put_bytes(
+            driver, folder, "after.txt", b"renewed"
+        )  # a small upload is kept: sent again
+        assert [o.name for o in await driver.list(folder)] == ["after.txt"]
+    finally:
+        await driver.drop()
+
+
+async def test_a_refused_login_is_not_tried_again_by_every_call(remote: Remote) -> None:
+    name = f"changer-{secrets.token_hex(3)}"
+    await remote.call(
+        "POST", "/api/admin/user/create", json={"username": name, "password": "old-pw-1"}
+    )
+    logins: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.url.path == "/api/auth/login":
+            logins.append(request.url.path)
+
+    driver = build(remote, username=name, password="old-pw-1")
+    driver.resources.http(verify=True).event_hooks["request"].append(record)
+    await driver.init()
+    try:
+        user = await remote.user(name)
+        await remote.call("POST", "/api/admin/user/update", json={**user, "password": "new-pw-2"})
+        with pytest.raises(ManifoldError) as first:
+            await driver.list(await driver.root_obj())
+        assert "old-pw-1" not in first.value.message
+        with pytest.raises(PermissionDenied):
+            await driver.list(await driver.root_obj())
+        assert len(logins) == 2  # init's, and the one renewal the remote refused
+    finally:
+        await driver.drop()
+
+
+async def test_a_token_alone_cannot_be_renewed(remote: Remote) -> None:
+    token = await remote.login()
+    driver = build(remote, username="", password="", token=token)
+    await driver.init()
+    try:
+        await driver.list(await driver.root_obj())
+        await logout(remote, token)
+        with pytest.raises(PermissionDenied) as caught:
+            await driver.list(await driver.root_obj())
+        assert token not in caught.value.message
+    finally:
+        await driver.drop()
+
+
+async def test_a_guest_mount_needs_the_remotes_consent(remote: Remote) -> None:
+    guest = await remote.user("guest")
+    await remote.call("POST", "/api/admin/user/update", json={**guest, "disabled": False})
+    try:
+        await remote.settings(allow_mounted="false")
+        refused = build(remote, username="", password="")
+        with pytest.raises(PermissionDenied) as caught:
+            await refused.init()
+        assert caught.value.message == NOT_MOUNTABLE
+        await refused.drop()
+        await remote.settings(allow_mounted="true")
+        allowed = build(remote, username="", password="")
+        await allowed.init()
+        assert isinstance(await allowed.list(await allowed.root_obj()), list)
+        await allowed.drop()
+    finally:
+        await remote.settings(allow_mounted="true")
+        await remote.call("POST", "/api/admin/user/update", json={**guest, "disabled": True})
+
+
+@pytest.mark.parametrize(
+    ("options", "secret"),
+    [
+        ({"username": "nobody-here", "password": "wrong-pw-1234"}, "wrong-pw-1234"),
+        ({"username": "", "password": "", "token": "bogus-token-5678"}, "bogus-token-5678"),
+    ],
+    ids=["wrong password", "bogus token"],
+)
+async def test_init_failures_name_no_secret(
+    remote: Remote, options: dict[str, str], secret: str
+) -> None:
+    driver = build(remote, **options)
+    with pytest.raises(ManifoldError) as caught:
+        await driver.init()
+    await driver.drop()
+    assert secret not in caught.value.message
+    assert caught.value.message
+
+
+async def test_an_unreachable_url_fails_temporarily_without_its_credentials() -> None:
+    url = f"http://user:s3cret-in-url@127.0.0.1:{free_port()}"
+    driver = AListV3Driver(
+        Storage(id=8, mount_path="/gone", driver="AList V3"),
+        Addition(root_folder_path="/", url=url, username=USER, password="pw-9876"),
+    )
+    with pytest.raises(TemporaryFailure) as caught:
+        await driver.init()
+    await driver.drop()
+    for secret in ("s3cret-in-url", "pw-9876"):
+        assert secret not in caught.value.message
+
+
+# --- TLS -------------------------------------------------------------------------
+
+
+async def test_certificates_are_checked_unless_the_admin_said_otherwise(
+    remote: Remote, tmp_path: Path
+) -> None:
+    assert remote.services is not None
+    async with serving_tls(remote.services, tmp_path) as url:
+        checked = AListV3Driver(
+            Storage(id=9, mount_path="/tls", driver="AList V3"),
+            Addition(root_folder_path=MOUNT, url=url, username=USER, password=USER_PASSWORD),
+        )
+        with pytest.raises(TemporaryFailure):
+            await checked.init()
+        await checked.drop()
+        trusting = AListV3Driver(
+            Storage(id=9, mount_path="/tls", driver="AList V3"),
+            Addition(
+                root_folder_path=MOUNT,
+                url=url,
+                username=USER,
+                password=USER_PASSWORD,
+                tls_insecure_skip_verify=True,
+            ),
+        )
+        await trusting.init()
+        try:
+            folder = await fresh_folder(trusting)
+            obj = await put_bytes(trusting, folder, "over-tls.bin", b"0123456789")
+            link = await trusting.link(obj, LinkArgs())
+            # The server would check the certificate again: the driver reads it itself.
+            assert (link.url, link.reader is not None) == ("", True)
+            assert await read_obj(trusting, obj, 3, 4) == b"3456"
+        finally:
+            await trusting.drop()
+
+
+# --- behaviour --------------------------------------------------------------------
+
+
+async def test_a_meta_password_is_sent_with_every_call(remote: Remote) -> None:
+    locked = f"locked-{secrets.token_hex(4)}"
+    (remote.files / locked).mkdir()
+    (remote.files / locked / "inside.txt").write_text("secret text")
+    await remote.call(
+        "POST",
+        "/api/admin/meta/create",
+        json={"path": f"{MOUNT}/{locked}", "password": "meta-pw", "p_sub": True},
+    )
+    root = f"{MOUNT}/{locked}"
+    opened = await mounted(remote, root_folder_path=root, meta_password="meta-pw")
+    shut = await mounted(remote, root_folder_path=root)
+    try:
+        listed = await opened.list(await opened.root_obj())
+        assert [o.name for o in listed] == ["inside.txt"]
+        assert await read_obj(opened, listed[0]) == b"secret text"
+        await put_bytes(opened, await opened.root_obj(), "added.txt", b"added")
+        assert (remote.files / locked / "added.txt").read_bytes() == b"added"
+        with pytest.raises(PermissionDenied):
+            await shut.list(await shut.root_obj())
+    finally:
+        await opened.drop()
+        await shut.drop()
+
+
+async def test_the_clients_user_agent_goes_with_the_lookup(remote: Remote) -> None:
+    agents: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.url.path == "/api/fs/get":
+            agents.append(request.headers.get("user-agent", ""))
+
+    sent = {}
+    for passed in (True, False):
+        driver = build(remote, pass_ua_to_upsteam=passed)
+        driver.resources.http(verify=True).event_hooks["request"].append(record)
+        await driver.init()
+        try:
+            obj = await put_bytes(driver, await fresh_folder(driver), "ua.txt", b"ua")
+            await driver.link(obj, LinkArgs(headers={"user-agent": "probe-agent/1.0"}))
+            sent[passed] = agents[-1]
+        finally:
+            await driver.drop()
+    assert sent[True] == "probe-agent/1.0"
+    assert sent[False] != "probe-agent/1.0"
+
+
+async def test_a_link_lasts_as_long_as_the_remote_sign(remote: Remote) -> None:
+    driver = await mounted(remote)
+    try:
+        obj = await put_bytes(driver, await fresh_folder(driver), "signed.txt", b"signed")
+        assert (await driver.link(obj, LinkArgs())).expires_in is None  # expiry 0: never
+        await remote.settings(link_expiration="1")
+        expires_in = (await driver.link(obj, LinkArgs())).expires_in
+        assert expires_in is not None and 0 < expires_in <= 3600
+        assert await read_obj(driver, obj) == b"signed"
+    finally:
+        await remote.settings(link_expiration="0")
+        await driver.drop()
+
+
+async def test_a_copy_between_remote_storages_is_whole_when_it_returns(
+    remote: Remote, tmp_path: Path
+) -> None:
+    other = f"/other-{secrets.token_hex(4)}"
+    (tmp_path / "other").mkdir()
+    addition = json.dumps({"root_folder_path": str(tmp_path / "other")})
+    body = {"mount_path": other, "driver": "Local", "addition": addition}
+    await remote.call("POST", "/api/admin/storage/create", json=body)
+    driver = await mounted(remote, root_folder_path="/")
+    try:
+        source = await driver.get(MOUNT)
+        folder = await driver.make_dir(source, f"t-{secrets.token_hex(6)}")
+        data = os.urandom(300_000)
+        file = await put_bytes(driver, folder, "across.bin", data)
+        target = await driver.get(other)
+        copied = await driver.copy(file, target)
+        assert (copied.name, copied.size) == ("across.bin", len(data))
+        assert (tmp_path / "other" / "across.bin").read_bytes() == data
+        with pytest.raises(ObjectExists):
+            await driver.copy(file, target)
+        assert (tmp_path / "other" / "across.bin").read_bytes() == data
+        # A folder's copy task makes a task per entry and ends first: all are waited for.
+        top = tree = await driver.make_dir(folder, "tree")
+        await put_bytes(driver, tree, "a.txt", b"alpha")
+        for depth in range(3):
+            tree = await driver.make_dir(tree, f"level{depth}")
+        big = os.urandom(16 << 20)  # copied by a task three levels down, well after the first
+        await put_bytes(driver, tree, "deep.bin", big)
+        await driver.copy(top, target)
+        copied_tree = tmp_path / "other" / "tree"
+        assert (copied_tree / "a.txt").read_bytes() == b"alpha"
+        deepest = copied_tree / "level0" / "level1" / "level2" / "deep.bin"
+        assert deepest.read_bytes() == big
+    finally:
+        await driver.drop()
+
+
+async def test_a_missing_object_is_not_found(remote: Remote) -> None:
+    driver = await mounted(remote)
+    try:
+        with pytest.raises(ObjectNotFound):
+            await driver.get("/no/such/thing")
+    finally:
+        await driver.drop()
+
+
+# --- through the API of a server that mounts it -------------------------------------
+
+
+async def test_mounted_through_the_admin_api(api: Api, remote: Remote) -> None:
+    await api.as_admin()
+    addition = {
+        "root_folder_path": MOUNT,
+        "url": remote.url,
+        "username": USER,
+        "password": USER_PASSWORD,
+    }
+    created = await api.post(
+        "/api/admin/storage/create",
+        {"mount_path": "/remote", "driver": "AList V3", "addition": json.dumps(addition)},
+    )
+    assert created["code"] == 200, created
+    folder = f"/remote/api-{secrets.token_hex(4)}"
+    assert (await api.post("/api/fs/mkdir", {"path": folder}))["code"] == 200
+    data = os.urandom(200_000)
+    put = await api.client.put(
+        "/api/fs/put",
+        content=data,
+        headers={"Authorization": api.token, "File-Path": f"{folder}/up.bin"},
+    )
+    assert put.json()["code"] == 200, put.text
+    listed = await api.post("/api/fs/list", {"path": folder})
+    assert [(o["name"], o["size"]) for o in listed["data"]["content"]] == [("up.bin", len(data))]
+    got = await api.post("/api/fs/get", {"path": f"{folder}/up.bin"})
+    raw = urlsplit(got["data"]["raw_url"])
+    redirect = await api.client.get(f"{raw.path}?{raw.query}")
+    assert redirect.status_code == 302
+    async with httpx.AsyncClient() as outside:
+        assert (await outside.get(redirect.headers["location"])).content == data
+    # /p relays the remote's link, ranges included (a text file may always be proxied).
+    note = await api.client.put(
+        "/api/fs/put",
+        content=b"0123456789",
+        headers={"Authorization": api.token, "File-Path": f"{folder}/note.txt"},
+    )
+    assert note.json()["code"] == 200, note.text
+    signed = urlsplit(
+        (await api.post("/api/fs/get", {"path": f"{folder}/note.txt"}))["data"]["raw_url"]
+    )
+    proxied = await api.client.get(
+        f"/p{signed.path.removeprefix('/d')}?{signed.query}", headers={"Range": "bytes=2-5"}
+    )
+    assert (proxied.status_code, proxied.content) == (206, b"2345")
+    removed = await api.post("/api/fs/remove", {"dir": folder, "names": ["up.bin", "note.txt"]})
+    assert removed["code"] == 200
+    assert (await api.post("/api/fs/list", {"path": folder}))["data"]["content"] in (None, [])
+
+
+# --- faults: the remote killed mid-call, then started again -------------------------
+
+
+async def test_a_list_in_flight_when_the_remote_dies_fails_temporarily(
+    process: RemoteProcess,
+) -> None:
+    driver = await mounted(process.remote)
+    try:
+        folder = await fresh_folder(driver)
+        with process.daemon.paused():
+            listing = asyncio.create_task(driver.list(folder))
+            await asyncio.sleep(0.5)  # the request is sent and waits on the stopped server
+            await process.kill()
+        with pytest.raises(TemporaryFailure):
+            async with asyncio.timeout(HANG):
+                await listing
+        with pytest.raises(TemporaryFailure):  # a new storage cannot start meanwhile
+            await build(process.remote).init()
+        await process.start()
+        assert await driver.list(folder) == []
+    finally:
+        await process.start()
+        await driver.drop()
+
+
+async def test_an_upload_cut_by_the_remote_dying_leaves_nothing(process: RemoteProcess) -> None:
+    driver = await mounted(process.remote)
+    sending, cut = asyncio.Event(), asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        for i in range(64):
+            if i == 8:
+                sending.set()
+                await cut.wait()
+            yield b"u" * 65536
+
+    try:
+        folder = await fresh_folder(driver)
+        upload = Upload("cut.bin", body(), 64 * 65536, None)
+        putting = asyncio.create_task(driver.put(folder, upload))
+        await sending.wait()
+        await process.kill()
+        cut.set()
+        with pytest.raises(TemporaryFailure):
+            async with asyncio.timeout(HANG):
+                await putting
+        await process.start()
+        assert await driver.list(folder) == []
+        assert [p.name for p in (process.remote.files / folder.name).iterdir()] == []
+        stored = await driver.put(folder, Upload("whole.bin", chunks(b"w" * 5000), 5000, None))
+        assert await read_obj(driver, stored) == b"w" * 5000
+    finally:
+        await process.start()
+        await driver.drop()
+
+
+async def test_a_download_cut_by_the_remote_dying_fails_temporarily(
+    process: RemoteProcess,
+) -> None:
+    driver = await mounted(process.remote)
+    data = os.urandom(24 << 20)  # more than the sockets on the way can hold
+    try:
+        obj = await put_bytes(driver, await fresh_folder(driver), "big.bin", data)
+        link = await driver.link(obj, LinkArgs())
+        reading = open_range(link, 0, None)
+        first = await anext(reading)
+        await process.kill()
+        with pytest.raises(TemporaryFailure):
+            async with asyncio.timeout(HANG):
+                async for _ in reading:
+                    pass
+        assert first == data[: len(first)]
+        await process.start()
+        assert await read_obj(driver, obj, 1000, 10) == data[1000:1010]
+    finally:
+        await process.start()
+        await driver.drop()
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+async def whose(remote: Remote, token: str) -> str:
+    async with httpx.AsyncClient(base_url=remote.url) as client:
+        body = (await client.get("/api/me", headers={"Authorization": token})).json()
+    assert body["code"] == 200, body
+    name: str = body["data"]["username"]
+    return name
+
+
+async def logout(remote: Remote, token: str) -> None:
+    async with httpx.AsyncClient(base_url=remote.url) as client:
+        body = (await client.get("/api/auth/logout", headers={"Authorization": token})).json()
+    assert body["code"] == 200, body
