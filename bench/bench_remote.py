@@ -4,9 +4,12 @@ same real servers (moto_server, OpenSSH sshd, wsgidav, pyftpdlib on loopback), i
 Every server holds the same data: a folder of 2,000 small files and one big file. Per
 back end it times
 
-* listing the folder: ``rclone lsjson`` (a new process each time, so nothing cached)
-  against ``/api/fs/list`` with ``refresh: true`` (Manifold asks the server again), and
-  ``/api/fs/list`` served from Manifold's listing cache (median of --cached-repeat);
+* listing the folder (medians of --list-repeat): ``rclone lsjson`` (a new process each
+  time, so nothing cached, but its start-up and a new connection are in the time) and
+  ``operations/list`` of a running ``rclone rcd`` (connections kept, as Manifold keeps
+  them) against ``/api/fs/list`` with ``refresh: true`` (Manifold asks the server again;
+  checked first by a file added behind its back), and ``/api/fs/list`` served from
+  Manifold's listing cache (median of --cached-repeat);
 * downloading the big file: ``rclone cat`` to /dev/null against ``/p/<path>`` streamed
   to nowhere by curl (``--client httpx``: by httpx, which on a two-core machine reads
   loopback HTTP at about 60-70% of curl's speed and so holds Manifold back), best of
@@ -17,7 +20,8 @@ then a copy of a --copy-mib file from S3 to SFTP: Manifold's copy task against
 ``rclone copyto`` between the same two servers, with Manifold's memory growth.
 
 Ratios are rclone's time over Manifold's, so above 1 Manifold is faster. Targets:
-uncached listing >= 1x, cached listing >= 10x rclone's uncached one, downloads and the
+uncached listing >= 1x rclone lsjson (the "vs rc" ratio is printed beside it, and is the
+stricter one), cached listing >= 10x rclone lsjson, downloads and the
 copy >= 0.9x with memory growth under 64 MiB. A back end whose driver this Manifold
 lacks is reported as "driver not available" and skipped.
 
@@ -48,7 +52,16 @@ from urllib.parse import quote
 
 import httpx
 
-from bench.common import MIB, admin_token, make_random_file, manifold_process, tree_kib
+from bench.common import (
+    MIB,
+    admin_token,
+    free_port,
+    make_random_file,
+    manifold_process,
+    stop,
+    tree_kib,
+    wait_for_port,
+)
 from bench.remote_servers import Backend, remote_servers
 
 ALL_BACKENDS = ("s3", "sftp", "webdav", "ftp")
@@ -74,6 +87,7 @@ class Result:
     key: str
     note: str = ""
     rclone_list: float | None = None
+    rc_list: float | None = None
     manifold_list: float | None = None
     manifold_cached: float | None = None
     rclone_mbps: float | None = None
@@ -147,6 +161,37 @@ class Rclone:
         took = time.perf_counter() - started
         if len(json.loads(out)) != expected:
             raise RuntimeError(f"rclone listed {len(json.loads(out))} entries of {path}")
+        return took
+
+    @contextlib.contextmanager
+    def daemon(self) -> Iterator[None]:
+        """``rclone rcd``, which keeps its connections to each server between listings
+        as Manifold does (``rc_list_seconds``)."""
+        port = free_port()
+        argv = [*self.base, "rcd", "--rc-no-auth", f"--rc-addr=127.0.0.1:{port}"]
+        argv.append("--use-server-modtime")
+        process = subprocess.Popen(
+            argv,
+            env=self.env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            self.rc = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
+            yield
+        finally:
+            stop(process)
+
+    def rc_list_seconds(self, fs: str, remote: str, expected: int) -> float:
+        body = {"fs": fs, "remote": remote, "opt": {"noMimeType": True}}
+        started = time.perf_counter()
+        response = self.rc.post("/operations/list", json=body)
+        took = time.perf_counter() - started
+        listed = response.json().get("list")
+        if response.status_code != 200 or listed is None or len(listed) != expected:
+            raise RuntimeError(f"rclone rc listed {fs} {remote}: {response.text[:300]}")
         return took
 
 
@@ -293,15 +338,20 @@ def bench_backend(
             raise RuntimeError(f"Manifold listed {total} entries of {folder}, not {args.files}")
         return took
 
-    rclone.list_seconds(remote_folder, args.files)  # warm-up: the server's own caches
+    # Warm-ups: the server's own caches, the first connections of rcd and Manifold.
+    rclone.list_seconds(remote_folder, args.files)
+    rclone.rc_list_seconds(backend.remote, FOLDER, args.files)
     if api is not None:
-        manifold_uncached()  # warm-up: the storage's first connection
-    rclone_times, manifold_times = [], []
+        manifold_uncached()
+        check_refresh(api, rclone, backend, args.files)
+    rclone_times, rc_times, manifold_times = [], [], []
     for _ in range(args.list_repeat):
         rclone_times.append(rclone.list_seconds(remote_folder, args.files))
+        rc_times.append(rclone.rc_list_seconds(backend.remote, FOLDER, args.files))
         if api is not None:
             manifold_times.append(manifold_uncached())
     result.rclone_list = statistics.median(rclone_times)
+    result.rc_list = statistics.median(rc_times)
     if api is not None:
         result.manifold_list = statistics.median(manifold_times)
         api.timed_list(folder, refresh=False)
@@ -322,6 +372,22 @@ def bench_backend(
         result.manifold_mbps = size / best_manifold / 1e6
         result.rss_mib = growth
     return result
+
+
+def check_refresh(api: Api, rclone: Rclone, backend: Backend, files: int) -> None:
+    """A listing with ``refresh`` must ask the server: a file added behind Manifold's
+    back shows, and goes again once removed."""
+    extra = backend.rclone_path(f"{FOLDER}/zz-refresh-check.txt")
+    folder = f"{backend.mount}/{FOLDER}"
+    rclone.run("touch", extra)
+    try:
+        _took, total = api.timed_list(folder, refresh=True)
+    finally:
+        rclone.run("deletefile", extra)
+    if total != files + 1:
+        raise RuntimeError(f"a refreshed listing of {folder} missed a new file ({total})")
+    if api.timed_list(folder, refresh=True)[1] != files:
+        raise RuntimeError(f"a refreshed listing of {folder} kept a removed file")
 
 
 def bench_copy(
@@ -381,35 +447,43 @@ def print_table(
         f"ratio = rclone time / Manifold time (> 1: Manifold faster)"
     )
     head = (
-        f"{'back end':<9}{'rclone ls s':>12}{'uncached s':>11}{'ratio':>7}{'':<5}"
-        f"{'cached s':>10}{'ratio':>8}{'':<5}"
-        f"{'rclone MB/s':>12}{'Manifold MB/s':>14}{'ratio':>7}{'':<5}{'RSS+ MiB':>9}{'':<5}"
+        f"{'back end':<9}{'lsjson s':>9}{'rc s':>7}{'Manifold s':>11}{'ratio':>7}{'':<5}"
+        f"{'vs rc':>6}{'':<5}{'cached s':>9}{'ratio':>7}{'':<5}"
+        f"{'rclone MB/s':>12}{'Manifold MB/s':>14}{'ratio':>6}{'':<5}{'RSS+ MiB':>9}"
     )
     print(head)
     for r in results:
         if r.manifold_list is None:
-            rclone_part = f"{fmt(r.rclone_list, '.3f'):>12}"
+            rclone_part = f"{fmt(r.rclone_list, '.3f'):>9}{fmt(r.rc_list, '.3f'):>7}"
             if r.rclone_mbps is not None:
-                rclone_part += f"{'':<46}{r.rclone_mbps:>12.0f}"
+                rclone_part += f"{'':<50}{r.rclone_mbps:>12.0f}"
             print(f"{r.key:<9}{rclone_part}   Manifold: {r.note}")
             continue
-        assert r.rclone_list and r.manifold_list and r.manifold_cached
+        assert r.rclone_list and r.rc_list and r.manifold_list and r.manifold_cached
         assert r.rclone_mbps and r.manifold_mbps and r.rss_mib is not None
         uncached = r.rclone_list / r.manifold_list
+        warm = r.rc_list / r.manifold_list
         cached = r.rclone_list / r.manifold_cached
         speed = r.manifold_mbps / r.rclone_mbps
         print(
-            f"{r.key:<9}{r.rclone_list:>12.3f}{r.manifold_list:>11.3f}{uncached:>7.2f}"
-            f"{mark(uncached >= LIST_TARGET):>5}{r.manifold_cached:>10.4f}{cached:>8.1f}"
-            f"{mark(cached >= CACHED_TARGET):>5}{r.rclone_mbps:>12.0f}{r.manifold_mbps:>14.0f}"
-            f"{speed:>7.2f}{mark(speed >= TRANSFER_TARGET):>5}{r.rss_mib:>9.1f}"
+            f"{r.key:<9}{r.rclone_list:>9.3f}{r.rc_list:>7.3f}{r.manifold_list:>11.3f}"
+            f"{uncached:>7.2f}{mark(uncached >= LIST_TARGET):>5}"
+            f"{warm:>6.2f}{mark(warm >= LIST_TARGET):>5}"
+            f"{r.manifold_cached:>9.4f}{cached:>7.0f}{mark(cached >= CACHED_TARGET):>5}"
+            f"{r.rclone_mbps:>12.0f}{r.manifold_mbps:>14.0f}"
+            f"{speed:>6.2f}{mark(speed >= TRANSFER_TARGET):>5}{r.rss_mib:>9.1f}"
             f"{mark(r.rss_mib < RSS_TARGET_MIB):>5}"
         )
     print(
-        f"targets: uncached >= {LIST_TARGET:g}x, cached >= {CACHED_TARGET:g}x rclone's uncached,"
-        f" download >= {TRANSFER_TARGET:g}x, RSS growth < {RSS_TARGET_MIB:g} MiB"
+        f"targets: uncached listing >= {LIST_TARGET:g}x rclone lsjson, cached >= "
+        f"{CACHED_TARGET:g}x rclone lsjson, download >= {TRANSFER_TARGET:g}x, "
+        f"RSS growth < {RSS_TARGET_MIB:g} MiB"
     )
-    print(f"(rclone's start-up alone, listing an empty local folder: {startup:.3f} s)")
+    print(
+        "lsjson: a new rclone process each time (its start-up alone, listing an empty local"
+        f" folder: {startup:.3f} s, plus a new connection); rc: operations/list of a running"
+        " rclone rcd, connections kept as Manifold keeps them (vs rc = rc s / Manifold s)"
+    )
     if copy is None:
         return
     print()
@@ -513,7 +587,7 @@ def run(work: Path, args: argparse.Namespace) -> None:
         read_through(source / BIG)
         print(f"servers up and filled in {time.perf_counter() - started:.1f} s")
         startup = median_of(3, lambda: rclone.timed("lsjson", str(work / "empty")))
-        with manifold_process(work / "manifold-data") as (port, process):
+        with rclone.daemon(), manifold_process(work / "manifold-data") as (port, process):
             api = Api(f"http://127.0.0.1:{port}")
             names = set(api.call("GET", "/api/admin/driver/names"))
             results: list[Result] = []
