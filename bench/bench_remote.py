@@ -519,7 +519,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--big-mib", type=int, help="downloaded file (256; quick 32)")
     parser.add_argument("--copy-mib", type=int, help="copied file (1024; quick 64)")
     parser.add_argument("--tries", type=int, help="downloads per side, best kept (3; quick 1)")
-    parser.add_argument("--copy-tries", type=int, help="copies per side (1)")
+    parser.add_argument("--copy-tries", type=int, help="copies per side, best kept (2; quick 1)")
     parser.add_argument("--list-repeat", type=int, help="uncached listings per side (5; quick 3)")
     parser.add_argument("--cached-repeat", type=int, default=20, help="cached listings")
     parser.add_argument(
@@ -536,7 +536,7 @@ def parse_args() -> argparse.Namespace:
         "big_mib": 32 if quick else 256,
         "copy_mib": 64 if quick else 1024,
         "tries": 1 if quick else 3,
-        "copy_tries": 1,
+        "copy_tries": 1 if quick else 2,
         "list_repeat": 3 if quick else 5,
     }
     for name, value in defaults.items():
