@@ -217,7 +217,8 @@ def _all_errors(cls: type[ManifoldError] = ManifoldError) -> list[type[ManifoldE
 async def test_every_error_class_renders_the_envelope(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    classes = {cls.__name__: cls for cls in _all_errors()}
+    # The error vocabulary itself; drivers' private refinements of it are theirs.
+    classes = {cls.__name__: cls for cls in _all_errors() if cls.__module__ == "manifold.errors"}
 
     async def raising(request: Request) -> Response:
         cls = classes[request.query_params["name"]]
