@@ -22,7 +22,7 @@ others, so a driver's imports from the package fit on one line:
   ``RootID``, ``Upload``, and the promises ``EXCLUSIVE_CREATE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
-  ``run_blocking``, ``FileSource``;
+  ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
 * ``options``: ``describe_options``, the storage form's items, which only the
   registry reads.
@@ -43,7 +43,9 @@ from manifold.concurrency import Pool, run_in
 from manifold.drivers.helpers import (
     ErrorTable,
     FileSource,
+    check_size,
     run_blocking,
+    temporary_name,
     translate,
     translating,
 )
@@ -70,8 +72,10 @@ __all__ = [
     "Upload",
     "VirtualTree",
     "WritableTree",
+    "check_size",
     "option",
     "run_blocking",
+    "temporary_name",
     "translate",
     "translating",
     "validate_name",

@@ -7,12 +7,14 @@ needs from there in one line.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
 from manifold.concurrency import DISK_POOL, DRIVER_POOL, run_in
-from manifold.errors import ManifoldError
+from manifold.errors import InvalidRequest, ManifoldError
+from manifold.paths import RESERVED_PREFIX
 
 T = TypeVar("T")
 
@@ -48,6 +50,19 @@ async def trimmed(
             yield data
         if left == 0:
             return
+
+
+def temporary_name() -> str:
+    """A fresh name for an upload's bytes until they are whole: ``RESERVED_PREFIX``,
+    which listings leave out and clients may not use, then random hex."""
+    return RESERVED_PREFIX + secrets.token_hex(8)
+
+
+def check_size(written: int, size: int | None) -> None:
+    """``InvalidRequest`` when an upload that announced ``size`` bytes brought another
+    count (None: nothing was announced, any count will do)."""
+    if size is not None and written != size:
+        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
 
 
 def translate(exc: Exception, table: ErrorTable) -> ManifoldError | None:

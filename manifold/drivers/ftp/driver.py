@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import posixpath
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -33,6 +32,8 @@ from manifold.drivers.base import (
     Driver,
     LinkArgs,
     Upload,
+    check_size,
+    temporary_name,
     validate_name,
 )
 from manifold.drivers.ftp.errors import ftp_errors
@@ -73,11 +74,6 @@ def _name(name: str) -> str:
 
 def _is_temp(name: str) -> bool:
     return name.casefold().startswith(RESERVED_PREFIX)
-
-
-def _check_size(written: int, size: int | None) -> None:
-    if size is not None and written != size:
-        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
 
 
 @dataclass(slots=True)
@@ -168,7 +164,7 @@ class FtpDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = _name(upload.name)
         target = _join(dst_dir.path, name)
-        temp = _Temp(_join(dst_dir.path, RESERVED_PREFIX + secrets.token_hex(8)))
+        temp = _Temp(_join(dst_dir.path, temporary_name()))
         try:
             written = await self.pool.run(
                 lambda conn: self._store(conn, temp, target, upload), "write"
@@ -432,11 +428,11 @@ async def _send(conn: Connection, data: DataChannel, upload: Upload) -> int:
         async for chunk in upload.stream:
             written += len(chunk)
             if upload.size is not None and written > upload.size:
-                _check_size(written, upload.size)
+                check_size(written, upload.size)
             if chunk:
                 with ftp_errors():
                     await data.write(chunk)
-        _check_size(written, upload.size)
+        check_size(written, upload.size)
     except BaseException:
         data.close()
         conn.broken = True  # the server still owes the STOR's reply

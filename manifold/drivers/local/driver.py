@@ -32,7 +32,6 @@ import asyncio
 import builtins
 import errno
 import os
-import secrets
 import shutil
 import stat
 import time
@@ -50,6 +49,8 @@ from manifold.drivers.base import (
     FileSource,
     LinkArgs,
     Upload,
+    check_size,
+    temporary_name,
     translating,
     validate_name,
 )
@@ -187,10 +188,6 @@ def _is_served(st: os.stat_result) -> bool:
     return stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)
 
 
-def _temp_name() -> str:
-    return TEMP_PREFIX + secrets.token_hex(8)
-
-
 def _refuse_taken(path: str) -> None:
     if os.path.lexists(path):
         raise ObjectExists()
@@ -301,13 +298,13 @@ class LocalDriver(Driver[Addition]):
         if not isinstance(stream, FileSource):
             head, whole = await _read_ahead(stream, _WRITE_BATCH)
             if whole:  # small: the folder check, the write and the rename in one trip
-                _check_size(len(head), upload.size)
+                check_size(len(head), upload.size)
                 return await self._run(
                     self._put_whole, dst_dir.path, name, head, upload.modified, upload.overwrite
                 )
             stream = _prefixed(head, stream)
         folder = await self._run(self._folder, dst_dir.path)
-        temp = os.path.join(folder, _temp_name())
+        temp = os.path.join(folder, temporary_name())
         target = os.path.join(folder, name)
         if isinstance(stream, FileSource):
             with _in_flight(temp):
@@ -322,7 +319,7 @@ class LocalDriver(Driver[Addition]):
         with _in_flight(temp):
             file = await self._new_temp(temp)
             try:
-                _check_size(await _write_stream(file, stream), upload.size)
+                check_size(await _write_stream(file, stream), upload.size)
                 await self._run(_commit, file, temp, target, upload.modified, upload.overwrite)
             except BaseException:
                 # Synchronous on purpose: this also runs when the task is being cancelled.
@@ -359,7 +356,7 @@ class LocalDriver(Driver[Addition]):
         self, dst_dir: str, name: str, data: bytes, modified: datetime | None, overwrite: bool
     ) -> Obj:
         folder = self._folder(dst_dir)
-        temp = os.path.join(folder, _temp_name())
+        temp = os.path.join(folder, temporary_name())
         with _in_flight(temp):
             file = _create(temp)
             try:
@@ -673,7 +670,7 @@ class LocalDriver(Driver[Addition]):
         target_dir = self._folder(dst_dir)
         _refuse_taken(os.path.join(target_dir, name))
         self._refuse_into_itself(source, target_dir)
-        temp = os.path.join(target_dir, _temp_name())
+        temp = os.path.join(target_dir, temporary_name())
         with _in_flight(temp):
             try:
                 _copy_entry(source, temp)
@@ -724,8 +721,7 @@ def _link_or_copy(source: str, temp: str, size: int | None) -> int:
     st = os.lstat(source)
     if not stat.S_ISREG(st.st_mode):
         raise InvalidRequest("the source is not a regular file")
-    if size is not None and st.st_size != size:
-        raise InvalidRequest(f"upload size mismatch: got {st.st_size} bytes, want {size}")
+    check_size(st.st_size, size)
     try:
         os.link(source, temp, follow_symlinks=False)
     except OSError as exc:
@@ -809,11 +805,6 @@ async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
                 syncing.exception()  # retrieved: the upload failed anyway
         raise
     return written
-
-
-def _check_size(written: int, size: int | None) -> None:
-    if size is not None and written != size:
-        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
 
 
 async def _read_ahead(stream: AsyncIterator[bytes], limit: int) -> tuple[bytes, bool]:

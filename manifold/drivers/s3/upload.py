@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from manifold.drivers.base import Upload, translating
+from manifold.drivers.base import Upload, check_size, translating
 from manifold.errors import InvalidRequest
 
 from .failures import ERRORS, answer
@@ -66,7 +66,7 @@ class Uploader:
         content_type = mimetypes.guess_type(key)[0] or "application/octet-stream"
         first, stream = await _read_part(upload.stream, self.part_size)
         if stream is None:  # the whole file fits in one part
-            _check_count(len(first), upload.size)
+            check_size(len(first), upload.size)
             await self.call(
                 "put_object", Key=key, Body=first, ContentType=content_type, **condition
             )
@@ -75,7 +75,7 @@ class Uploader:
         upload_id: str = created["UploadId"]
         try:
             parts, count = await self._send_parts(key, upload_id, first, stream, upload.size)
-            _check_count(count, upload.size)
+            check_size(count, upload.size)
             await self.call(
                 "complete_multipart_upload",
                 Key=key,
@@ -219,11 +219,6 @@ async def _settle(sending: asyncio.Future[Any]) -> None:
     sending.cancel()
     with suppress(BaseException):
         await sending
-
-
-def _check_count(count: int, size: int | None) -> None:
-    if size is not None and count != size:
-        raise InvalidRequest(f"received {count} bytes, {size} announced")
 
 
 async def _read_part(

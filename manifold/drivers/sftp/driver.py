@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import posixpath
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -41,6 +40,8 @@ from manifold.drivers.base import (
     ErrorTable,
     LinkArgs,
     Upload,
+    check_size,
+    temporary_name,
     translating,
     validate_name,
 )
@@ -138,17 +139,8 @@ def _obj(name: str, path: str, attrs: asyncssh.SFTPAttrs) -> Obj:
     return new_obj(name, size, is_dir, _time(attrs), None, path, "")
 
 
-def _temp_name() -> str:
-    return RESERVED_PREFIX + secrets.token_hex(8)
-
-
 def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _check_size(written: int, size: int | None) -> None:
-    if size is not None and written != size:
-        raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
 
 
 class SftpDriver(Driver[Addition]):
@@ -273,7 +265,7 @@ class SftpDriver(Driver[Addition]):
                 raise ServerError(_SUBFOLDER)
             if await _exists(sftp, target):
                 raise ObjectExists()
-        temp = posixpath.join(dst_dir.path, _temp_name())
+        temp = posixpath.join(dst_dir.path, temporary_name())
         try:
             with self._errors(sftp):
                 if is_dir:
@@ -301,7 +293,7 @@ class SftpDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = validate_name(upload.name)
         target = posixpath.join(dst_dir.path, name)
-        temp = posixpath.join(dst_dir.path, _temp_name())
+        temp = posixpath.join(dst_dir.path, temporary_name())
         sftp, file = await self._twice(lambda sftp: self._create(sftp, temp))
         try:
             try:
@@ -311,7 +303,7 @@ class SftpDriver(Driver[Addition]):
                 raise
             with self._errors(sftp):
                 await file.close()
-            _check_size(written, upload.size)
+            check_size(written, upload.size)
             with self._errors(sftp):
                 if upload.modified is not None:
                     stamp = upload.modified.timestamp()

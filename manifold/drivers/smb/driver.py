@@ -28,11 +28,12 @@ from manifold.drivers.base import (
     Driver,
     LinkArgs,
     Upload,
+    check_size,
+    temporary_name,
     translating,
     validate_name,
 )
 from manifold.errors import (
-    InvalidRequest,
     ManifoldError,
     NotAFile,
     ServerError,
@@ -41,7 +42,7 @@ from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .failures import ERRORS
 from .meta import Addition
-from .share import Handle, Share, Temporary, temp_name
+from .share import Handle, Share, Temporary
 
 T = TypeVar("T")
 
@@ -133,12 +134,11 @@ class SMBDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = validate_name(upload.name)
         share = self.share
-        temp = Temporary(posixpath.join(dst_dir.path, temp_name()), threading.Lock())
+        temp = Temporary(posixpath.join(dst_dir.path, temporary_name()), threading.Lock())
         try:
             await self._run(share.create, temp)
             written = await self._send(temp, upload)
-            if upload.size is not None and written != upload.size:
-                raise _size_mismatch(written, upload.size)
+            check_size(written, upload.size)
             target = posixpath.join(dst_dir.path, name)
             return await self._run(
                 share.put_in_place, temp, target, upload.modified, upload.overwrite
@@ -179,7 +179,7 @@ class SMBDriver(Driver[Addition]):
             async for chunk in upload.stream:
                 written += len(chunk)
                 if upload.size is not None and written > upload.size:
-                    raise _size_mismatch(written, upload.size)
+                    check_size(written, upload.size)
                 batch += chunk
                 if len(batch) >= BLOCK:
                     if writing is not None:
@@ -244,10 +244,6 @@ def _abandon(call: asyncio.Future[Any] | None) -> None:
 def _retrieved(call: asyncio.Future[Any]) -> None:
     if not call.cancelled():
         call.exception()
-
-
-def _size_mismatch(written: int, size: int) -> InvalidRequest:
-    return InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
 
 
 DRIVER = SMBDriver

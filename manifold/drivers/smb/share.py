@@ -19,7 +19,6 @@ from __future__ import annotations
 import builtins
 import errno
 import posixpath
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +32,7 @@ from smbprotocol.exceptions import SMBException, SMBOSError
 from smbprotocol.file_info import FileAttributes
 from smbprotocol.header import NtStatus
 
-from manifold.drivers.base import RESERVED_PREFIX
+from manifold.drivers.base import RESERVED_PREFIX, temporary_name
 from manifold.errors import NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
 
@@ -65,10 +64,6 @@ _NO_SERVER_COPY = frozenset(
 # Temporaries being written by this process (UNC paths, with the server's port):
 # never swept, whichever storage lists their folder.
 _IN_FLIGHT: set[str] = set()
-
-
-def temp_name() -> str:
-    return RESERVED_PREFIX + secrets.token_hex(8)
 
 
 def is_reserved(name: str) -> bool:
@@ -327,7 +322,7 @@ class Share:
         target = posixpath.join(dst_dir, source.name)
         if self._exists(target):
             raise ObjectExists()
-        temp = self.place.unc(posixpath.join(dst_dir, temp_name()))
+        temp = self.place.unc(posixpath.join(dst_dir, temporary_name()))
         with self._in_flight(temp):
             try:
                 if source.is_dir:
@@ -428,7 +423,7 @@ class Share:
             if _status(exc) != NtStatus.STATUS_ACCESS_DENIED:
                 raise
             refused = exc
-        aside = self.place.unc(posixpath.join(folder, temp_name()))
+        aside = self.place.unc(posixpath.join(folder, temporary_name()))
         try:
             smbclient.rename(target, aside, **self._kwargs)
         except SMBOSError:

@@ -26,7 +26,6 @@ import asyncio
 import base64
 import builtins
 import posixpath
-import secrets
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import suppress
 from dataclasses import replace
@@ -43,6 +42,8 @@ from manifold.drivers.base import (
     ErrorTable,
     LinkArgs,
     Upload,
+    check_size,
+    temporary_name,
     translating,
     validate_name,
 )
@@ -122,10 +123,6 @@ def status_error(response: httpx.Response) -> ManifoldError:
     if code == 423 or (code >= 500 and code != 507):
         return TemporaryFailure(f"WebDAV server error: HTTP {code}")
     return ServerError(f"the WebDAV server answered HTTP {code}")
-
-
-def _temp_name() -> str:
-    return RESERVED_PREFIX + secrets.token_hex(8)
 
 
 def _basic(username: str, password: str) -> str:
@@ -267,7 +264,7 @@ class WebDavDriver(Driver[Addition]):
         final = posixpath.join(dst_dir.path, src.name)
         if final == src.path:
             raise ObjectExists()
-        temp = posixpath.join(dst_dir.path, _temp_name())
+        temp = posixpath.join(dst_dir.path, temporary_name())
         copied = False
         with self._writing(temp):
             try:
@@ -291,7 +288,7 @@ class WebDavDriver(Driver[Addition]):
         final = posixpath.join(dst_dir.path, name)
         # Looked at first: nothing is sent for a name that cannot take the file.
         await self._refuse_taken(final, upload.overwrite)
-        temp = posixpath.join(dst_dir.path, _temp_name())
+        temp = posixpath.join(dst_dir.path, temporary_name())
         sent = -1
         with self._writing(temp):
             try:
@@ -445,9 +442,8 @@ class WebDavDriver(Driver[Addition]):
             ) from exc
         if not response.is_success:
             raise status_error(response)
-        if upload.size is None or sent[0] == upload.size:
-            return sent[0]
-        raise InvalidRequest(f"upload size mismatch: {upload.size} bytes announced, {sent[0]} sent")
+        check_size(sent[0], upload.size)
+        return sent[0]
 
     async def _copy_to(self, src: Obj, temp: str) -> None:
         headers = {

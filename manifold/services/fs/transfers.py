@@ -18,9 +18,9 @@ from typing import IO, Any
 
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.config import make_private
+from manifold.drivers.helpers import check_size
 from manifold.errors import (
     FileExists,
-    InvalidRequest,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -147,8 +147,7 @@ class Transfers:
                     await run_in(DISK_POOL, file.write, bytes(batch))
                     batch.clear()
             await run_in(DISK_POOL, file.write, bytes(batch))
-            if size is not None and written != size:
-                raise InvalidRequest(f"upload size mismatch: got {written} bytes, want {size}")
+            check_size(written, size)
         except BaseException:
             file.close()
             _unlink(path)
