@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from manifold.drivers.base import Driver
 from manifold.errors import ServerError, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj
-from manifold.vfs.layers import Layer
+from manifold.vfs.layers import Layer, close_stream
 
 T = TypeVar("T")
 
@@ -111,8 +111,6 @@ class HealthLayer(Layer):
                 health.failed(exc.message)
                 raise
             finally:
-                close = getattr(stream, "aclose", None)
-                if close is not None:
-                    await close()
+                await close_stream(stream)
 
         return replace(link, reader=watched)

@@ -228,6 +228,13 @@ class RetryLayer(Layer):
         return random.uniform(0, min(self.longest, self.first_delay * 2**attempt))
 
 
+async def close_stream(stream: AsyncIterator[bytes]) -> None:
+    """Close a byte stream at once, releasing its connection, when it can be closed."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
 class IdleLayer(Layer):
     """A range reader or an upload that moves no byte for ``seconds`` fails with
     ``TemporaryFailure``: a back end that stopped answering mid-transfer frees its
@@ -292,9 +299,7 @@ class _Watched:
             self._last = time.monotonic()
 
     async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            await close()
+        await close_stream(self._stream)
 
 
 async def _idle_stream(stream: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
@@ -309,9 +314,7 @@ async def _idle_stream(stream: AsyncIterator[bytes], seconds: float) -> AsyncIte
                 raise TemporaryFailure(f"read stalled for {seconds:g}s") from exc
             yield data
     finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
+        await close_stream(stream)
 
 
 class ConcurrencyLimitLayer(Layer):
@@ -350,9 +353,7 @@ class ConcurrencyLimitLayer(Layer):
                     async for data in stream:
                         yield data
                 finally:
-                    close = getattr(stream, "aclose", None)
-                    if close is not None:
-                        await close()
+                    await close_stream(stream)
 
         return replace(link, reader=held_reader)
 
