@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from manifold.container import Services
+from manifold.drivers.base import ATOMIC_REPLACE
 from manifold.models import Storage
 from tests.api.fs_helpers import make_tree
 from tests.services.test_file_ops import caller
@@ -100,3 +101,16 @@ async def test_a_copy_across_storages_to_a_new_name_keeps_the_namesake(
     assert tree_of(other) == {"y/report.txt": "bystander", "y/final.txt": "mine"}
     assert tree_of(disk)["x/report.txt"] == "mine"
     assert tree_of(disk)["x/renamed.txt"] == "bystander"
+
+
+@pytest.mark.parametrize("mount", KINDS)
+async def test_a_copy_over_a_file_replaces_it_and_parks_nothing(
+    services: Services, disk: Path, mount: str
+) -> None:
+    assert ATOMIC_REPLACE in services.tree.place("/a").ops.driver.promises()
+    await services.ops.copy(caller(), f"{mount}/x/report.txt", f"{mount}/y/keep.txt", True)
+    await services.ops.copy(caller(), f"{mount}/y/keep.txt", f"{mount}/y/report.txt", True)
+    assert tree_of(disk) == {"x/report.txt": "mine", "y/report.txt": "mine", "y/keep.txt": "mine"}
+    assert sorted(p.name for p in (disk / "y").iterdir()) == ["keep.txt", "report.txt"]
+    listed = {o.name: o.size for o in await services.ops.list(caller(), f"{mount}/y")}
+    assert listed == {"keep.txt": 4, "report.txt": 4}
