@@ -25,6 +25,7 @@ from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
+from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.read import GuardedReader
@@ -104,6 +105,8 @@ class Services:
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")
         offline.register(tasks)
+        signer = Signer(settings)
+        downloads = DownloadService(fs, metas, settings, signer)
         return cls(
             config=config,
             engine=engine,
@@ -116,7 +119,7 @@ class Services:
             revocations=revocations,
             storages=storages,
             reader=fs,
-            signer=Signer(settings),
+            signer=signer,
             archive_signer=Signer(settings, "-archive"),
             archives=archives,
             offline=offline,
@@ -127,7 +130,7 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
-            ops=GuardedOps(fs, writer, http),
+            ops=GuardedOps(fs, writer, http, downloads),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
         )

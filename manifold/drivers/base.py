@@ -57,6 +57,7 @@ from manifold.paths import RESERVED_PREFIX, validate_name
 
 # The contract defined here, and what a driver imports from the other three modules.
 __all__ = [
+    "ATOMIC_REPLACE",
     "EXCLUSIVE_CREATE",
     "FOLDER_TIMES",
     "RESERVED_PREFIX",
@@ -104,6 +105,10 @@ STORAGE_THREADS = 4
 EXCLUSIVE_CREATE = "exclusive_create"
 # Folders carry a real modification time (S3's prefixes have none).
 FOLDER_TIMES = "folder_times"
+# A put that replaces a file does it in one step: at no moment is the name free or
+# the file half there (Local's ``os.replace``). A copy over a file is then made by
+# such a put, instead of setting the old file aside and removing it after.
+ATOMIC_REPLACE = "atomic_replace"
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,6 +215,18 @@ class GuardedReader:
             await self._related(caller, full, obj.name),
         )
 
+    async def stat(self, caller: Caller, path: str, password: str) -> tuple[Obj, str]:
+        """The object at ``path`` and its full path, after the checks ``get`` makes.
+
+        Unlike ``get`` no sibling is looked for, so a storage whose driver has ``get``
+        is asked for this one object and its folder is never listed: a protocol server
+        asks this on every request.
+        """
+        full = self.resolve(caller, path)
+        self.check_access(caller, full, password)
+        await self.confine(caller, full)
+        return (await self.get_path(full))[0], full
+
     async def _related(self, caller: Caller, path: str, name: str) -> Related | None:
         """AList's rule: siblings whose name starts with this name minus its extension."""
         folder, own = split_path(path)
