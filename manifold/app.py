@@ -44,6 +44,7 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.protocols.ftp import start_ftp
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.web import (
     BasePath,
@@ -242,9 +243,12 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         await services.start()
         if services.created_admin_password:
             _announce_admin_password(services.created_admin_password)
+        ftp = await start_ftp(services) if config.ftp_port else None
         try:
             yield
         finally:
+            if ftp is not None:
+                await ftp.close()
             await services.stop()
 
     app = ManifoldApp(
