@@ -33,8 +33,8 @@ async def start_ftp(services: Services, port: int | None = None) -> FtpServer:
 
 async def read_options(services: Services) -> FtpOptions:
     settings = services.settings
-    mandatory = settings.get("ftp_mandatory_tls") == "true"
-    implicit = settings.get("ftp_implicit_tls") == "true"
+    mandatory = settings.get_bool("ftp_mandatory_tls")
+    implicit = settings.get_bool("ftp_implicit_tls")
     key = settings.get("ftp_tls_private_key_path")
     cert = settings.get("ftp_tls_public_cert_path")
     tls = None

@@ -94,13 +94,15 @@ class FtpServer(aioftp.Server):
         connection.state = State(tls=self.options.implicit_tls)
         return await super().greeting(connection, "")
 
-    async def parse_command(
+    async def parse_command(  # type: ignore[override]
         self, stream: aioftp.StreamIO, censor_commands: tuple[str] = ("pass",)
-    ) -> tuple[str, str]:
+    ) -> tuple[str, str] | bool:
         """The verb and its argument, which keeps its spaces (names may end in one)."""
         line = await stream.readline()
         if not line:
-            raise ConnectionResetError
+            # The client went away: False ends the connection as QUIT does (its
+            # transfers aborted), without the error aioftp logs for a reset.
+            return False
         text = line.decode(self.encoding, errors="replace").removesuffix("\n")
         verb, _, rest = text.removesuffix("\r").partition(" ")
         return verb.lower(), rest
