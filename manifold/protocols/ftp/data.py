@@ -95,6 +95,7 @@ async def _cleaned(cleanup: Cleanup) -> bool:
 
 
 async def _transfer(connection: Connection, work: Work, cleanup: Cleanup) -> bool:
+    reply: tuple[tuple[str, str], ...] = (("226", "transfer complete"),)
     stream: ThrottleStreamIO | None = None
     try:
         async with asyncio.timeout(DATA_CONNECT_SECONDS):
@@ -104,20 +105,21 @@ async def _transfer(connection: Connection, work: Work, cleanup: Cleanup) -> boo
         await work(stream)
         await _close(stream)
         stream = None
-        connection.response("226", "transfer complete")
     except TimeoutError:
-        connection.response("425", "no data connection was made")
+        reply = (("425", "no data connection was made"),)
     except ManifoldError as exc:
-        connection.response(*reply_of(exc))
+        reply = (reply_of(exc),)
     except (ConnectionError, ssl.SSLError):
-        connection.response("426", "data connection closed; transfer aborted")
+        reply = (("426", "data connection closed; transfer aborted"),)
     except asyncio.CancelledError:
-        connection.response("426", "transfer aborted")
-        connection.response("226", "abort successful")
+        reply = (("426", "transfer aborted"), ("226", "abort successful"))
     finally:
         if stream is not None:
             stream.close()
+        # Before the reply, so that a client told the transfer ended finds what it left.
         await cleanup()
+    for code, text in reply:
+        connection.response(code, text)
     return True
 
 
