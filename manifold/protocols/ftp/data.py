@@ -50,15 +50,20 @@ async def open_passive(
             reader, writer, throttles=connection.command_connection.throttles
         )
 
+    loop = asyncio.get_running_loop()
+
+    def protocol() -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(DataReader(), accepted)
+
     host = connection.server_host
     if not ports:
-        server = await asyncio.start_server(accepted, host, 0, ssl=tls)
+        server = await loop.create_server(protocol, host, 0, ssl=tls)
         connection.passive_server = server
         port: int = server.sockets[0].getsockname()[1]
         return port
     for told, bound in random.sample(ports, min(len(ports), PORT_ATTEMPTS)):
         try:
-            server = await asyncio.start_server(accepted, host, bound, ssl=tls)
+            server = await loop.create_server(protocol, host, bound, ssl=tls)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
@@ -66,6 +71,23 @@ async def open_passive(
         connection.passive_server = server
         return told
     raise NoFreePort()
+
+
+class DataReader(asyncio.StreamReader):
+    """A data connection's bytes, which stay readable to their end once the client
+    has ended them: over TLS the client's close_notify is answered with ours, and a
+    client that closed at once makes that write fail, which a plain reader would
+    raise in place of the bytes still buffered (an upload cut short)."""
+
+    ended = False
+
+    def feed_eof(self) -> None:
+        self.ended = True
+        super().feed_eof()
+
+    def set_exception(self, exc: BaseException) -> None:
+        if not self.ended:
+            super().set_exception(exc)
 
 
 def close_passive(connection: Connection) -> None:
