@@ -85,7 +85,7 @@ class DataReader(asyncio.StreamReader):
         self.ended = True
         super().feed_eof()
 
-    def set_exception(self, exc: BaseException) -> None:
+    def set_exception(self, exc: Exception) -> None:
         if not self.ended:
             super().set_exception(exc)
 
