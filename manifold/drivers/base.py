@@ -246,6 +246,7 @@ class Driver(ABC, Generic[OptionsT]):
         "fingerprint",
         "details",
         "list_pages",
+        "list_refreshed",
     )
     # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
     # driver that cannot keep one leaves it out, and says why in a comment.
@@ -401,6 +402,14 @@ class Driver(ABC, Generic[OptionsT]):
         """
         raise NotSupported()
         yield []  # an async generator, like the drivers' own
+
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        """``list``, the back end first told to drop any listing of ``dir`` it keeps
+        itself (another AList's cache: AList's ``refresh``). Called instead of ``list``
+        when a client asks for a refreshed listing; a back end that keeps none has no
+        need of it. Errors as ``list``.
+        """
+        raise NotSupported()
 
     async def get(self, path: str) -> Obj:
         """Look an object up by its path inside the storage (``/`` is the root).

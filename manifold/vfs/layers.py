@@ -149,6 +149,9 @@ class Layer(Driver[Any]):
         finally:
             await pages.aclose()
 
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        return await self.around("list", lambda: self.inner.list_refreshed(dir))
+
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         return await self.around("link", lambda: self.inner.link(file, args))
 

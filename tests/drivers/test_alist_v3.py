@@ -38,6 +38,7 @@ from manifold.testing.conformance import (
     read_obj,
 )
 from manifold.vfs.layers import wrap
+from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 from tests.conftest import Api
 from tests.drivers.alist_v3_server import (
     MOUNT,
@@ -444,6 +445,41 @@ async def test_a_missing_object_is_not_found(remote: Remote) -> None:
     try:
         with pytest.raises(ObjectNotFound):
             await driver.get("/no/such/thing")
+    finally:
+        await driver.drop()
+
+
+async def test_a_refresh_reaches_the_remotes_own_cache(remote: Remote) -> None:
+    # The remote's storage here is cached (an AList V3 storage of the remote's own
+    # Local one): a file made on its disk shows there only through a refresh.
+    chain = f"/chain-{secrets.token_hex(4)}"
+    addition = {"root_folder_path": MOUNT, "url": remote.url, "username": USER}
+    addition["password"] = USER_PASSWORD
+    body = {"mount_path": chain, "driver": "AList V3", "addition": json.dumps(addition)}
+    await remote.call("POST", "/api/admin/storage/create", json={**body, "cache_expiration": 30})
+    driver = await mounted(remote, root_folder_path=chain)
+    try:
+        name = f"t-{secrets.token_hex(6)}"
+        (remote.files / name).mkdir()
+        (remote.files / name / "first.txt").write_bytes(b"1")
+        ops = StorageOps(
+            Storage(id=7, mount_path="/remote", driver="AList V3"), driver, MemoryListCache()
+        )
+        assert [o.name for o in await ops.list(f"/{name}")] == ["first.txt"]
+        (remote.files / name / "second.txt").write_bytes(b"2")
+        assert [o.name for o in await ops.list(f"/{name}", refresh=True)] == [
+            "first.txt",
+            "second.txt",
+        ]
+        (remote.files / name / "third.txt").write_bytes(b"3")
+        folder = await driver.get(f"/{name}")
+        # Without a refresh the remote answers from its cache; with one, from its disk.
+        assert [o.name for o in await driver.list(folder)] == ["first.txt", "second.txt"]
+        assert [o.name for o in await driver.list_refreshed(folder)] == [
+            "first.txt",
+            "second.txt",
+            "third.txt",
+        ]
     finally:
         await driver.drop()
 

@@ -9,7 +9,8 @@ call, and the call made again. A guest session (no token, no username) is accept
 only where the remote allows mounting (its public ``allow_mounted`` setting).
 
 Every call sends ``meta_password`` as the remote's folder password. Listings ask for
-everything at once (``per_page`` 0). A link is the remote's ``raw_url`` (its ``/d``,
+everything at once (``per_page`` 0); a refreshed listing here asks the remote to
+refresh too (``list_refreshed``). A link is the remote's ``raw_url`` (its ``/d``,
 which serves or redirects), valid for as long as its sign says; with
 ``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
 makes links per client makes them for this one. With ``tls_insecure_skip_verify`` an
@@ -202,6 +203,14 @@ class AListV3Driver(Driver[Addition]):
                 log.debug("closing the HTTP pool of %s failed", self.storage.mount_path)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await self._listing(dir, refresh=False)
+
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        """The listing with ``refresh``: the remote drops its cached listing first (it
+        refuses that to a user who may not write there, as it refuses any client)."""
+        return await self._listing(dir, refresh=True)
+
+    async def _listing(self, dir: Obj, refresh: bool) -> builtins.list[Obj]:
         data = await self._api(
             "POST",
             "/api/fs/list",
@@ -210,7 +219,7 @@ class AListV3Driver(Driver[Addition]):
                 "password": self.options.meta_password,
                 "page": 1,
                 "per_page": 0,
-                "refresh": False,
+                "refresh": refresh,
             },
         )
         content = (data or {}).get("content") or []
