@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import EXCLUSIVE_CREATE, Driver, Upload
+from manifold.drivers.base import EXCLUSIVE_CREATE, ArchiveEntry, ArchiveMeta, Driver, Upload
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -343,6 +343,45 @@ class StorageOps:
         if "other" not in self.driver.capabilities():
             raise NotSupported("not implement")
         return await self.driver.other(OtherArgs(obj, method, data))
+
+    # --- archives the back end reads itself (``NotSupported`` where it does not) ----
+
+    async def archive_meta(self, path: str, password: str) -> ArchiveMeta:
+        file = await self._archive(path, "archive_meta")
+        return await self.driver.archive_meta(file, password)
+
+    async def archive_list(
+        self, path: str, password: str, inner: str
+    ) -> builtins.list[ArchiveEntry]:
+        file = await self._archive(path, "archive_list")
+        return await self.driver.archive_list(file, password, inner)
+
+    async def archive_link(self, path: str, password: str, inner: str) -> Link:
+        file = await self._archive(path, "archive_link")
+        return await self.driver.archive_link(file, password, inner)
+
+    async def archive_decompress(
+        self,
+        path: str,
+        dst_dir: str,
+        password: str,
+        inner: str,
+        into_new_dir: bool,
+        overwrite: bool,
+    ) -> None:
+        file = await self._archive(path, "archive_decompress")
+        dst_dir = clean_path(dst_dir)
+        folder = await self.get(dst_dir)
+        await self.driver.archive_decompress(file, folder, password, inner, into_new_dir, overwrite)
+        self.forget(dst_dir)  # the back end writes there, now or soon
+
+    async def _archive(self, path: str, capability: str) -> Obj:
+        if capability not in self.driver.capabilities():
+            raise NotSupported()
+        obj = await self.get(path)
+        if obj.is_dir:
+            raise NotAFile()
+        return obj
 
     def forget(self, path: str) -> None:
         """Drop the cached listings and links of ``path`` and everything below it."""
