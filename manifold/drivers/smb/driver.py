@@ -9,6 +9,11 @@ Downloads are range readers (SMB has no URLs): a file opened at the offset and r
 block at a time, closed as soon as the reader is. Uploads are written under a
 ``RESERVED_PREFIX`` name in the target folder and renamed into place when whole; the
 rename that must not replace is the server's own no-replace rename.
+
+smbclient waits for its server without a limit: each call, and each block a transfer
+reads or writes, has a deadline (``CALL_SECONDS``, ``BLOCK_SECONDS``: the storage's
+call and idle limits), past which ``watchdog.Watchdog`` severs its connection, so a
+hung server fails calls as temporary and frees the storage's threads.
 """
 
 from __future__ import annotations
