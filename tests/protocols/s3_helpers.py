@@ -37,6 +37,7 @@ class Site:
     def client(self, key_id: str = KEY_ID, secret: str = SECRET, **options: Any) -> Any:
         config = BotoConfig(
             s3={"addressing_style": "path"},
+            signature_version="s3v4",
             retries={"max_attempts": 1, "mode": "standard"},
             **options,
         )

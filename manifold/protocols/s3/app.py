@@ -87,7 +87,7 @@ class S3App:
         except S3Error as exc:
             response = _error(exc, request, request_id)
         except ManifoldError as exc:
-            response = _error(from_manifold(exc, request.url.path), request, request_id)
+            response = _error(from_manifold(exc, _path(request)), request, request_id)
         response.headers["x-amz-request-id"] = request_id
         await response(scope, receive, send)
 
@@ -95,7 +95,7 @@ class S3App:
         keys = sigv4.Keys(
             self._settings.get("s3_access_key_id"), self._settings.get("s3_secret_access_key")
         )
-        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        raw_path = request.scope.get("raw_path") or _path(request).encode()
         signed = sigv4.verify(
             request.method,
             raw_path.decode("latin-1").partition("?")[0],
@@ -103,7 +103,7 @@ class S3App:
             request.headers,
             keys,
         )
-        _, _, rest = request.url.path.partition("/")
+        _, _, rest = _path(request).partition("/")
         bucket_name, _, key = rest.partition("/")
         ctx = Context(
             request=request,
@@ -197,9 +197,15 @@ def _client(request: Request) -> str:
 
 def _error(exc: S3Error, request: Request, request_id: str) -> Response:
     if exc.status >= 500:
-        log.warning("S3 %s %s: %s", request.method, request.url.path, exc.message)
-    resource = exc.resource or request.url.path
+        log.warning("S3 %s %s: %s", request.method, _path(request), exc.message)
+    resource = exc.resource or _path(request)
     exc.resource = resource
     body = b"" if request.method == "HEAD" else exc.body(request_id)
     headers = {"Content-Range": "bytes */*"} if exc.code == "InvalidRange" else None
     return Response(body, status_code=exc.status, headers=headers, media_type=XML)
+
+
+def _path(request: Request) -> str:
+    # The decoded path as the server got it: ``request.url`` re-parses it and would
+    # take a decoded ``#`` or ``?`` in a key for the start of a fragment or a query.
+    return str(request.scope["path"])

@@ -79,6 +79,8 @@ def verify(
     params = _query_pairs(query)
     if "X-Amz-Signature" in params:
         return _verify_query(method, raw_path, query, headers, keys, now, params)
+    if "AWSAccessKeyId" in params:
+        raise S3Error("InvalidRequest", "Please use AWS4-HMAC-SHA256.")
     raise S3Error("AccessDenied", "Access Denied")
 
 
