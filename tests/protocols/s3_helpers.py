@@ -19,7 +19,7 @@ from tests.api.fs_helpers import mount_local, save_settings
 from tests.conftest import open_api
 
 KEY_ID = "manifold-test-key"
-SECRET = "manifold-test-secret-0123456789"  # noqa: S105 - a test key
+SECRET = "manifold-test-secret-0123456789"
 BUCKET = "files"
 T = TypeVar("T")
 
