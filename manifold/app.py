@@ -45,7 +45,7 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
-from manifold.protocols.s3 import s3_app
+from manifold.protocols.s3.app import s3_app
 from manifold.server import Listener
 from manifold.web import (
     BasePath,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,7 +22,7 @@ from manifold.protocols.s3 import listings, objects, sigv4, uploads
 from manifold.protocols.s3.buckets import Bucket, parse_buckets
 from manifold.protocols.s3.context import XML, Context
 from manifold.protocols.s3.errors import S3Error, from_manifold
-from manifold.protocols.s3.multipart import MultipartStore
+from manifold.protocols.s3.multipart import LocalMultipartStore, MultipartStore
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
@@ -209,3 +210,8 @@ def _path(request: Request) -> str:
     # The decoded path as the server got it: ``request.url`` re-parses it and would
     # take a decoded ``#`` or ``?`` in a key for the start of a fragment or a query.
     return str(request.scope["path"])
+
+
+def s3_app(ops: GuardedOps, settings: SettingsService, users: UserService, temp: Path) -> S3App:
+    """The S3 server over the file services, its multipart parts under ``temp``."""
+    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart"))
