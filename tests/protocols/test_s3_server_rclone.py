@@ -65,7 +65,7 @@ async def test_rclone_lists_copies_reads_moves_and_deletes(site: Site, tmp_path:
         site, "cat", "--offset", "1000", "--count", "500", f"m:{BUCKET}/dir/sub/up.bin"
     )
     assert part == data[1000:1500]
-    await rclone(site, "moveto", f"m:{BUCKET}/dir/sub/up.bin", f"m:other/moved.bin")
+    await rclone(site, "moveto", f"m:{BUCKET}/dir/sub/up.bin", "m:other/moved.bin")
     assert (site.root / "other/moved.bin").read_bytes() == data
     assert not (site.data / "dir/sub/up.bin").exists()
     await rclone(site, "deletefile", f"m:{BUCKET}/dir/a.txt")
