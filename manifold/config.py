@@ -73,6 +73,8 @@ class Config:
     # else from where the install step puts them (``web/dist`` beside the package).
     ui: bool = True
     dist_dir: str = ""
+    # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
+    s3_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -100,6 +102,7 @@ _FILE_KEYS = (
     "max_request_body",
     "ui",
     "dist_dir",
+    "s3_port",
 )
 _INT_KEYS = {
     "port",
@@ -107,6 +110,7 @@ _INT_KEYS = {
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "s3_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui"}
