@@ -75,6 +75,8 @@ class Config:
     dist_dir: str = ""
     # The WebDAV server at ``<site path>/dav`` on the main port.
     webdav: bool = True
+    # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
+    s3_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -103,6 +105,7 @@ _FILE_KEYS = (
     "ui",
     "dist_dir",
     "webdav",
+    "s3_port",
 )
 _INT_KEYS = {
     "port",
@@ -110,6 +113,7 @@ _INT_KEYS = {
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "s3_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav"}

@@ -27,6 +27,7 @@ from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
+from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.props import DeadProps
@@ -112,6 +113,8 @@ class Services:
         offline = OfflineService(settings, writer, config.data_dir / "temp")
         offline.register(tasks)
         sshkeys = SshKeyService(repos.SshKeyRepo(engine))
+        signer = Signer(settings)
+        downloads = DownloadService(fs, metas, settings, signer)
         return cls(
             config=config,
             engine=engine,
@@ -125,7 +128,7 @@ class Services:
             revocations=revocations,
             storages=storages,
             reader=fs,
-            signer=Signer(settings),
+            signer=signer,
             archive_signer=Signer(settings, "-archive"),
             archives=archives,
             offline=offline,
@@ -136,7 +139,7 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
-            ops=GuardedOps(fs, writer, http),
+            ops=GuardedOps(fs, writer, http, downloads),
             dav_props=DeadProps(DavPropRepo(engine)),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),

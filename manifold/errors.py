@@ -23,6 +23,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     ├── TooManyAttempts (429)
     └── ServerError (500)
         ├── ObjectNotFound              "object not found"
+        │   └── ParentNotFound          a strict write under a missing folder
         ├── NotAFolder / NotAFile
         ├── ObjectExists
         ├── StorageNotFound
@@ -178,6 +179,13 @@ class UnknownArchiveFormat(ServerError):
 
 class ObjectNotFound(ServerError):
     default_message = "object not found"
+
+
+class ParentNotFound(ObjectNotFound):
+    """A protocol's strict write (``strict=True``) under a folder that is not there: the
+    JSON API makes missing folders instead; WebDAV answers 409 Conflict."""
+
+    default_message = "parent folder not found"
 
 
 class NotAFolder(ServerError):

@@ -77,7 +77,7 @@ def _downloads(request: Request, services: Services) -> DownloadService:
     state = request.app.state
     downloads: DownloadService | None = getattr(state, "downloads", None)
     if downloads is None:
-        downloads = DownloadService(
+        downloads = services.ops.downloads or DownloadService(
             services.reader, services.metas, services.settings, services.signer
         )
         state.downloads = downloads
@@ -87,8 +87,12 @@ def _downloads(request: Request, services: Services) -> DownloadService:
 async def _serve(request: Request, services: Services, path: str, redirect: bool) -> Response:
     downloads = _downloads(request, services)
     target = downloads.resolve(clean_path(path), request.query_params.get("sign", ""))
-    if redirect and not downloads.should_proxy(target):
+    way = downloads.way(target, "d" if redirect else "p", "d" not in request.query_params)
+    if way == "link":
         return await _redirect(request, services, downloads, target)
+    if way == "proxy_url":
+        external = downloads.down_proxy_url(target)
+        return RedirectResponse(external, status_code=302, headers=_NO_CACHE)
     return await _proxy(request, services, downloads, target)
 
 
@@ -113,12 +117,6 @@ async def _redirect(
 async def _proxy(
     request: Request, services: Services, downloads: DownloadService, target: Target
 ) -> Response:
-    if not downloads.can_proxy(target):
-        raise Forbidden("proxy not allowed")
-    if "d" not in request.query_params:
-        external = downloads.down_proxy_url(target)
-        if external:
-            return RedirectResponse(external, status_code=302, headers=_NO_CACHE)
     args = LinkArgs(headers=dict(request.headers), type=request.query_params.get("type", ""))
     obj, link = await downloads.link(target, args)
     if link.file_path:

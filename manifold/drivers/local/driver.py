@@ -39,10 +39,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import IO, TypeVar
+from typing import IO, ClassVar, TypeVar
 
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.drivers.base import (
+    ATOMIC_REPLACE,
     RESERVED_PREFIX,
     Driver,
     ErrorTable,
@@ -201,6 +202,9 @@ def _parse_mode(text: str) -> int:
 
 
 class LocalDriver(Driver[Addition]):
+    # ``put`` renames its temporary file over the old one (``os.replace``).
+    PROMISES: ClassVar[frozenset[str]] = Driver.PROMISES | {ATOMIC_REPLACE}
+
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
         self._root = ""

@@ -13,16 +13,23 @@ storage or the file's extension allows it. The rules are AList v3.45's
 No user login applies to these routes: the sign alone protects them. A request's path
 is resolved once (``resolve``), and the place found serves the sign check, the rules
 and the link.
+
+``way`` writes these rules once for every route that serves a file's bytes: ``/d``,
+``/p``, and the protocol servers (WebDAV's GET), which follow the storage's
+``webdav_policy`` as AList does: ``302_redirect`` sends the client to the driver's
+URL, ``use_proxy_url`` with a ``down_proxy_url`` to that proxy, anything else (and a
+driver that must proxy) streams through this server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import parse_qsl, quote, urlencode
 
 from manifold.drivers.base import DriverConfig
-from manifold.errors import ServerError
+from manifold.errors import Forbidden, ServerError
 from manifold.models import Link, LinkArgs, Obj, Storage
 from manifold.paths import split_path
 from manifold.services.admin.metas import MetaService
@@ -46,6 +53,13 @@ _HOP_HEADERS = frozenset(
         "content-length",
     }
 )
+
+
+# Which route asks: ``/d``, ``/p``, or a protocol server (WebDAV, by ``webdav_policy``).
+Route = Literal["d", "p", "dav"]
+# How the bytes go: a redirect to the driver's link URL, a redirect to the storage's
+# download proxy, or streamed by this server.
+Way = Literal["link", "proxy_url", "stream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +106,37 @@ class DownloadService:
             self._signer.verify(path, sign.removesuffix("/"))
         if place is None:
             raise self._fs.tree.missing(path)
+        return self.target_at(place)
+
+    @staticmethod
+    def target_at(place: Place) -> Target:
+        """The target of a place already resolved (and allowed: no sign is checked)."""
         mounted = place.mounted
         if mounted.ops is None or mounted.config is None:
             raise ServerError.not_init(mounted.storage.status)
         return Target(place, mounted.storage, mounted.config)
+
+    def way(self, target: Target, route: Route, proxy_url: bool = True) -> Way:
+        """How ``route`` serves ``target``'s bytes; ``Forbidden`` ("proxy not allowed")
+        where ``/p`` may not stream them. ``proxy_url`` False: never the download proxy
+        (``/p?d``, asked by the proxy itself)."""
+        if route == "dav":
+            return self._dav_way(target, proxy_url)
+        if route == "d" and not self.should_proxy(target):
+            return "link"
+        if not self.can_proxy(target):
+            raise Forbidden("proxy not allowed")
+        return "proxy_url" if proxy_url and self.down_proxy_url(target) else "stream"
+
+    def _dav_way(self, target: Target, proxy_url: bool) -> Way:
+        """AList's WebDAV GET: the policy alone decides, except that a driver that must
+        proxy has no URL to send a client to (its storage form offers no redirect)."""
+        policy = target.storage.webdav_policy
+        if policy == "302_redirect" and not target.config.must_proxy:
+            return "link"
+        if policy == "use_proxy_url" and proxy_url and self.down_proxy_url(target):
+            return "proxy_url"
+        return "stream"
 
     def should_proxy(self, target: Target) -> bool:
         """Whether ``/d`` streams the file itself instead of redirecting."""

@@ -5,24 +5,34 @@ what the API checks (base path, permission bits, metas, passwords, hide rules),
 the protocol's own bits: WebDAV read and manage, FTP/SFTP read and write, as AList
 numbers them. The AList batch endpoints keep their own request shapes in
 ``GuardedReader`` and ``GuardedWriter``; these single-path forms are what a protocol server
-maps its verbs onto (``PROPFIND`` → ``list``, ``GET`` → ``open_read``, ``MOVE`` →
-``rename``, ``COPY`` → ``copy``, which finishes before it returns).
+maps its verbs onto (``PROPFIND`` → ``list``, ``GET`` → ``redirect`` then
+``open_reader``, ``PUT`` → ``open_writer`` or ``put``, ``MOVE`` → ``rename``, ``COPY`` →
+``copy``, which finishes before it returns).
+
+Protocols want exact answers where the JSON API is lenient, so the writes take
+``strict``: removing a missing path is ``ObjectNotFound``, making an existing folder
+``ObjectExists``, and writing under a missing folder ``ParentNotFound`` (instead of
+making it, as AList's API does). ``stat`` looks up one object, never its folder;
+``etag`` names an object's version.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 
 import httpx
 
-from manifold.errors import PermissionDenied
+from manifold.errors import InvalidRequest, NotAFile, PermissionDenied
 from manifold.models import LinkArgs, Obj, Perm
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
+from manifold.services.fs.downloads import DownloadService
+from manifold.services.fs.handles import ReadHandle, WriteHandle
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.streams import open_range
+from manifold.services.fs.tree import Place
 from manifold.services.fs.write import GuardedWriter
 
 # (read bit, write bit) of each protocol that has its own; the API has none.
@@ -37,17 +47,25 @@ class GuardedOps:
     """One path at a time for a caller, with the protocol's own bits checked too."""
 
     def __init__(
-        self, fs: GuardedReader, writer: GuardedWriter, http: httpx.AsyncClient | None = None
+        self,
+        fs: GuardedReader,
+        writer: GuardedWriter,
+        http: httpx.AsyncClient | None = None,
+        downloads: DownloadService | None = None,
     ) -> None:
         self._fs = fs
         self._writer = writer
         self._http = http
+        # The download rules ``/d`` and ``/p`` follow too (``redirect``).
+        self.downloads = downloads
 
     # --- reads --------------------------------------------------------------------
 
     async def stat(self, caller: Caller, path: str, password: str = "") -> Obj:
+        """The object at ``path``: one lookup (the driver's ``get``), never a listing
+        of its folder where the driver has ``get``."""
         self._protocol_allows(caller, write=False)
-        return (await self._fs.get(caller, path, password)).obj
+        return (await self._fs.stat(caller, path, password))[0]
 
     async def list(self, caller: Caller, path: str, password: str = "") -> builtins.list[Obj]:
         """Every entry of the folder the caller may see (hidden ones left out)."""
@@ -68,34 +86,81 @@ class GuardedOps:
         obj, link, _ = await self._fs.link(found.path, LinkArgs(ip=caller.client))
         return obj, open_range(link, offset, length, client=self._http)
 
+    async def open_reader(self, caller: Caller, path: str, password: str = "") -> ReadHandle:
+        """The file at ``path``, resolved and linked once, to read at any offset until
+        the handle is closed (``ReadHandle``)."""
+        self._protocol_allows(caller, write=False)
+        _, full = await self._fs.stat(caller, path, password)
+        obj, link, _ = await self._fs.link(full, LinkArgs(ip=caller.client))
+        return await ReadHandle.open(obj, link, self._http)
+
+    async def redirect(self, caller: Caller, path: str, password: str = "") -> str | None:
+        """Where to send a client for the file's bytes, by the storage's
+        ``webdav_policy`` (the rules ``/d`` follows, ``DownloadService.way``): the
+        driver's URL, the download proxy's signed URL, or None to stream them here
+        (``open_reader``)."""
+        self._protocol_allows(caller, write=False)
+        obj, full = await self._fs.stat(caller, path, password)
+        if obj.is_dir:
+            raise NotAFile()
+        place = self._fs.tree.find(full)
+        if self.downloads is None or place is None:
+            return None
+        target = self.downloads.target_at(place)
+        way = self.downloads.way(target, "dav")
+        if way == "proxy_url":
+            return self.downloads.down_proxy_url(target)
+        if way == "stream":
+            return None
+        _, link = await self._fs.link_at(place, LinkArgs(ip=caller.client, redirect=True))
+        return link.url or None
+
     # --- writes -------------------------------------------------------------------
 
-    async def mkdir(self, caller: Caller, path: str, password: str = "") -> Obj:
+    async def mkdir(
+        self, caller: Caller, path: str, password: str = "", *, strict: bool = False
+    ) -> Obj:
         self._protocol_allows(caller, write=True)
-        return await self._writer.mkdir(caller, path, password)
+        return await self._writer.mkdir(caller, path, password, strict=strict)
 
     async def rename(
-        self, caller: Caller, src: str, dst: str, overwrite: bool = False, password: str = ""
+        self,
+        caller: Caller,
+        src: str,
+        dst: str,
+        overwrite: bool = False,
+        password: str = "",
+        *,
+        strict: bool = False,
     ) -> Obj:
-        """Give ``src`` the path ``dst``: a rename, a move, or both in one step that
-        touches nothing else on the way.
+        """Give ``src`` the exact path ``dst``: a rename, a move, or both in one step
+        that touches nothing else on the way.
 
         Between two storages it is refused, as AList refuses it.
         """
         self._protocol_allows(caller, write=True)
-        return await self._writer.move_to(caller, src, dst, overwrite, password)
+        return await self._writer.move_to(caller, src, dst, overwrite, password, strict=strict)
 
     async def copy(
-        self, caller: Caller, src: str, dst: str, overwrite: bool = False, password: str = ""
+        self,
+        caller: Caller,
+        src: str,
+        dst: str,
+        overwrite: bool = False,
+        password: str = "",
+        *,
+        strict: bool = False,
     ) -> Obj:
-        """Copy ``src`` to the path ``dst`` and return the copy once it is whole."""
+        """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole."""
         self._protocol_allows(caller, write=True)
-        return await self._writer.copy_to(caller, src, dst, overwrite, password)
+        return await self._writer.copy_to(caller, src, dst, overwrite, password, strict=strict)
 
-    async def remove(self, caller: Caller, path: str, password: str = "") -> None:
+    async def remove(
+        self, caller: Caller, path: str, password: str = "", *, strict: bool = False
+    ) -> None:
         self._protocol_allows(caller, write=True)
         folder, name = split_path(path)
-        await self._writer.remove(caller, folder, [name], password)
+        await self._writer.remove(caller, folder, [name], password, strict=strict)
 
     async def put(
         self,
@@ -106,9 +171,66 @@ class GuardedOps:
         modified: datetime | None = None,
         overwrite: bool = True,
         password: str = "",
+        *,
+        strict: bool = False,
     ) -> Obj:
         self._protocol_allows(caller, write=True)
-        return await self._writer.put(caller, path, password, stream, size, modified, overwrite)
+        return await self._writer.put(
+            caller, path, password, stream, size, modified, overwrite, strict=strict
+        )
+
+    async def open_writer(
+        self,
+        caller: Caller,
+        path: str,
+        password: str = "",
+        *,
+        overwrite: bool = True,
+        append: bool = False,
+        offset: int = 0,
+        strict: bool = False,
+        modified: datetime | None = None,
+    ) -> WriteHandle:
+        """A file at ``path`` written block by block, in place once the handle closes.
+
+        ``append`` (FTP's APPE) starts after the existing file's bytes, ``offset``
+        (FTP's REST before STOR) after its first ``offset`` bytes; either way the
+        storage receives those bytes first, read through the file's link, and the
+        old file stays whole until the new one replaces it.
+        """
+        self._protocol_allows(caller, write=True)
+        if offset < 0:
+            raise InvalidRequest("an upload starts at byte 0 or later")
+        place, _ = await self._writer.upload_target(
+            caller, path, password, overwrite, strict=strict
+        )
+        start, prefix = await self._kept_bytes(caller, place, append, offset)
+
+        def store(stream: AsyncIterator[bytes]) -> Awaitable[Obj]:
+            return self._writer.store(place, stream, None, modified, overwrite)
+
+        return WriteHandle(store, start, prefix)
+
+    async def _kept_bytes(
+        self, caller: Caller, place: Place, append: bool, offset: int
+    ) -> tuple[int, AsyncIterator[bytes] | None]:
+        """Where a write that keeps part of the existing file starts, and those bytes."""
+        if not append and not offset:
+            return 0, None
+        existing = await self._writer.exists(place)
+        if existing is None or existing.is_dir:
+            if offset:
+                raise InvalidRequest(f"cannot resume at byte {offset}: no file to resume")
+            return 0, None
+        start = existing.size if append else offset
+        if start > existing.size:
+            raise InvalidRequest(
+                f"cannot resume at byte {offset}: the file holds {existing.size} bytes"
+            )
+        if not start:
+            return 0, None
+        _, link, _ = await self._fs.link(place.path, LinkArgs(ip=caller.client))
+        return start, open_range(link, 0, start, client=self._http)
 
     @staticmethod
     def _protocol_allows(caller: Caller, write: bool) -> None:
@@ -117,3 +239,10 @@ class GuardedOps:
             return
         if not caller.user.can(bits[0]) or (write and not caller.user.can(bits[1])):
             raise PermissionDenied()
+
+
+def etag(obj: Obj) -> str:
+    """An HTTP entity tag for ``obj``, quoted: the same while the object's size and
+    time stay the same, another once either changes."""
+    stamp = int(obj.modified.timestamp() * 1_000_000)
+    return f'"{stamp:x}-{obj.size:x}"'

@@ -10,6 +10,8 @@ them replaces a taken name. Here these steps are combined so that
   no-op, and a destination inside the source is refused before any step;
 * an object replaced at the destination is only set aside while the new one takes
   its place, and removed after; when a step fails, the steps before it are undone.
+  A file copied over a file on a storage whose put replaces in one step
+  (``ATOMIC_REPLACE``) is put over it instead, so the name never stands empty.
 
 Parking names are hidden (a leading dot) and never reserved for drivers' own use,
 so no sweep of unfinished uploads can take an object parked here.
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from manifold.drivers.base import ATOMIC_REPLACE
 from manifold.errors import (
     ManifoldError,
     ObjectExists,
@@ -101,6 +104,8 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         raise ObjectExists()
     if existing is not None:
         await refuse_holding(tree, dst, path)
+        if await _put_over(tree, path, existing, dst_dir):
+            return await tree.copy_file(path, dst_dir, name=new_name, overwrite=True)
     if existing is None and name == new_name:
         return await tree.copy(path, dst_dir)
     native = tree.copies_natively(src, tree.place(dst_dir))
@@ -119,6 +124,13 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     finally:
         with suppress(ManifoldError):  # gone once the copy took its place
             await tree.remove(beside)
+
+
+async def _put_over(tree: FileTree, path: str, existing: Obj, dst_dir: str) -> bool:
+    """Whether a copy of ``path`` replaces the file ``existing`` by one put."""
+    if existing.is_dir or ATOMIC_REPLACE not in tree.place(dst_dir).ops.driver.promises():
+        return False
+    return not (await tree.lookup(path))[0].is_dir
 
 
 async def is_itself(tree: FileTree, path: str, dst: str) -> bool:

@@ -215,6 +215,18 @@ class GuardedReader:
             await self._related(caller, full, obj.name),
         )
 
+    async def stat(self, caller: Caller, path: str, password: str) -> tuple[Obj, str]:
+        """The object at ``path`` and its full path, after the checks ``get`` makes.
+
+        Unlike ``get`` no sibling is looked for, so a storage whose driver has ``get``
+        is asked for this one object and its folder is never listed: a protocol server
+        asks this on every request.
+        """
+        full = self.resolve(caller, path)
+        self.check_access(caller, full, password)
+        await self.confine(caller, full)
+        return (await self.get_path(full))[0], full
+
     async def _related(self, caller: Caller, path: str, name: str) -> Related | None:
         """AList's rule: siblings whose name starts with this name minus its extension."""
         folder, own = split_path(path)
@@ -278,6 +290,13 @@ class GuardedReader:
         if await self._confinement.escaping("/", (path,)):
             raise PermissionDenied()
         return await self.tree.link(path, args)
+
+    async def storage_place(self, path: str) -> Place:
+        """The storage holding an already-authorised virtual path, refused as ``link``
+        refuses it when links take it out of an alias target."""
+        if await self._confinement.escaping("/", (path,)):
+            raise PermissionDenied()
+        return self.tree.place(path)
 
     async def link_at(self, place: Place, args: LinkArgs) -> tuple[Obj, Link]:
         """``link`` for a path already resolved to ``place`` (``/d`` resolves it once)."""

@@ -22,8 +22,10 @@ from manifold.drivers.base import Upload
 from manifold.errors import (
     BadRequest,
     FileExists,
+    ManifoldError,
     ObjectExists,
     ObjectNotFound,
+    ParentNotFound,
     PermissionDenied,
     ServerError,
 )
@@ -91,9 +93,27 @@ class GuardedWriter:
     async def exists(self, place: Place) -> Obj | None:
         return await self.tree.exists(place)
 
+    async def require_parent(self, full: str) -> None:
+        """``ParentNotFound`` unless the folder holding ``full`` exists: a protocol's
+        strict write never makes missing folders on the way, as the JSON API does."""
+        parent = split_path(full)[0]
+        try:
+            obj, _ = await self.tree.lookup(parent)
+        except ManifoldError as exc:
+            if isinstance(exc, ObjectNotFound):  # StorageNotFound is no subclass
+                raise ParentNotFound() from exc
+            raise
+        if not obj.is_dir:
+            raise ParentNotFound()
+
     # --- operations ---------------------------------------------------------------
 
-    async def mkdir(self, caller: Caller, path: str, password: str = "") -> Obj:
+    async def mkdir(
+        self, caller: Caller, path: str, password: str = "", *, strict: bool = False
+    ) -> Obj:
+        """Make the folder ``path`` and any missing parents; an existing folder is
+        fine. ``strict`` (a protocol's MKCOL, MKD): ``ObjectExists`` for a taken path,
+        ``ParentNotFound`` for a missing parent."""
         full = self._fs.resolve(caller, path)
         parent, _ = split_path(full)
         # The folder written in is checked as a remove checks it: a password without
@@ -104,6 +124,10 @@ class GuardedWriter:
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
         await self._refuse_unsafe_new(full)
+        if strict:
+            if await self.tree.exists(self.place(full)) is not None:
+                raise ObjectExists()
+            await self.require_parent(full)
         return await self.tree.make_dir(full)
 
     async def rename(
@@ -124,11 +148,21 @@ class GuardedWriter:
         return await self.tree.rename_to(full, dst, overwrite)
 
     async def move_to(
-        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+        self,
+        caller: Caller,
+        src: str,
+        dst: str,
+        overwrite: bool,
+        password: str = "",
+        *,
+        strict: bool = False,
     ) -> Obj:
         """Give ``src`` the full path ``dst`` in one step (a protocol's MOVE): the move
-        bit to change folders, the rename bit to change names."""
+        bit to change folders, the rename bit to change names. ``strict``:
+        ``ParentNotFound`` when the folder of ``dst`` is missing."""
         full, target = await self._ends(caller, src, dst, password)
+        if strict:
+            await self.require_parent(target)
         (src_dir, name), (dst_dir, new_name) = split_path(full), split_path(target)
         if src_dir != dst_dir:
             self.require(caller, Perm.MOVE)
@@ -139,11 +173,21 @@ class GuardedWriter:
         return await self.tree.rename_to(full, target, overwrite)
 
     async def copy_to(
-        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str = ""
+        self,
+        caller: Caller,
+        src: str,
+        dst: str,
+        overwrite: bool,
+        password: str = "",
+        *,
+        strict: bool = False,
     ) -> Obj:
-        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole."""
+        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole;
+        ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing."""
         self.require(caller, Perm.COPY)
         full, target = await self._ends(caller, src, dst, password)
+        if strict:
+            await self.require_parent(target)
         self.tree.refuse_root(self.place(full), "copy")
         await self._source_exists(full)
         await self._refuse_taken(caller, full, target, overwrite, password)
@@ -271,13 +315,25 @@ class GuardedWriter:
         return await self.tasks.submit("copy", name, creator, payload)
 
     async def remove(
-        self, caller: Caller, dir: str, names: builtins.list[str], password: str = ""
+        self,
+        caller: Caller,
+        dir: str,
+        names: builtins.list[str],
+        password: str = "",
+        *,
+        strict: bool = False,
     ) -> None:
+        """Remove ``names`` from ``dir``; a missing one is skipped (AList's way), or
+        with ``strict`` refused as ``ObjectNotFound`` before anything is removed."""
         self.require(caller, Perm.REMOVE)
         if not names:
             raise BadRequest("Empty file names")
         folder = await self.folder(caller, dir, password)
         targets = [await self.child(caller, folder, name, password) for name in names]
+        if strict:
+            for full in targets:
+                if await self.exists(self.place(full)) is None:
+                    raise ObjectNotFound()
         for full in targets:
             await self.walker.guard_whole(caller, full, password, links=False)
         for full in targets:
@@ -364,9 +420,12 @@ class GuardedWriter:
         size: int | None,
         modified: datetime | None,
         overwrite: bool,
+        *,
+        strict: bool = False,
     ) -> Obj:
-        """Store an upload at ``path``; nothing appears there until every byte has arrived."""
-        place, _ = await self.upload_target(caller, path, password, overwrite)
+        """Store an upload at ``path``; nothing appears there until every byte has
+        arrived. ``strict``: ``ParentNotFound`` under a missing folder."""
+        place, _ = await self.upload_target(caller, path, password, overwrite, strict=strict)
         return await self.store(place, stream, size, modified, overwrite)
 
     async def store(
@@ -387,7 +446,7 @@ class GuardedWriter:
             raise FileExists() from exc
 
     async def upload_target(
-        self, caller: Caller, path: str, password: str, overwrite: bool
+        self, caller: Caller, path: str, password: str, overwrite: bool, *, strict: bool = False
     ) -> tuple[Place, str]:
         """Where an upload to ``path`` goes, after every check an upload needs."""
         full = self._fs.resolve(caller, path)
@@ -403,6 +462,8 @@ class GuardedWriter:
         place = self.place(full)
         if place.sub_path == "/":
             raise PermissionDenied()
+        if strict:
+            await self.require_parent(full)
         existing = await self.exists(place)
         if existing is not None and (existing.is_dir or not overwrite):
             raise FileExists()
