@@ -73,6 +73,8 @@ class Config:
     # else from where the install step puts them (``web/dist`` beside the package).
     ui: bool = True
     dist_dir: str = ""
+    # The WebDAV server at ``<site path>/dav`` on the main port.
+    webdav: bool = True
     # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
     s3_port: int = 0
 
@@ -102,6 +104,7 @@ _FILE_KEYS = (
     "max_request_body",
     "ui",
     "dist_dir",
+    "webdav",
     "s3_port",
 )
 _INT_KEYS = {
@@ -113,7 +116,7 @@ _INT_KEYS = {
     "s3_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
-_BOOL_KEYS = {"ui"}
+_BOOL_KEYS = {"ui", "webdav"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
