@@ -77,6 +77,8 @@ class Config:
     webdav: bool = True
     # The FTP server's own port (AList's ``ftp.listen``, 5221 there); 0 leaves it off.
     ftp_port: int = 0
+    # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
+    s3_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -106,6 +108,7 @@ _FILE_KEYS = (
     "dist_dir",
     "webdav",
     "ftp_port",
+    "s3_port",
 )
 _INT_KEYS = {
     "port",
@@ -114,6 +117,7 @@ _INT_KEYS = {
     "login_lockout_seconds",
     "max_request_body",
     "ftp_port",
+    "s3_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav"}

@@ -51,7 +51,9 @@ async def enable_guest(services: Services, permission: int) -> None:
 async def live_ftp(services: Services) -> AsyncIterator[int]:
     """A live Manifold (HTTP and FTP); yields the FTP port."""
     async with serving(services):
-        server = await start_ftp(services, port=0)
+        server = await start_ftp(
+            services.ops, services.credentials, services.settings, services.config, 0
+        )
         try:
             yield server.port
         finally:

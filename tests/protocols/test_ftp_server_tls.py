@@ -145,4 +145,4 @@ async def test_wrong_settings_stop_the_start(services: Services, setting: tuple[
         changes.append(("ftp_tls_private_key_path", "/nonexistent/key.pem"))
     await services.settings.save(changes)
     with pytest.raises(ConfigError, match=r"ftp_|FTP"):
-        await start_ftp(services, port=0)
+        await start_ftp(services.ops, services.credentials, services.settings, services.config, 0)

@@ -10,29 +10,32 @@ from __future__ import annotations
 import ipaddress
 import socket
 import ssl
-from typing import TYPE_CHECKING
 
 from manifold.concurrency import DISK_POOL, run_in
-from manifold.config import ConfigError
+from manifold.config import Config, ConfigError
 from manifold.protocols.ftp.ports import parse_port_map
 from manifold.protocols.ftp.server import FtpOptions, FtpServer
-
-if TYPE_CHECKING:
-    from manifold.container import Services
+from manifold.services.admin.settings import SettingsService
+from manifold.services.auth.credentials import Credentials
+from manifold.services.fs.ops import GuardedOps
 
 __all__ = ["FtpOptions", "FtpServer", "start_ftp"]
 
 
-async def start_ftp(services: Services, port: int | None = None) -> FtpServer:
+async def start_ftp(
+    ops: GuardedOps,
+    credentials: Credentials,
+    settings: SettingsService,
+    config: Config,
+    port: int | None = None,
+) -> FtpServer:
     """The FTP server listening on ``port`` (else the ``ftp_port`` config key)."""
-    options = await read_options(services)
-    server = FtpServer(services.ops, services.credentials, options)
-    await server.start(services.config.address, services.config.ftp_port if port is None else port)
+    server = FtpServer(ops, credentials, await read_options(settings))
+    await server.start(config.address, config.ftp_port if port is None else port)
     return server
 
 
-async def read_options(services: Services) -> FtpOptions:
-    settings = services.settings
+async def read_options(settings: SettingsService) -> FtpOptions:
     mandatory = settings.get_bool("ftp_mandatory_tls")
     implicit = settings.get_bool("ftp_implicit_tls")
     key = settings.get("ftp_tls_private_key_path")
