@@ -26,6 +26,7 @@ from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
 from manifold.services.fs.events import TreeEvents
+from manifold.services.fs.moves import Moves
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.scan import ScanService
@@ -100,6 +101,7 @@ class Services:
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
+        Moves(writer, transfers).register(tasks)
         archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http, settings)
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")

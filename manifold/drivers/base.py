@@ -19,7 +19,8 @@ The contract is four modules; this one re-exports what a driver imports from the
 others, so a driver's imports from the package fit on one line:
 
 * ``base`` (this one): ``Driver``, ``DriverConfig``, ``option``, ``RootPath``,
-  ``RootID``, ``Upload``, and the promises ``EXCLUSIVE_CREATE``, ``FOLDER_TIMES``;
+  ``RootID``, ``Upload``, and the promises ``EXCLUSIVE_CREATE``, ``FOLDER_MOVE``,
+  ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
   ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
@@ -58,6 +59,7 @@ from manifold.paths import RESERVED_PREFIX, validate_name
 # The contract defined here, and what a driver imports from the other three modules.
 __all__ = [
     "EXCLUSIVE_CREATE",
+    "FOLDER_MOVE",
     "FOLDER_TIMES",
     "RESERVED_PREFIX",
     "Driver",
@@ -104,6 +106,11 @@ STORAGE_THREADS = 4
 EXCLUSIVE_CREATE = "exclusive_create"
 # Folders carry a real modification time (S3's prefixes have none).
 FOLDER_TIMES = "folder_times"
+# A folder is moved or renamed in one step on the server, whatever it holds, so the
+# services wait for ``move``/``rename`` of a folder in the request. A back end that
+# moves a folder key by key (S3: a copy of each, then the deletes) leaves it out, and
+# the services move such a folder as a task, one file after another, with progress.
+FOLDER_MOVE = "folder_move"
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +256,7 @@ class Driver(ABC, Generic[OptionsT]):
     )
     # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
     # driver that cannot keep one leaves it out, and says why in a comment.
-    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
+    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_MOVE, FOLDER_TIMES})
 
     def __init__(self, storage: Storage, options: OptionsT) -> None:
         self.storage = storage

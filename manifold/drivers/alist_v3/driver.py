@@ -47,6 +47,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from manifold.drivers.base import (
+    FOLDER_MOVE,
     RESERVED_PREFIX,
     Driver,
     ErrorTable,
@@ -157,8 +158,9 @@ class AListV3Driver(Driver[Addition]):
     # Neither promise holds for every remote. EXCLUSIVE_CREATE: an AList v3.45 remote
     # decides ``Overwrite: false`` by looking before it stores, and a Manifold remote
     # is exclusive only where its own storage is. FOLDER_TIMES: a remote storage
-    # without folder times (S3) shows the zero time.
-    PROMISES: ClassVar[frozenset[str]] = frozenset()
+    # without folder times (S3) shows the zero time. FOLDER_MOVE: one request; a
+    # Manifold remote that moves a folder as a task answers once the task is made.
+    PROMISES: ClassVar[frozenset[str]] = frozenset({FOLDER_MOVE})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TypeVar
 
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
+    FOLDER_MOVE,
     FOLDER_TIMES,
     Driver,
     LinkArgs,
@@ -60,7 +61,7 @@ class SMBDriver(Driver[Addition]):
     # smbd process that serves a connection, and all of a storage's calls share one
     # (two storages or clients on one Samba share race only within that check).
     # FOLDER_TIMES: folders carry their own last-write time.
-    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
+    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_MOVE, FOLDER_TIMES})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
