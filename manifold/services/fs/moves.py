@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,9 @@ from manifold.services.fs.tree import FileTree, Place, refuse_too_deep
 from manifold.services.fs.walk import Entry
 from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskContext, TaskService
+
+# Files a move inside one storage has under way at once (S3 copies on the store).
+SERVER_SIDE_WIDTH = 8
 
 
 class MoveFailed(ServerError):
@@ -100,21 +104,34 @@ class Moves:
             return  # moved there already (a retry after the last step)
         if not obj.is_dir:
             ctx.set_total(obj.size)
-            await self._move_file(ctx, src, target, obj, overwrite)
+            await self._move_file(ctx, src, target, obj, None, overwrite)
             return
         ctx.set_status("src object is dir, listing objs")
         plan = await self._plan(ctx, src, target, str(payload.get("password", "")))
+        await self._move_folder(ctx, plan, overwrite)
+        ctx.set_status(f"{plan.kept} entries stay at the source" if plan.kept else "")
+
+    async def _move_folder(self, ctx: TaskContext, plan: _Plan, overwrite: bool) -> None:
+        """Make the target folders, move every file, remove the emptied folders."""
         total = sum(obj.size for _, _, obj in plan.files)
         ctx.set_total(total)
-        for _, folder in plan.folders:
-            await self._tree.make_dir(folder)
-        for done, (path, into, item) in enumerate(plan.files, 1):
-            ctx.set_status(f"moving {done} of {len(plan.files)} files")
-            await self._move_file(ctx, path, clean_path(f"{into}/{item.name}"), item, overwrite)
+        made = {folder: await self._tree.make_dir(folder) for _, folder in plan.folders}
+        moved = 0
+
+        async def step(path: str, into: str, item: Obj) -> None:
+            nonlocal moved
+            target = clean_path(f"{into}/{item.name}")
+            await self._move_file(ctx, path, target, item, made[into], overwrite)
+            moved += 1
+            ctx.set_status(f"moved {moved} of {len(plan.files)} files")
             if total == 0:  # empty files: progress counts them instead
-                ctx.set_progress(done * 100 / len(plan.files))
+                ctx.set_progress(moved * 100 / len(plan.files))
+
+        (src, target), *_ = plan.folders
+        # Inside one storage no byte passes through here: several files at once.
+        inside = self._tree.place(src).same_storage(self._tree.place(target))
+        await _each(plan.files, step, SERVER_SIDE_WIDTH if inside else 1)
         await self._remove_emptied([path for path, _ in plan.folders])
-        ctx.set_status(f"{plan.kept} entries stay at the source" if plan.kept else "")
 
     async def _plan(self, ctx: TaskContext, src: str, target: str, password: str) -> _Plan:
         """Every file and folder of ``src`` the move takes: what the creator may reach,
@@ -171,13 +188,20 @@ class Moves:
         return None
 
     async def _move_file(
-        self, ctx: TaskContext, path: str, target: str, obj: Obj, overwrite: bool
+        self,
+        ctx: TaskContext,
+        path: str,
+        target: str,
+        obj: Obj,
+        folder: Obj | None,
+        overwrite: bool,
     ) -> None:
-        """Copy one file to ``target``, then remove its source; a failure names it."""
+        """Copy one file to ``target`` (into ``folder``, when made by this task), then
+        remove its source; a failure names the file."""
         into, name = split_path(target)
         try:
             if self._tree.place(path).same_storage(self._tree.place(into)):
-                await self._relocate(path, target, overwrite)
+                await self._relocate(path, target, obj, folder, overwrite)
                 ctx.add_done(obj.size)
                 return
             await self._transfers.stream_file(ctx, path, into, overwrite, name)
@@ -187,13 +211,15 @@ class Moves:
         except ManifoldError as exc:
             raise MoveFailed.at(path, exc) from exc
 
-    async def _relocate(self, path: str, target: str, overwrite: bool) -> None:
+    async def _relocate(
+        self, path: str, target: str, obj: Obj, folder: Obj | None, overwrite: bool
+    ) -> None:
         """Inside one storage: the storage's own move of a file (S3: a copy, then the
         source deleted), with a taken name replaced only when asked."""
         into, name = split_path(target)
         try:
-            if name == split_path(path)[1]:
-                await self._tree.move(path, into)
+            if folder is not None and name == obj.name:
+                await self._tree.move_listed(path, obj, into, folder)
             else:
                 await self._tree.rename_to(path, target, overwrite)
         except ObjectExists:
@@ -210,3 +236,30 @@ class Moves:
                     await self._tree.remove(folder)
             except ObjectNotFound:
                 continue  # a folder of keys alone goes with its last key (S3)
+
+
+async def _each(
+    items: builtins.list[tuple[str, str, Obj]],
+    step: Callable[[str, str, Obj], Awaitable[None]],
+    width: int,
+) -> None:
+    """``step`` of every item in order, ``width`` at once, stopping at the first
+    failure. With more than one at once (moves on the server, each a copy and a
+    delete), a step once begun is let finish even when the task is cancelled, so no
+    file is left copied with its source still there."""
+    pending = iter(items)
+
+    async def worker() -> None:
+        for item in pending:
+            if width == 1:
+                await step(*item)
+            else:
+                await asyncio.shield(step(*item))
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(width, len(items)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for job in workers:
+            job.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)

@@ -266,6 +266,17 @@ class FileTree:
         obj = await self.exists(src)
         return obj is None or not obj.is_dir
 
+    async def move_listed(self, path: str, obj: Obj, dst_dir: str, folder: Obj) -> Obj:
+        """``move`` of a file as its listing gave it (``obj``) into a folder as it was
+        made (``folder``), both of one storage (``StorageOps.move_listed``)."""
+        place = self.refuse_root(self.place(path), "move")
+        target = self.place(dst_dir)
+        if not place.same_storage(target):
+            raise ServerError.across_storages()
+        moved = await place.ops.move_listed(place.sub_path, obj, target.sub_path, folder)
+        await self.events.moved(path, clean_path(f"{dst_dir}/{obj.name}"))
+        return moved
+
     async def rename_to(self, path: str, dst: str, replace: bool = False) -> Obj:
         """Give the object at ``path`` the full path ``dst`` (``placing.rename_to``)."""
         return await placing.rename_to(self, path, dst, replace)
