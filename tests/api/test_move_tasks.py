@@ -190,3 +190,20 @@ async def test_recursive_move_into_another_storage_makes_a_task_per_file(
         "keep",
     ]
     assert [p for p in (one / "dir").rglob("*") if p.is_file()] == []
+
+
+async def test_links_stay_with_their_folder_and_what_they_point_at_stays_too(
+    api: Api, disks: tuple[Path, Path]
+) -> None:
+    one, two = disks
+    (one / "dir/to-single").symlink_to(one / "single.txt")
+    (one / "dir/to-sub").symlink_to(one / "dir/sub", target_is_directory=True)
+    answer = await move(api, "/one", "/two", "dir")
+    assert answer["code"] == 200, answer
+    [task] = await settle(api)
+    assert (task.state, task.status) == (TaskState.SUCCEEDED, "2 entries stay at the source")
+    assert (two / "dir/a.txt").read_text() == "alpha"
+    assert (two / "dir/sub/c.txt").read_text() == "gamma"
+    assert not (two / "dir/to-single").exists()
+    assert (one / "single.txt").read_text() == "single"
+    assert sorted(p.name for p in (one / "dir").iterdir()) == ["to-single", "to-sub"]
