@@ -133,10 +133,12 @@ class GuardedOps:
         *,
         strict: bool = False,
     ) -> Obj:
-        """Give ``src`` the exact path ``dst``: a rename, a move, or both in one step
-        that touches nothing else on the way.
+        """Give ``src`` the exact path ``dst``: a rename, a move, or both, touching
+        nothing else on the way.
 
-        Between two storages it is refused, as AList refuses it.
+        Into another storage, or a folder of a storage that moves folders key by key
+        (S3), it runs as a move task, and returns once the task has ended (a protocol
+        answers a MOVE when it is done).
         """
         self._protocol_allows(caller, write=True)
         return await self._writer.move_to(caller, src, dst, overwrite, password, strict=strict)
