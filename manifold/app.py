@@ -44,6 +44,7 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.web import (
     BasePath,
     WebPage,
@@ -281,6 +282,8 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     )
     app.add_middleware(CatchAll)
     base = base_path_of(config.site_url)
+    if config.webdav:
+        app.add_middleware(DavMount, dav=_dav_server(services, base))
     app.fast_bodies = {
         (base.rstrip("/") + path): body for path, body in _fast_bodies(services).items()
     }
@@ -288,6 +291,18 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         app.add_middleware(BasePath, base=base)
     app.router.middleware_stack = RouteTable(app.router)
     return app
+
+
+def _dav_server(services: Services, base: str) -> DavServer:
+    trusted = services.config.trusted_proxies
+    return DavServer(
+        services.ops,
+        services.dav_props,
+        services.credentials,
+        services.settings,
+        base,
+        lambda request: client_address(request, trusted),
+    )
 
 
 def _web_page(config: Config, services: Services) -> WebPage | None:

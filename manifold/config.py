@@ -73,6 +73,8 @@ class Config:
     # else from where the install step puts them (``web/dist`` beside the package).
     ui: bool = True
     dist_dir: str = ""
+    # The WebDAV server at ``<site path>/dav`` on the main port.
+    webdav: bool = True
 
     @property
     def effective_database_url(self) -> str:
@@ -100,6 +102,7 @@ _FILE_KEYS = (
     "max_request_body",
     "ui",
     "dist_dir",
+    "webdav",
 )
 _INT_KEYS = {
     "port",
@@ -109,7 +112,7 @@ _INT_KEYS = {
     "max_request_body",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
-_BOOL_KEYS = {"ui"}
+_BOOL_KEYS = {"ui", "webdav"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

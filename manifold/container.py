@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
@@ -19,6 +20,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.changes import UserChanges
+from manifold.services.auth.credentials import Credentials
 from manifold.services.auth.limiter import GuessLimiter, MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
@@ -28,6 +30,7 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.ops import GuardedOps
+from manifold.services.fs.props import DeadProps
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.scan import ScanService
 from manifold.services.fs.streams import http_client
@@ -51,6 +54,8 @@ class Services:
     settings: SettingsService
     users: UserService
     auth: AuthService
+    # The one credential check of the protocol servers (WebDAV, FTP, SFTP).
+    credentials: Credentials
     metas: MetaService
     sshkeys: SshKeyService
     revocations: DatabaseRevocationStore
@@ -63,6 +68,8 @@ class Services:
     http: httpx.AsyncClient
     writer: GuardedWriter
     ops: GuardedOps
+    # WebDAV's dead properties (PROPPATCH), kept with their paths.
+    dav_props: DeadProps
     transfers: Transfers
     archives: ArchiveService
     archive_signer: Signer
@@ -107,6 +114,7 @@ class Services:
         offline.register(tasks)
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
+        sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         return cls(
             config=config,
             engine=engine,
@@ -114,8 +122,9 @@ class Services:
             settings=settings,
             users=users,
             auth=AuthService(users, tokens, settings, limiter, setup_limiter),
+            credentials=Credentials(users, limiter, settings, sshkeys),
             metas=metas,
-            sshkeys=SshKeyService(repos.SshKeyRepo(engine)),
+            sshkeys=sshkeys,
             revocations=revocations,
             storages=storages,
             reader=fs,
@@ -131,6 +140,7 @@ class Services:
             http=http,
             writer=writer,
             ops=GuardedOps(fs, writer, http, downloads),
+            dav_props=DeadProps(DavPropRepo(engine)),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
         )
@@ -151,6 +161,7 @@ class Services:
         self.created_admin_password = created if password is None else None
         await self.metas.start()
         await self.revocations.load()
+        await self.dav_props.start()
         await self.storages.start()
         await self.tasks.start()
         await self.transfers.start()

@@ -145,3 +145,13 @@ search_nodes = Table(
     # The name case-folded, which keywords are matched against (migration 0003).
     Column("name_key", String(1024), nullable=False, default=""),
 )
+
+# WebDAV dead properties (PROPPATCH): per full virtual path, name "{namespace}local".
+dav_props = Table(
+    "dav_props",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("path", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("value", Text, nullable=False, default=""),
+)

@@ -54,6 +54,20 @@ class SshKeyService:
     async def page_for(self, user_id: int, page: int, per_page: int) -> tuple[list[SshKey], int]:
         return await self._repo.page(user_id, page, per_page)
 
+    async def matching(self, user: User, blob: bytes) -> SshKey | None:
+        """The user's registered key whose wire form is ``blob`` (an SFTP login's key)."""
+        keys, _ = await self._repo.page(user.id, 1, 0)
+        for key in keys:
+            try:
+                if parse_public_key(key.key_str).blob == blob:
+                    return key
+            except InvalidPublicKey:
+                continue
+        return None
+
+    async def touch(self, key: SshKey, when: datetime) -> None:
+        await self._repo.touch(key.id, when)
+
 
 def _check_not_guest(user: User) -> None:
     if user.is_guest:

@@ -1,0 +1,179 @@
+"""PUT, MKCOL, DELETE, COPY, MOVE and PROPPATCH.
+
+Each checks what WebDAV adds (a missing parent is 409, a taken name under
+``Overwrite: F`` is 412, locks are 423) and then calls one ``GuardedOps`` operation,
+which checks the caller. Dead properties follow the object they were set on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+from starlette.responses import Response
+
+from manifold.errors import NotAFolder, ObjectNotFound, ServerError
+from manifold.models import Obj
+from manifold.paths import is_sub_path, split_path
+from manifold.protocols.webdav import locking, render
+from manifold.protocols.webdav.exchange import Exchange, Shared
+from manifold.protocols.webdav.hrefs import OutsideMount
+from manifold.protocols.webdav.statuses import DavError
+from manifold.protocols.webdav.xmlbody import proppatch as read_proppatch
+
+XML = "application/xml; charset=utf-8"
+
+
+async def stat_or_none(dav: Shared, ex: Exchange, path: str) -> Obj | None:
+    try:
+        return await dav.ops.stat(ex.caller, path)
+    except ObjectNotFound:
+        return None
+
+
+async def require_folder(dav: Shared, ex: Exchange, path: str) -> None:
+    """The parent of a new object must be there, and a folder (else 409)."""
+    try:
+        parent = await dav.ops.stat(ex.caller, path)
+    except (ObjectNotFound, NotAFolder):
+        raise DavError(409, message="parent folder missing") from None
+    if not parent.is_dir:
+        raise DavError(409, message="parent is not a folder")
+
+
+async def put(dav: Shared, ex: Exchange) -> Response:
+    if ex.path == "/":
+        raise DavError(405)
+    await locking.check_write(dav, ex, ex.path)
+    await require_folder(dav, ex, ex.parent)
+    existing = await stat_or_none(dav, ex, ex.path)
+    if existing is not None and existing.is_dir:
+        raise DavError(405)
+    length = ex.header("content-length")
+    size = int(length) if length.isdigit() and not ex.header("transfer-encoding") else None
+    obj = await dav.ops.put(ex.caller, ex.path, _body(ex), size, _mtime(ex), overwrite=True)
+    headers = {"ETag": render.etag(obj)}
+    if ex.header("x-oc-mtime"):
+        headers["X-OC-Mtime"] = "accepted"
+    return Response(status_code=201 if existing is None else 204, headers=headers)
+
+
+async def _body(ex: Exchange) -> AsyncIterator[bytes]:
+    async for chunk in ex.request.stream():
+        if chunk:
+            yield chunk
+
+
+def _mtime(ex: Exchange) -> datetime | None:
+    value = ex.header("x-oc-mtime").strip()
+    try:
+        return datetime.fromtimestamp(float(value), UTC) if value else None
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+async def mkcol(dav: Shared, ex: Exchange) -> Response:
+    if await ex.body():
+        raise DavError(415)
+    if await stat_or_none(dav, ex, ex.path) is not None:
+        raise DavError(405)
+    await require_folder(dav, ex, ex.parent)
+    await locking.check_write(dav, ex, ex.path)
+    await dav.ops.mkdir(ex.caller, ex.path)
+    return Response(status_code=201)
+
+
+async def delete(dav: Shared, ex: Exchange) -> Response:
+    if await stat_or_none(dav, ex, ex.path) is None:
+        raise DavError(404)
+    await locking.check_write(dav, ex, ex.path, deep=True)
+    await dav.ops.remove(ex.caller, ex.path)
+    await _forget(dav, ex.full)
+    return Response(status_code=204)
+
+
+async def _forget(dav: Shared, full: str) -> None:
+    await dav.props.remove(full)
+    await locking.forget_below(dav, full)
+
+
+async def copy(dav: Shared, ex: Exchange) -> Response:
+    return await _transfer(dav, ex, move=False)
+
+
+async def move(dav: Shared, ex: Exchange) -> Response:
+    return await _transfer(dav, ex, move=True)
+
+
+async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
+    dst = _destination(dav, ex)
+    depth = ex.header("depth", "infinity").strip().lower()
+    if depth not in ("0", "infinity") or (move and depth != "infinity"):
+        raise DavError(400, message="Depth must be infinity (or 0 for COPY)")
+    overwrite = ex.header("overwrite", "T").strip().upper() != "F"
+    src_full, dst_full = ex.full, ex.full_of(dst)
+    if src_full == dst_full:
+        raise DavError(403, message="source and destination are the same")
+    source = await dav.ops.stat(ex.caller, ex.path)
+    if source.is_dir and is_sub_path(src_full, dst_full):
+        raise DavError(409, message="a folder cannot go inside itself")
+    await require_folder(dav, ex, split_path(dst)[0])
+    existing = await stat_or_none(dav, ex, dst)
+    if existing is not None and not overwrite:
+        raise DavError(412)
+    if move:
+        await locking.check_write(dav, ex, ex.path, deep=True)
+    await locking.check_write(dav, ex, dst, deep=True)
+    if existing is not None and (existing.is_dir or source.is_dir):
+        # RFC 4918: the destination is deleted first, not merged into.
+        await dav.ops.remove(ex.caller, dst)
+        await _forget(dav, dst_full)
+    replace = existing is not None
+    if move:
+        await _move(dav, ex, dst, replace)
+        await dav.props.move(src_full, dst_full)
+        await locking.forget_below(dav, src_full)
+    elif depth == "0" and source.is_dir:
+        await dav.ops.mkdir(ex.caller, dst)
+        await dav.props.copy(src_full, dst_full, deep=False)
+    else:
+        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace)
+        await dav.props.copy(src_full, dst_full)
+    return Response(status_code=204 if replace else 201)
+
+
+async def _move(dav: Shared, ex: Exchange, dst: str, replace: bool) -> None:
+    try:
+        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace)
+    except ServerError as exc:
+        if exc.message != ServerError.across_storages().message:
+            raise
+        # Between two storages a move is a whole copy, then the source goes.
+        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace)
+        await dav.ops.remove(ex.caller, ex.path)
+
+
+def _destination(dav: Shared, ex: Exchange) -> str:
+    header = ex.header("destination")
+    if not header:
+        raise DavError(400, message="Destination header missing")
+    try:
+        return dav.hrefs.destination(header, ex.header("host"))
+    except OutsideMount:
+        raise DavError(502, message="Destination is not on this server's /dav") from None
+
+
+async def proppatch(dav: Shared, ex: Exchange) -> Response:
+    update = read_proppatch(await ex.body())
+    obj = await dav.ops.stat(ex.caller, ex.path)
+    dav.props.require_manage(ex.caller)
+    await locking.check_write(dav, ex, ex.path)
+    refused = {name for name, _ in update.changes if name in render.PROTECTED}
+    if refused:
+        results = [(name, 403 if name in refused else 424) for name, _ in update.changes]
+    else:
+        await dav.props.change(ex.caller, ex.full, update.changes)
+        results = [(name, 200) for name, _ in update.changes]
+    href = dav.hrefs.href(ex.path, obj.is_dir)
+    body = render.multistatus([render.propstat_response(href, results)])
+    return Response(body, 207, media_type=XML)
