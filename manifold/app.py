@@ -44,6 +44,7 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.protocols.sftp.server import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.web import (
     BasePath,
@@ -242,9 +243,12 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         await services.start()
         if services.created_admin_password:
             _announce_admin_password(services.created_admin_password)
+        sftp = await start_sftp(services) if config.sftp_port else None
         try:
             yield
         finally:
+            if sftp is not None:
+                await sftp.stop()
             await services.stop()
 
     app = ManifoldApp(

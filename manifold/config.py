@@ -75,6 +75,8 @@ class Config:
     dist_dir: str = ""
     # The WebDAV server at ``<site path>/dav`` on the main port.
     webdav: bool = True
+    # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
+    sftp_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -103,6 +105,7 @@ _FILE_KEYS = (
     "ui",
     "dist_dir",
     "webdav",
+    "sftp_port",
 )
 _INT_KEYS = {
     "port",
@@ -110,6 +113,7 @@ _INT_KEYS = {
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "sftp_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav"}
