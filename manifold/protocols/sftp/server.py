@@ -11,6 +11,7 @@ import asyncssh
 
 from manifold.container import Services
 
+from .compat import tolerate_padded_writes
 from .gate import Gate, admitted
 from .hostkeys import host_keys
 from .session import TreeSession
@@ -34,6 +35,7 @@ class SftpServer:
 
     async def start(self) -> None:
         services = self._services
+        tolerate_padded_writes()
         keys = await host_keys(services.config.data_dir)
         self._listener = await asyncssh.listen(
             services.config.address,

@@ -108,9 +108,15 @@ class TreeSession(asyncssh.SFTPServer):
         return len(data)
 
     async def close(self, file_obj: object) -> None:
-        if isinstance(file_obj, ReadFile | WriteFile):
-            self._open.discard(file_obj)
-            await self._call(file_obj.close)
+        if not isinstance(file_obj, ReadFile | WriteFile):
+            return
+        self._open.discard(file_obj)
+        if isinstance(file_obj, WriteFile) and self.channel.is_closing():
+            # Not the client's close: the session ends with the file open (asyncssh
+            # closes what is left), so the upload is unfinished and leaves nothing.
+            await file_obj.abort()
+            return
+        await self._call(file_obj.close)
 
     async def exit(self) -> None:
         """The session ended: whatever is still open is given up, an upload leaves nothing."""
