@@ -33,6 +33,7 @@ from manifold.api.routes import (
     metas,
     offline,
     openlist,
+    s3,
     search,
     settings,
     site,
@@ -44,8 +45,11 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
-from manifold.protocols.sftp.server import start_sftp
+from manifold.protocols.ftp import start_ftp
+from manifold.protocols.s3.app import s3_app
+from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
+from manifold.server import Listener
 from manifold.web import (
     BasePath,
     WebPage,
@@ -182,6 +186,8 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/admin/index/stop", search.stop_index, admin=True),
     Route(POST, "/api/admin/index/clear", search.clear_index, admin=True),
     Route(GET, "/api/admin/index/progress", search.index_progress, admin=True),
+    Route(ANY, "/s3", s3.elsewhere),
+    Route(ANY, "/s3/{path:path}", s3.elsewhere),
     Route(GET_HEAD, "/d/{path:path}", download.download),
     Route(GET_HEAD, "/p/{path:path}", download.proxy),
     Route(GET_HEAD, "/ae/{path:path}", archive.member),
@@ -243,10 +249,20 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         await services.start()
         if services.created_admin_password:
             _announce_admin_password(services.created_admin_password)
-        sftp = await start_sftp(services) if config.sftp_port else None
+        ftp = None
+        if config.ftp_port:
+            ftp = await start_ftp(services.ops, services.credentials, services.settings, config)
+        beside = await start_s3(services) if config.s3_port else None
+        sftp = None
+        if config.sftp_port:
+            sftp = await start_sftp(services.ops, services.credentials, services.settings, config)
         try:
             yield
         finally:
+            if beside is not None:
+                await beside.stop()
+            if ftp is not None:
+                await ftp.close()
             if sftp is not None:
                 await sftp.stop()
             await services.stop()
@@ -307,6 +323,15 @@ def _dav_server(services: Services, base: str) -> DavServer:
         base,
         lambda request: client_address(request, trusted),
     )
+
+
+async def start_s3(services: Services, port: int | None = None) -> Listener:
+    """The S3 server on ``port`` (else ``s3_port``), its multipart leftovers cleared."""
+    app = s3_app(services.ops, services.settings, services.users, services.config.data_dir / "temp")
+    await app.store.clear()
+    listener = Listener(app, services.config, services.config.s3_port if port is None else port)
+    await listener.start()
+    return listener
 
 
 def _web_page(config: Config, services: Services) -> WebPage | None:

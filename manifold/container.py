@@ -112,9 +112,9 @@ class Services:
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")
         offline.register(tasks)
+        sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
-        sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         return cls(
             config=config,
             engine=engine,

@@ -7,7 +7,10 @@ tests that run a real server start the same thing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import socket
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -169,3 +172,56 @@ class BoundedHttpTools(HttpToolsProtocol):
         head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         self.transport.write(STATUS_LINE[431] + head % len(body) + body)
         self.transport.close()
+
+
+class Listener:
+    """A second server in the running loop, on a port of its own (the S3 server's).
+
+    The socket is bound here, so a taken port fails the start with ``OSError`` instead
+    of uvicorn's exit; signals stay with the main server, which stops this one.
+    """
+
+    def __init__(self, app: Any, config: Config, port: int) -> None:
+        self._app = app
+        self._config = config
+        self._socket = _bound(config.address, port)
+        self._server = _Beside(
+            uvicorn_config(app, config, port=port, lifespan="off", log_level="warning")
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]))
+        while not self._server.started and not self._task.done():  # noqa: ASYNC110 - uvicorn offers no event
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            await self._task
+        self._socket.close()
+
+
+class _Beside(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bound(address: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((address, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

@@ -19,7 +19,9 @@ The contract is four modules; this one re-exports what a driver imports from the
 others, so a driver's imports from the package fit on one line:
 
 * ``base`` (this one): ``Driver``, ``DriverConfig``, ``option``, ``RootPath``,
-  ``RootID``, ``Upload``, and the promises ``EXCLUSIVE_CREATE``, ``FOLDER_TIMES``;
+  ``RootID``, ``Upload``, ``ArchiveEntry``/``ArchiveMeta`` (what a back end that
+  reads archives itself answers), and the promises ``EXCLUSIVE_CREATE``,
+  ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
   ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
@@ -61,6 +63,8 @@ __all__ = [
     "EXCLUSIVE_CREATE",
     "FOLDER_TIMES",
     "RESERVED_PREFIX",
+    "ArchiveEntry",
+    "ArchiveMeta",
     "Driver",
     "DriverConfig",
     "ErrorTable",
@@ -230,6 +234,29 @@ class Upload:
     overwrite: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveEntry:
+    """A member of an archive as a back end that reads archives itself shows it;
+    ``children`` is a folder's members when the back end sent them (None otherwise)."""
+
+    name: str
+    is_dir: bool
+    size: int = 0
+    modified: datetime = _EPOCH
+    children: tuple[ArchiveEntry, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveMeta:
+    """What an archive holds, as such a back end answers (AList's archive meta):
+    ``tree`` None when it sends no member tree (the archive is listed a folder at a
+    time instead)."""
+
+    comment: str
+    encrypted: bool
+    tree: tuple[ArchiveEntry, ...] | None
+
+
 class Driver(ABC, Generic[OptionsT]):
     """One mounted storage. Methods appear in the fixed driver order.
 
@@ -251,6 +278,11 @@ class Driver(ABC, Generic[OptionsT]):
         "fingerprint",
         "details",
         "list_pages",
+        "list_refreshed",
+        "archive_meta",
+        "archive_list",
+        "archive_link",
+        "archive_decompress",
     )
     # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
     # driver that cannot keep one leaves it out, and says why in a comment.
@@ -407,6 +439,14 @@ class Driver(ABC, Generic[OptionsT]):
         raise NotSupported()
         yield []  # an async generator, like the drivers' own
 
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        """``list``, the back end first told to drop any listing of ``dir`` it keeps
+        itself (another AList's cache: AList's ``refresh``). Called instead of ``list``
+        when a client asks for a refreshed listing; a back end that keeps none has no
+        need of it. Errors as ``list``.
+        """
+        raise NotSupported()
+
     async def get(self, path: str) -> Obj:
         """Look an object up by its path inside the storage (``/`` is the root).
 
@@ -490,6 +530,45 @@ class Driver(ABC, Generic[OptionsT]):
         change made behind its back shows at once while paging stays on one scan.
         ``None`` when the back end cannot tell right now (the listing is rescanned).
         """
+        raise NotSupported()
+
+    # --- archives the back end reads itself (AList's ArchiveReader) ---------------
+    # Each raises ``NotSupported`` where this storage does not read archives itself
+    # (an option turned off): the server then reads the archive by ranges through
+    # ``link``, as it reads any other. ``inner`` is a clean absolute member path;
+    # ``password`` the archive's; a wrong one raises ``WrongArchivePassword``.
+
+    async def archive_meta(self, file: Obj, password: str) -> ArchiveMeta:
+        """What archive ``file`` holds. Errors as ``link``."""
+        raise NotSupported()
+
+    async def archive_list(
+        self, file: Obj, password: str, inner: str
+    ) -> builtins.list[ArchiveEntry]:
+        """The members of folder ``inner`` of archive ``file``; ``ObjectNotFound`` when
+        there is no such folder."""
+        raise NotSupported()
+
+    async def archive_link(self, file: Obj, password: str, inner: str) -> Link:
+        """How to fetch the bytes of member ``inner`` of archive ``file`` (a URL or a
+        reader, as ``link``)."""
+        raise NotSupported()
+
+    async def archive_decompress(
+        self,
+        file: Obj,
+        dst_dir: Obj,
+        password: str,
+        inner: str,
+        into_new_dir: bool,
+        overwrite: bool,
+    ) -> None:
+        """Extract member ``inner`` (a file or a folder, ``/`` the whole archive) of
+        archive ``file`` into ``dst_dir`` of this storage, inside a new folder named
+        after the archive when ``into_new_dir``, replacing files there only when
+        ``overwrite`` (where the back end can tell; an AList remote replaces). Returns
+        once the back end has taken the work on (it may still be extracting), or
+        raises what it refused with."""
         raise NotSupported()
 
     async def details(self) -> DiskUsage:

@@ -1,2 +1,1 @@
-"""Protocol front ends over the file services: each parses its protocol's requests,
-calls ``GuardedOps`` and renders the answer; none checks permissions itself."""
+"""Protocol servers beside the JSON API, each a thin adapter over the file services."""

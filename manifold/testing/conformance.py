@@ -531,6 +531,19 @@ class DriverConformance:
             await driver.make_dir(place.obj, name)
         assert await names(driver, place.obj) == sorted(expected)
 
+    async def test_refreshed_listing_is_the_listing(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "list_refreshed", "put")
+        await put_bytes(driver, place.obj, "seen.txt", b"seen")
+        await driver.make_dir(place.obj, "seen-dir")
+        plain = sorted((o.name, o.size, o.is_dir) for o in await driver.list(place.obj))
+        fresh = sorted((o.name, o.size, o.is_dir) for o in await driver.list_refreshed(place.obj))
+        assert fresh == plain == [("seen-dir", 0, True), ("seen.txt", 4, False)]
+        gone = await self.gone_folder(driver, place)
+        with pytest.raises(ObjectNotFound):
+            await driver.list_refreshed(gone)
+
     async def test_link_of_folder_is_not_a_file(self, driver: Driver[Any], place: Place) -> None:
         folder = await driver.make_dir(place.obj, "not-a-file")
         with pytest.raises(NotAFile):

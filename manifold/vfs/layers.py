@@ -29,7 +29,15 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from manifold.concurrency import Pool
-from manifold.drivers.base import Driver, DriverConfig, Resources, Upload, VirtualTree
+from manifold.drivers.base import (
+    ArchiveEntry,
+    ArchiveMeta,
+    Driver,
+    DriverConfig,
+    Resources,
+    Upload,
+    VirtualTree,
+)
 from manifold.errors import TemporaryFailure
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 
@@ -39,7 +47,19 @@ log = logging.getLogger("manifold.drivers")
 
 # Calls that read or make what already exists: safe to repeat after a failure.
 IDEMPOTENT = frozenset(
-    {"root_obj", "get", "list", "link", "make_dir", "real_paths", "fingerprint", "details"}
+    {
+        "root_obj",
+        "get",
+        "list",
+        "link",
+        "make_dir",
+        "real_paths",
+        "fingerprint",
+        "details",
+        "archive_meta",
+        "archive_list",
+        "archive_link",
+    }
 )
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
 UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
@@ -149,6 +169,9 @@ class Layer(Driver[Any]):
         finally:
             await pages.aclose()
 
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        return await self.around("list", lambda: self.inner.list_refreshed(dir))
+
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         return await self.around("link", lambda: self.inner.link(file, args))
 
@@ -181,6 +204,37 @@ class Layer(Driver[Any]):
 
     async def details(self) -> DiskUsage:
         return await self.around("details", self.inner.details)
+
+    async def archive_meta(self, file: Obj, password: str) -> ArchiveMeta:
+        return await self.around("archive_meta", lambda: self.inner.archive_meta(file, password))
+
+    async def archive_list(
+        self, file: Obj, password: str, inner: str
+    ) -> builtins.list[ArchiveEntry]:
+        return await self.around(
+            "archive_list", lambda: self.inner.archive_list(file, password, inner)
+        )
+
+    async def archive_link(self, file: Obj, password: str, inner: str) -> Link:
+        return await self.around(
+            "archive_link", lambda: self.inner.archive_link(file, password, inner)
+        )
+
+    async def archive_decompress(
+        self,
+        file: Obj,
+        dst_dir: Obj,
+        password: str,
+        inner: str,
+        into_new_dir: bool,
+        overwrite: bool,
+    ) -> None:
+        await self.around(
+            "archive_decompress",
+            lambda: self.inner.archive_decompress(
+                file, dst_dir, password, inner, into_new_dir, overwrite
+            ),
+        )
 
 
 class TimeoutLayer(Layer):

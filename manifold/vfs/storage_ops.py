@@ -15,6 +15,9 @@ fingerprint a folder (Local: one ``stat``), such a kept listing is checked again
 the folder's fingerprint on every use, so a change made behind the server's back
 shows at once; a write through Manifold changes the fingerprint too, so the next
 listing after it is one rescan.
+
+A driver whose back end keeps listings of its own (another AList) hears of a
+``refresh`` through ``Driver.list_refreshed``, so the refresh reaches the back end.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import EXCLUSIVE_CREATE, Driver, Upload
+from manifold.drivers.base import EXCLUSIVE_CREATE, ArchiveEntry, ArchiveMeta, Driver, Upload
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -243,7 +246,13 @@ class StorageOps:
             self._cache.drop(self._scope, path)
         elif cached is not None and (not self._revalidates or await self._unchanged(key)):
             return cached
-        return await self._flight.run(key, lambda: self._list_fresh(path, key, cached))
+        # A refresh the back end hears of (``list_refreshed``) never joins a plain
+        # listing already under way: that one may be answered from the back end's cache.
+        forwarded = refresh and "list_refreshed" in self.driver.capabilities()
+        flight = key + "\0refresh" if forwarded else key
+        return await self._flight.run(
+            flight, lambda: self._list_fresh(path, key, cached, forwarded)
+        )
 
     async def _unchanged(self, key: str) -> bool:
         """Whether the folder a kept listing came from still has its fingerprint."""
@@ -256,14 +265,16 @@ class StorageOps:
             return False  # gone or unreadable: the rescan says which
 
     async def _list_fresh(
-        self, path: str, key: str, before: builtins.list[Obj] | None
+        self, path: str, key: str, before: builtins.list[Obj] | None, refresh: bool = False
     ) -> builtins.list[Obj]:
         folder = await self.get(path)
         if not folder.is_dir:
             raise NotAFolder()
         # Taken before the scan: a change during the scan shows as a new fingerprint.
         token = await self.driver.fingerprint(folder) if self._revalidates else None
-        if "list_pages" in self.driver.capabilities():
+        if refresh:
+            listed = await self.driver.list_refreshed(folder)
+        elif "list_pages" in self.driver.capabilities():
             # A page a call, each within the time limit: a folder of 100,000 keys
             # never waits on one call for all of them.
             listed = [obj async for page in self.driver.list_pages(folder) for obj in page]
@@ -332,6 +343,45 @@ class StorageOps:
         if "other" not in self.driver.capabilities():
             raise NotSupported("not implement")
         return await self.driver.other(OtherArgs(obj, method, data))
+
+    # --- archives the back end reads itself (``NotSupported`` where it does not) ----
+
+    async def archive_meta(self, path: str, password: str) -> ArchiveMeta:
+        file = await self._archive(path, "archive_meta")
+        return await self.driver.archive_meta(file, password)
+
+    async def archive_list(
+        self, path: str, password: str, inner: str
+    ) -> builtins.list[ArchiveEntry]:
+        file = await self._archive(path, "archive_list")
+        return await self.driver.archive_list(file, password, inner)
+
+    async def archive_link(self, path: str, password: str, inner: str) -> Link:
+        file = await self._archive(path, "archive_link")
+        return await self.driver.archive_link(file, password, inner)
+
+    async def archive_decompress(
+        self,
+        path: str,
+        dst_dir: str,
+        password: str,
+        inner: str,
+        into_new_dir: bool,
+        overwrite: bool,
+    ) -> None:
+        file = await self._archive(path, "archive_decompress")
+        dst_dir = clean_path(dst_dir)
+        folder = await self.get(dst_dir)
+        await self.driver.archive_decompress(file, folder, password, inner, into_new_dir, overwrite)
+        self.forget(dst_dir)  # the back end writes there, now or soon
+
+    async def _archive(self, path: str, capability: str) -> Obj:
+        if capability not in self.driver.capabilities():
+            raise NotSupported()
+        obj = await self.get(path)
+        if obj.is_dir:
+            raise NotAFile()
+        return obj
 
     def forget(self, path: str) -> None:
         """Drop the cached listings and links of ``path`` and everything below it."""

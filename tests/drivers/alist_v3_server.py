@@ -34,8 +34,17 @@ from tests.fixtures.processes import Daemon, free_port, port_open
 MOUNT = "/store"
 USER = "mounter"
 USER_PASSWORD = "mounter-pw"
-# Everything a mounted storage needs: write, rename, move, copy, remove.
-USER_PERMISSION = int(Perm.WRITE | Perm.RENAME | Perm.MOVE | Perm.COPY | Perm.REMOVE)
+# Everything a mounted storage needs: write, rename, move, copy, remove, and reading
+# and extracting archives (asked of the remote with ``forward_archive_requests``).
+USER_PERMISSION = int(
+    Perm.WRITE
+    | Perm.RENAME
+    | Perm.MOVE
+    | Perm.COPY
+    | Perm.REMOVE
+    | Perm.READ_ARCHIVES
+    | Perm.DECOMPRESS
+)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 import pytest
@@ -38,6 +38,9 @@ from manifold.testing.conformance import (
     read_obj,
 )
 from manifold.vfs.layers import wrap
+from manifold.vfs.storage_ops import MemoryListCache, StorageOps
+from tests.api.fs_helpers import save_settings
+from tests.api.test_archives import zip_bytes
 from tests.conftest import Api
 from tests.drivers.alist_v3_server import (
     MOUNT,
@@ -448,6 +451,41 @@ async def test_a_missing_object_is_not_found(remote: Remote) -> None:
         await driver.drop()
 
 
+async def test_a_refresh_reaches_the_remotes_own_cache(remote: Remote) -> None:
+    # The remote's storage here is cached (an AList V3 storage of the remote's own
+    # Local one): a file made on its disk shows there only through a refresh.
+    chain = f"/chain-{secrets.token_hex(4)}"
+    addition = {"root_folder_path": MOUNT, "url": remote.url, "username": USER}
+    addition["password"] = USER_PASSWORD
+    body = {"mount_path": chain, "driver": "AList V3", "addition": json.dumps(addition)}
+    await remote.call("POST", "/api/admin/storage/create", json={**body, "cache_expiration": 30})
+    driver = await mounted(remote, root_folder_path=chain)
+    try:
+        name = f"t-{secrets.token_hex(6)}"
+        (remote.files / name).mkdir()
+        (remote.files / name / "first.txt").write_bytes(b"1")
+        ops = StorageOps(
+            Storage(id=7, mount_path="/remote", driver="AList V3"), driver, MemoryListCache()
+        )
+        assert [o.name for o in await ops.list(f"/{name}")] == ["first.txt"]
+        (remote.files / name / "second.txt").write_bytes(b"2")
+        assert [o.name for o in await ops.list(f"/{name}", refresh=True)] == [
+            "first.txt",
+            "second.txt",
+        ]
+        (remote.files / name / "third.txt").write_bytes(b"3")
+        folder = await driver.get(f"/{name}")
+        # Without a refresh the remote answers from its cache; with one, from its disk.
+        assert [o.name for o in await driver.list(folder)] == ["first.txt", "second.txt"]
+        assert [o.name for o in await driver.list_refreshed(folder)] == [
+            "first.txt",
+            "second.txt",
+            "third.txt",
+        ]
+    finally:
+        await driver.drop()
+
+
 # --- through the API of a server that mounts it -------------------------------------
 
 
@@ -498,6 +536,93 @@ async def test_mounted_through_the_admin_api(api: Api, remote: Remote) -> None:
     removed = await api.post("/api/fs/remove", {"dir": folder, "names": ["up.bin", "note.txt"]})
     assert removed["code"] == 200
     assert (await api.post("/api/fs/list", {"path": folder}))["data"]["content"] in (None, [])
+
+
+# --- archives: read by the remote, or here by ranges -------------------------------
+
+ARCHIVE = {"docs/readme.txt": b"0123456789 read me", "top.txt": b"top", "docs/more.txt": b"m"}
+
+
+async def mount_remote_folder(
+    api: Api, remote: Remote, mount: str, folder: str, **extra: Any
+) -> None:
+    addition = {"root_folder_path": f"{MOUNT}/{folder}", "url": remote.url, "username": USER}
+    addition |= {"password": USER_PASSWORD, **extra}
+    body = {"mount_path": mount, "driver": "AList V3", "addition": json.dumps(addition)}
+    created = await api.post("/api/admin/storage/create", body)
+    assert created["code"] == 200, created
+
+
+async def read_member(api: Api, path: str, inner: str, sign: str, **headers: str) -> httpx.Response:
+    query = urlencode({"inner": inner, "sign": sign})
+    return await api.client.get(f"/ae{quote(path)}?{query}", headers=headers)
+
+
+async def test_archive_requests_are_forwarded_to_the_remote(api: Api, remote: Remote) -> None:
+    await api.as_admin()
+    folder = f"arc-{secrets.token_hex(4)}"
+    (remote.files / folder).mkdir()
+    (remote.files / folder / "a.zip").write_bytes(zip_bytes(ARCHIVE))
+    await mount_remote_folder(api, remote, "/fwd", folder)
+    await mount_remote_folder(api, remote, "/ranges", folder, forward_archive_requests=False)
+    # Reading an archive here stops at its second entry: what works, the remote read.
+    await save_settings(api, archive_max_entries="1")
+    try:
+        meta = await api.post("/api/fs/archive/meta", {"path": "/fwd/a.zip"})
+        assert meta["code"] == 200, meta
+        tree = {e["name"]: e for e in meta["data"]["content"]}
+        assert sorted(tree) == ["docs", "top.txt"]
+        assert sorted(c["name"] for c in tree["docs"]["children"]) == ["more.txt", "readme.txt"]
+        listed = await api.post(
+            "/api/fs/archive/list", {"path": "/fwd/a.zip", "inner_path": "/docs"}
+        )
+        assert listed["code"] == 200, listed
+        assert sorted((e["name"], e["size"]) for e in listed["data"]["content"]) == [
+            ("more.txt", 1),
+            ("readme.txt", len(ARCHIVE["docs/readme.txt"])),
+        ]
+        sign = meta["data"]["sign"]
+        whole = await read_member(api, "/fwd/a.zip", "/docs/readme.txt", sign)
+        assert (whole.status_code, whole.content) == (200, ARCHIVE["docs/readme.txt"])
+        part = await read_member(api, "/fwd/a.zip", "/docs/readme.txt", sign, Range="bytes=2-5")
+        assert (part.status_code, part.content) == (206, b"2345")
+        missing = await read_member(api, "/fwd/a.zip", "/docs/none.txt", sign)
+        assert missing.status_code == 404
+        # The same archive read here: the limit stops it.
+        refused = await api.post("/api/fs/archive/meta", {"path": "/ranges/a.zip"})
+        assert refused["code"] == 500 and "more than 1 entries" in refused["message"]
+    finally:
+        await save_settings(api, archive_max_entries="200000")
+    # The option off: read here by ranges, as any file.
+    meta = await api.post("/api/fs/archive/meta", {"path": "/ranges/a.zip"})
+    assert meta["code"] == 200, meta
+    assert sorted(e["name"] for e in meta["data"]["content"]) == ["docs", "top.txt"]
+    ranged = await read_member(
+        api, "/ranges/a.zip", "/docs/readme.txt", meta["data"]["sign"], Range="bytes=2-5"
+    )
+    assert (ranged.status_code, ranged.content) == (206, b"2345")
+
+
+async def test_an_extraction_within_the_storage_is_the_remotes(api: Api, remote: Remote) -> None:
+    await api.as_admin()
+    folder = f"ext-{secrets.token_hex(4)}"
+    (remote.files / folder / "out").mkdir(parents=True)
+    (remote.files / folder / "a.zip").write_bytes(zip_bytes(ARCHIVE))
+    await mount_remote_folder(api, remote, "/fwd", folder)
+    await save_settings(api, archive_max_entries="1")  # no extraction here could do it
+    try:
+        body = {"src_dir": "/fwd", "dst_dir": "/fwd/out", "name": "a.zip", "inner_path": "/docs"}
+        answer = await api.post("/api/fs/archive/decompress", body)
+        assert answer["code"] == 200, answer
+        assert answer["data"]["task"] == []  # the remote's tasks, not this server's
+        extracted = remote.files / folder / "out" / "docs"
+        async with asyncio.timeout(HANG):
+            # Files on a disk offer no event to wait on.
+            while not all((extracted / n).exists() for n in ("more.txt", "readme.txt")):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        assert (extracted / "readme.txt").read_bytes() == ARCHIVE["docs/readme.txt"]
+    finally:
+        await save_settings(api, archive_max_entries="200000")
 
 
 # --- faults: the remote killed mid-call, then started again -------------------------

@@ -12,8 +12,10 @@ import builtins
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -486,6 +488,57 @@ async def test_the_server_killed_during_an_upload(
     assert os.listdir(on_disk) == []
     await put_bytes(mounted, obj, "upload.bin", b"whole")
     assert await read_obj(mounted, find_named(await mounted.list(obj), "upload.bin")) == b"whole"
+
+
+# --- the server hangs -------------------------------------------------------------------
+
+
+class QuickSMBDriver(SMBDriver):
+    """The driver of a storage with short time limits, so that a hang shows soon."""
+
+    CALL_SECONDS = 2.0
+    BLOCK_SECONDS = 2.0
+
+
+QUICK = replace(CONFIG, call_timeout=2.0, idle_timeout=2.0, retries=0)
+
+
+async def test_a_hung_server_fails_calls_and_frees_the_threads(
+    samba: Samba, folder: tuple[Obj, Path]
+) -> None:
+    obj, _ = folder
+    bare = QuickSMBDriver(storage(), options(samba))
+    await bare.init()
+    driver = wrap(bare, QUICK)
+    data = os.urandom(4 * BLOCK)
+    file = await put_bytes(driver, obj, "hang.bin", data)
+    link = await driver.link(file, LinkArgs())
+    assert link.reader is not None
+    stream = link.reader(0, None)
+    threads = bare.threads.size
+    try:
+        assert await anext(stream) == data[:BLOCK]
+        with samba.daemon.paused():
+            with pytest.raises(TemporaryFailure):  # a download's next block
+                await bounded(drain(stream))
+            calls = [driver.get(f"/{obj.name}/hang.bin") for _ in range(threads)]
+            failed = await bounded(asyncio.gather(*calls, return_exceptions=True))
+            assert all(isinstance(outcome, TemporaryFailure) for outcome in failed), failed
+            # The server still hung, every one of the storage's threads is free again.
+            everyone = threading.Barrier(threads)
+            waits = [bare.run_blocking(everyone.wait, BOUND) for _ in range(threads)]
+            await bounded(asyncio.gather(*waits))
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    try:
+        assert await read_obj(driver, file) == data  # a new connection, once it answers
+    finally:
+        await bare.drop()
+
+
+async def drain(stream: AsyncIterator[bytes]) -> None:
+    async for _ in stream:
+        pass
 
 
 # --- mounted through the API -----------------------------------------------------------

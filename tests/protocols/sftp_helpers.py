@@ -18,7 +18,7 @@ import httpx
 
 from manifold.container import Services
 from manifold.models import Meta, Perm, Role, Storage
-from manifold.protocols.sftp.server import start_sftp
+from manifold.protocols.sftp import start_sftp
 from manifold.services.auth.users import UserInput
 from tests.api.fs_helpers import make_tree
 from tests.api.live_server import serving
@@ -72,7 +72,9 @@ async def live_manifold(services: Services, root: Path) -> AsyncIterator[Live]:
     services.config.address = "127.0.0.1"
     reuse_host_keys(services.config.data_dir / "ssh")
     async with serving(services) as url:
-        server = await start_sftp(services, port=0)
+        server = await start_sftp(
+            services.ops, services.credentials, services.settings, services.config, port=0
+        )
         _keep_host_keys(services.config.data_dir / "ssh")
         try:
             yield Live(services, url, server.port, disk)

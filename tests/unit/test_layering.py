@@ -74,6 +74,7 @@ ALLOWED = {
     "vfs": {"drivers"},
     "services": {"db", "vfs", "drivers"},
     "api": {"services", "vfs", "container", "web"},
+    "protocols": {"services", "vfs"},
 }
 
 

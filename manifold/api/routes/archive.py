@@ -132,7 +132,7 @@ async def archive_meta(request: Request) -> Response:
     data = {
         "comment": opened.catalog.comment,
         "encrypted": opened.catalog.encrypted,
-        "content": _tree(services, opened.catalog.root),
+        "content": _tree(services, opened.catalog.root) if opened.tree else None,
         "raw_url": f"{api_url(request, services)}/ae{quote(opened.path)}",
         "sign": signer.sign(opened.path) if signer.needed(opened.signed) else "",
     }

@@ -9,7 +9,8 @@ call, and the call made again. A guest session (no token, no username) is accept
 only where the remote allows mounting (its public ``allow_mounted`` setting).
 
 Every call sends ``meta_password`` as the remote's folder password. Listings ask for
-everything at once (``per_page`` 0). A link is the remote's ``raw_url`` (its ``/d``,
+everything at once (``per_page`` 0); a refreshed listing here asks the remote to
+refresh too (``list_refreshed``). A link is the remote's ``raw_url`` (its ``/d``,
 which serves or redirects), valid for as long as its sign says; with
 ``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
 makes links per client makes them for this one. With ``tls_insecure_skip_verify`` an
@@ -30,8 +31,13 @@ folder's task ends once it has made a task per entry, so a folder copy also wait
 while the remote lists undone copy tasks into the copy (by their names); a failure
 of one of those is not seen here, only that none is left running.
 The remote's remove succeeds for a missing name, so a removal looks the object up
-first. ``forward_archive_requests`` has no effect: the driver contract has no archive
-hook, and archives here are read through downloads like any other storage's.
+first.
+
+Archives: with ``forward_archive_requests`` (on by default, as in AList) the remote
+reads them: their meta and listings are the remote's answers, a member is read from
+the remote's ``/ae`` link, and an extraction into this storage is the remote's own
+(its tasks, not this server's). Without it, archives are read by ranges through
+``link`` like any other storage's.
 """
 
 from __future__ import annotations
@@ -42,12 +48,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
 from manifold.drivers.base import (
     RESERVED_PREFIX,
+    ArchiveEntry,
+    ArchiveMeta,
     Driver,
     ErrorTable,
     LinkArgs,
@@ -59,6 +67,7 @@ from manifold.errors import (
     InvalidRequest,
     ManifoldError,
     NotAFile,
+    NotSupported,
     ObjectExists,
     PermissionDenied,
     ServerError,
@@ -72,6 +81,7 @@ from .remote import (
     TASK_DONE,
     TASK_SUCCEEDED,
     Envelope,
+    archive_entries,
     child_path,
     copies_into,
     entry_obj,
@@ -202,6 +212,14 @@ class AListV3Driver(Driver[Addition]):
                 log.debug("closing the HTTP pool of %s failed", self.storage.mount_path)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await self._listing(dir, refresh=False)
+
+    async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
+        """The listing with ``refresh``: the remote drops its cached listing first (it
+        refuses that to a user who may not write there, as it refuses any client)."""
+        return await self._listing(dir, refresh=True)
+
+    async def _listing(self, dir: Obj, refresh: bool) -> builtins.list[Obj]:
         data = await self._api(
             "POST",
             "/api/fs/list",
@@ -210,7 +228,7 @@ class AListV3Driver(Driver[Addition]):
                 "password": self.options.meta_password,
                 "page": 1,
                 "per_page": 0,
-                "refresh": False,
+                "refresh": refresh,
             },
         )
         content = (data or {}).get("content") or []
@@ -298,6 +316,72 @@ class AListV3Driver(Driver[Addition]):
         if not answer.ok:
             raise answer.error()
         return await self._lookup(path)
+
+    # --- archives, read by the remote (``forward_archive_requests``) ----------------
+
+    async def archive_meta(self, file: Obj, password: str) -> ArchiveMeta:
+        data = await self._archive_api("/api/fs/archive/meta", file, password)
+        content = data.get("content")
+        tree = None if content is None else archive_entries(content)
+        return ArchiveMeta(str(data.get("comment") or ""), bool(data.get("encrypted")), tree)
+
+    async def archive_list(
+        self, file: Obj, password: str, inner: str
+    ) -> builtins.list[ArchiveEntry]:
+        fields = {"page": 1, "per_page": 0, "inner_path": inner}
+        data = await self._archive_api("/api/fs/archive/list", file, password, **fields)
+        return builtins.list(archive_entries(data.get("content")))
+
+    async def archive_link(self, file: Obj, password: str, inner: str) -> Link:
+        """The remote's own member URL (its ``/ae``), signed with its archive sign."""
+        data = await self._archive_api("/api/fs/archive/meta", file, password)
+        raw = str(data.get("raw_url") or "")
+        if not raw:
+            raise ServerError("request failed: the archive meta gave no raw_url")
+        query = urlencode({"inner": inner, "pass": password, "sign": str(data.get("sign") or "")})
+        url = f"{raw}?{query}"
+        if self.options.tls_insecure_skip_verify and url.startswith("https:"):
+            return Link(reader=lambda offset, length: self._read(url, offset, length))
+        return Link(url=url)
+
+    async def archive_decompress(
+        self,
+        file: Obj,
+        dst_dir: Obj,
+        password: str,
+        inner: str,
+        into_new_dir: bool,
+        overwrite: bool,
+    ) -> None:
+        """The remote extracts, as tasks of its own; this returns once they are made."""
+        self._forwarding()
+        body = self._body(
+            src_dir=parent_path(file.path),
+            dst_dir=dst_dir.path,
+            name=[file.name],
+            archive_pass=password,
+            inner_path=inner,
+            cache_full=False,
+            put_into_new_dir=into_new_dir,
+            overwrite=overwrite,
+        )
+        await self._api("POST", "/api/fs/archive/decompress", json=body)
+
+    async def _archive_api(
+        self, api: str, file: Obj, password: str, **fields: Any
+    ) -> dict[str, Any]:
+        self._forwarding()
+        body = self._body(path=file.path, archive_pass=password, refresh=False, **fields)
+        data = await self._api("POST", api, json=body)
+        if not isinstance(data, dict):
+            raise ServerError(f"request failed: {api} gave no answer")
+        return data
+
+    def _forwarding(self) -> None:
+        """Archives are the remote's to read only with ``forward_archive_requests``;
+        without it the server reads them through ``link`` like any file."""
+        if not self.options.forward_archive_requests:
+            raise NotSupported()
 
     async def _read(self, url: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
         """Bytes ``[offset, offset + length)`` of the link ``url``."""

@@ -37,7 +37,7 @@ class Addition(RootPath):
     token: str = option("")
     # AList's spelling, kept: stored storages refer to the key.
     pass_ua_to_upsteam: bool = option(True)
-    # No archive hook exists in the driver contract: the option is kept for the form
-    # and stored storages, and archives of this storage are read through downloads.
+    # On: the remote reads this storage's archives (their meta, listings, members and
+    # extractions into this storage); off: this server reads them by ranges.
     forward_archive_requests: bool = option(True)
     tls_insecure_skip_verify: bool = option(False, help=_INSECURE_HELP)

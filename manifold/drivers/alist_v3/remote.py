@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from manifold.drivers.base import ArchiveEntry
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -25,6 +26,7 @@ from manifold.errors import (
     PermissionDenied,
     ServerError,
     TemporaryFailure,
+    WrongArchivePassword,
 )
 from manifold.models import Obj
 
@@ -80,6 +82,8 @@ def envelope_error(code: int, message: str) -> ManifoldError:
     (``object not found``) stays at the end, where clients look for it."""
     text = f"request failed,code: {code}, message: {message}"
     lower = message.lower()
+    if code == 202:  # AList's one use of it: the archive's password is wrong or missing
+        return WrongArchivePassword(text)
     if lower.endswith("object not found") or "storage not found" in lower:
         return ObjectNotFound(text)
     if lower.endswith("not a folder"):
@@ -129,6 +133,26 @@ def entry_obj(entry: dict[str, Any], path: str) -> Obj:
         thumb=str(entry.get("thumb") or ""),
         hash_info=_hashes(entry),
     )
+
+
+def archive_entry(entry: dict[str, Any]) -> ArchiveEntry:
+    """A member of an archive as the remote's archive meta or list shows it."""
+    is_dir = bool(entry.get("is_dir"))
+    children = entry.get("children")
+    return ArchiveEntry(
+        name=str(entry.get("name") or ""),
+        is_dir=is_dir,
+        size=0 if is_dir else int(entry.get("size") or 0),
+        modified=parse_time(entry.get("modified")) or EPOCH,
+        children=archive_entries(children) if isinstance(children, list) else None,
+    )
+
+
+def archive_entries(content: Any) -> tuple[ArchiveEntry, ...]:
+    """The members in an answer's ``content`` (none when it holds no list)."""
+    if not isinstance(content, list):
+        return ()
+    return tuple(archive_entry(e) for e in content if isinstance(e, dict))
 
 
 def _hashes(entry: dict[str, Any]) -> dict[str, str]:

@@ -9,6 +9,11 @@ Downloads are range readers (SMB has no URLs): a file opened at the offset and r
 block at a time, closed as soon as the reader is. Uploads are written under a
 ``RESERVED_PREFIX`` name in the target folder and renamed into place when whole; the
 rename that must not replace is the server's own no-replace rename.
+
+smbclient waits for its server without a limit: each call, and each block a transfer
+reads or writes, has a deadline (``CALL_SECONDS``, ``BLOCK_SECONDS``: the storage's
+call and idle limits), past which ``watchdog.Watchdog`` severs its connection, so a
+hung server fails calls as temporary and frees the storage's threads.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from manifold.errors import (
 from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .failures import ERRORS
-from .meta import Addition
+from .meta import CONFIG, Addition
 from .share import Handle, Share, Temporary
 
 T = TypeVar("T")
@@ -61,6 +66,11 @@ class SMBDriver(Driver[Addition]):
     # (two storages or clients on one Samba share race only within that check).
     # FOLDER_TIMES: folders carry their own last-write time.
     PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
+    # Seconds a call, and a read or write of one block, may wait on the server before
+    # its connection is severed and it fails as temporary: the layers' own limits, so
+    # that a storage thread is free again when they give up on a hung server.
+    CALL_SECONDS: ClassVar[float] = CONFIG.call_timeout
+    BLOCK_SECONDS: ClassVar[float] = CONFIG.idle_timeout
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
@@ -68,7 +78,7 @@ class SMBDriver(Driver[Addition]):
 
     async def init(self) -> None:
         """Log in and check that the root folder is a folder of the share."""
-        share = Share(self.options)
+        share = Share(self.options, self.CALL_SECONDS, self.BLOCK_SECONDS)
         self._share = share
         try:
             await self._run(share.check_root, again=True)
@@ -126,7 +136,7 @@ class SMBDriver(Driver[Addition]):
 
     async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
         _refuse_into_itself(src, dst_dir)
-        return await self._run(self.share.copy, src.path, dst_dir.path)
+        return await self._run(self.share.copy, src.path, dst_dir.path, bounded=False)
 
     async def remove(self, obj: Obj) -> None:
         await self._run(self.share.remove, obj.path, obj.is_dir)
@@ -157,12 +167,15 @@ class SMBDriver(Driver[Addition]):
             raise ServerError("storage not init")
         return self._share
 
-    async def _run(self, func: Callable[..., T], *args: Any, again: bool = False) -> T:
+    async def _run(
+        self, func: Callable[..., T], *args: Any, again: bool = False, bounded: bool = True
+    ) -> T:
         """``func(*args)`` in the storage's threads on a live connection, its errors
-        translated; ``again``: safe to make once more if the connection broke."""
+        translated; ``again``: safe to make once more if the connection broke;
+        ``bounded``: failed once it has waited ``CALL_SECONDS`` on the server."""
         share = self.share
         with translating(ERRORS):
-            return await self.run_blocking(share.call, func, args, again)
+            return await self.run_blocking(share.call, func, args, again, bounded)
 
     async def _io(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)`` on an open file (its connection's own), errors translated."""

@@ -39,6 +39,7 @@ from manifold.models import DiskUsage, Obj, new_obj
 from .failures import BROKEN_STATUSES, is_broken, status_of
 from .meta import Addition
 from .names import Place, from_wire, parse_address
+from .watchdog import Watchdog, sever
 
 T = TypeVar("T")
 
@@ -87,23 +88,34 @@ def _status(exc: SMBOSError) -> int:
 
 class Handle:
     """An open file on the share (smbclient's unbuffered file object); one call on it
-    at a time, so that closing it waits for a read or write under way."""
+    at a time, so that closing it waits for a read or write under way. Each call waits
+    ``seconds`` at most for the server (0: no limit), then its connection is severed."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, watchdog: Watchdog | None = None, seconds: float = 0) -> None:
         self._raw = raw
         self._lock = threading.Lock()
         self._closed = False
+        self._watchdog = watchdog or Watchdog("unused")
+        self._seconds = seconds if watchdog is not None else 0
 
     def read(self, size: int) -> bytes:
-        with self._lock:
+        with self._lock, self._watched():
             data: bytes = self._raw.read(size)
             return data
 
     def write(self, data: bytes) -> None:
-        with self._lock:
+        with self._lock, self._watched():
             view = memoryview(data)
             while view:  # one SMB write carries at most the server's write size
                 view = view[self._raw.write(view) :]
+
+    def _watched(self) -> Any:
+        return self._watchdog.watch(self._seconds, self._sever)
+
+    def _sever(self) -> None:
+        connection = getattr(getattr(self._raw, "fd", None), "connection", None)
+        if connection is not None:
+            sever(connection)
 
     def close(self) -> None:
         with self._lock:
@@ -111,7 +123,8 @@ class Handle:
                 return
             self._closed = True
             try:
-                self._raw.close()
+                with self._watched():
+                    self._raw.close()
             except Exception:
                 # The connection broke, and the server closed the file with it. The
                 # library has no public way to say so: without this its object warns
@@ -134,8 +147,17 @@ class Temporary:
 class Share:
     """Where one storage's files are, how it logs in, and its connections."""
 
-    def __init__(self, options: Addition) -> None:
+    def __init__(
+        self, options: Addition, call_seconds: float = 0, block_seconds: float = 0
+    ) -> None:
         self.host, self.port = parse_address(options.address)
+        # How long a call, and a read or write of one block, may wait on the server.
+        self.call_seconds = call_seconds
+        self.block_seconds = block_seconds
+        self.watchdog = Watchdog(f"manifold-smb-watch-{self.host}:{self.port}")
+        # A new connection is not severed by the watchdog (nothing holds it yet): its
+        # own time limit is no longer than a call's.
+        self._connect_seconds = min(CONNECT_SECONDS, call_seconds or CONNECT_SECONDS)
         self.place = Place(self.host, options.share_name, options.root_folder_path)
         self.username = options.username
         self._connections: dict[str, Any] = {}
@@ -149,7 +171,7 @@ class Share:
             "password": options.password or None,
             "port": self.port,
             "connection_cache": self._connections,
-            "connection_timeout": CONNECT_SECONDS,
+            "connection_timeout": self._connect_seconds,
         }
 
     def __repr__(self) -> str:  # never the password
@@ -157,24 +179,36 @@ class Share:
 
     # --- connections ------------------------------------------------------------
 
-    def call(self, func: Callable[..., T], args: tuple[Any, ...], again: bool) -> T:
+    def call(
+        self, func: Callable[..., T], args: tuple[Any, ...], again: bool, bounded: bool = True
+    ) -> T:
         """``func(*args)`` on a live connection; once more on a new one when ``again``
-        and the connection broke under the first try."""
+        and the connection broke under the first try. ``bounded``: the call fails as
+        temporary once it has waited ``call_seconds`` on the server (a copy, whose
+        length depends on the data, is not)."""
+        seconds = self.call_seconds if bounded else 0
         try:
-            return self._once(func, args)
+            return self._once(func, args, seconds)
         except Exception as exc:
             if not again or not is_broken(exc):
                 raise
-        return self._once(func, args)
+        return self._once(func, args, seconds)
 
-    def _once(self, func: Callable[..., T], args: tuple[Any, ...]) -> T:
-        connection = self._connect()
-        try:
-            return func(*args)
-        except Exception as exc:
-            if is_broken(exc):
-                self._forget(connection, exc)
-            raise
+    def _once(self, func: Callable[..., T], args: tuple[Any, ...], seconds: float) -> T:
+        with self.watchdog.watch(seconds, self._sever_all):
+            connection = self._connect()
+            try:
+                return func(*args)
+            except Exception as exc:
+                if is_broken(exc):
+                    self._forget(connection, exc)
+                raise
+
+    def _sever_all(self) -> None:
+        """Sever every connection of this storage (its server stopped answering). Taken
+        without the lock, which a call hung while connecting holds."""
+        for connection in tuple(self._connections.values()):
+            sever(connection)
 
     def _connect(self) -> Any:
         """The live connection to the server, logged in; made now if there is none."""
@@ -190,7 +224,7 @@ class Share:
                     username=kwargs["username"],
                     password=kwargs["password"],
                     port=self.port,
-                    connection_timeout=CONNECT_SECONDS,
+                    connection_timeout=self._connect_seconds,
                     connection_cache=self._connections,
                 )
                 self._clean_leftovers()
@@ -220,10 +254,14 @@ class Share:
                     _close(connection)
 
     def close(self) -> None:
-        """Log off and close every connection of this storage."""
-        with self._lock:
-            connections = self._connections
-            smbclient.reset_connection_cache(fail_on_error=False, connection_cache=connections)
+        """Log off and close every connection of this storage; a server that does not
+        answer has them severed."""
+        try:
+            with self.watchdog.watch(self.call_seconds, self._sever_all), self._lock:
+                connections = self._connections
+                smbclient.reset_connection_cache(fail_on_error=False, connection_cache=connections)
+        finally:
+            self.watchdog.close()
 
     # --- reading ----------------------------------------------------------------
 
@@ -285,7 +323,7 @@ class Share:
             self.place.unc(path), mode="rb", buffering=0, share_access="rwd", **self._kwargs
         )
         raw.seek(offset)
-        return Handle(raw)
+        return Handle(raw, self.watchdog, self.block_seconds)
 
     def usage(self) -> DiskUsage:
         volume = smbclient.stat_volume(self.place.root, **self._kwargs)
@@ -345,7 +383,7 @@ class Share:
             unc = self.place.unc(temp.path)
             _IN_FLIGHT.add(self._key(unc))
             raw = smbclient.open_file(unc, mode="xb", buffering=0, **self._kwargs)
-            temp.handle = Handle(raw)
+            temp.handle = Handle(raw, self.watchdog, self.block_seconds)
 
     def write(self, temp: Temporary, data: bytes) -> None:
         if temp.handle is None:

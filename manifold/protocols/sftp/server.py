@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncssh
 
-from manifold.container import Services
+from manifold.config import Config
+from manifold.services.admin.settings import SettingsService
+from manifold.services.auth.credentials import Credentials
+from manifold.services.fs.ops import GuardedOps
 
 from .compat import tolerate_padded_writes
 from .gate import Gate, admitted
@@ -22,8 +25,18 @@ _WINDOW = 8 << 20
 
 
 class SftpServer:
-    def __init__(self, services: Services, port: int) -> None:
-        self._services = services
+    def __init__(
+        self,
+        ops: GuardedOps,
+        credentials: Credentials,
+        settings: SettingsService,
+        config: Config,
+        port: int,
+    ) -> None:
+        self._ops = ops
+        self._credentials = credentials
+        self._settings = settings
+        self._config = config
         self._port = port
         self._listener: asyncssh.SSHAcceptor | None = None
         self._connections: set[asyncssh.SSHServerConnection] = set()
@@ -34,13 +47,12 @@ class SftpServer:
         return self._listener.get_port() if self._listener is not None else self._port
 
     async def start(self) -> None:
-        services = self._services
         tolerate_padded_writes()
-        keys = await host_keys(services.config.data_dir)
+        keys = await host_keys(self._config.data_dir)
         self._listener = await asyncssh.listen(
-            services.config.address,
+            self._config.address,
             self._port,
-            server_factory=lambda: Gate(services.credentials, services.settings, self._connections),
+            server_factory=self._gate,
             server_host_keys=keys,
             sftp_factory=self._session,
             allow_scp=False,
@@ -61,12 +73,8 @@ class SftpServer:
             await conn.wait_closed()
         await listener.wait_closed()
 
+    def _gate(self) -> Gate:
+        return Gate(self._credentials, self._settings, self._connections)
+
     def _session(self, chan: asyncssh.SSHServerChannel[bytes]) -> TreeSession:
-        return TreeSession(chan, self._services.ops, admitted(chan))
-
-
-async def start_sftp(services: Services, port: int | None = None) -> SftpServer:
-    """The SFTP server on ``port`` (else ``sftp_port``), listening once this returns."""
-    server = SftpServer(services, services.config.sftp_port if port is None else port)
-    await server.start()
-    return server
+        return TreeSession(chan, self._ops, admitted(chan))

@@ -18,6 +18,14 @@ reading an archive stops at the size and ratio limits of the settings
 (``archive_*``); ``/ad`` and ``/ap`` serve a member as ``/ae`` does, since no back
 end here extracts by itself.
 
+A storage whose back end reads archives itself (AList V3 with
+``forward_archive_requests``: ``Driver.archive_*``) is asked instead of reading the
+archive's bytes here: its meta, its listings, a member's link, and an extraction
+into the same storage, which the back end then does as its own work (no task here,
+and the entries are not checked one by one as an extraction here checks them; the
+write permission in the destination is). A back end that declines
+(``NotSupported``) has its archives read here as any other's.
+
 All the work on an archive's bytes runs in the archive pool, never in the threads
 other requests share.
 """
@@ -38,10 +46,12 @@ import httpx
 
 from manifold.concurrency import ARCHIVE_POOL, SingleFlight, run_in
 from manifold.config import make_private
+from manifold.drivers.base import ArchiveEntry
 from manifold.errors import (
     BadRequest,
     Forbidden,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -67,6 +77,7 @@ from manifold.services.auth.service import Caller
 from manifold.services.auth.sign import Signer
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.streams import file_stream
+from manifold.services.fs.tree import Place
 from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskContext, TaskService
 
@@ -106,6 +117,12 @@ class Opened:
     path: str
     catalog: Catalog
     signed: bool
+    # Whether ``catalog`` holds the member tree (a back end may send none).
+    tree: bool = True
+    # Where the archive is when its back end reads it (``listing`` asks it), and the
+    # archive's password to ask with.
+    forwarded: Place | None = None
+    password: str = ""
 
 
 class ArchiveService:
@@ -172,10 +189,22 @@ class ArchiveService:
         await self._fs.confine(caller, full)
         if full == "/":  # an empty path: what AList answers for the root
             raise StorageNotFound(f"failed get storage: {StorageNotFound.none_added().message}")
-        catalog = await self.catalog(full, archive_pass, refresh)
-        return Opened(full, catalog, self._fs.needs_sign(full, meta))
+        signed = self._fs.needs_sign(full, meta)
+        place = await self._fs.storage_place(full)
+        try:
+            told = await place.ops.archive_meta(place.sub_path, archive_pass)
+        except NotSupported:
+            catalog = await self.catalog(full, archive_pass, refresh)
+            return Opened(full, catalog, signed)
+        root = Member("", True, children={e.name: _member(e) for e in told.tree or ()})
+        catalog = Catalog(root, told.encrypted, told.comment)
+        return Opened(full, catalog, signed, told.tree is not None, place, archive_pass)
 
     async def listing(self, opened: Opened, inner: str) -> list[Member]:
+        place = opened.forwarded
+        if place is not None:
+            told = await place.ops.archive_list(place.sub_path, opened.password, clean_inner(inner))
+            return [_member(entry) for entry in told]
         node = opened.catalog.find(clean_inner(inner))
         if node is None:
             raise ObjectNotFound()
@@ -224,6 +253,9 @@ class ArchiveService:
     async def member(self, path: str, inner: str, password: str) -> tuple[Obj, Link]:
         """One file of the archive at ``path``, as a link read by ranges (``/ae``)."""
         inner = clean_inner(inner)
+        forwarded = await self._forwarded_member(path, inner, password)
+        if forwarded is not None:
+            return forwarded
         catalog = await self.catalog(path, password)
         node = catalog.find(inner)
         if node is None or node.children is not None:
@@ -241,6 +273,22 @@ class ArchiveService:
 
         obj = Obj(name=node.name, size=node.size, is_dir=False, modified=node.modified)
         return obj, Link(reader=reader)
+
+    async def _forwarded_member(
+        self, path: str, inner: str, password: str
+    ) -> tuple[Obj, Link] | None:
+        """The member from the back end's own link, where the back end reads archives."""
+        place = await self._fs.storage_place(path)
+        folder, name = split_path(inner)
+        try:
+            told = await place.ops.archive_list(place.sub_path, password, folder)
+        except NotSupported:
+            return None
+        entry = next((e for e in told if e.name == name), None)
+        if entry is None or entry.is_dir:
+            raise ObjectNotFound()
+        link = await place.ops.archive_link(place.sub_path, password, inner)
+        return Obj(name=entry.name, size=entry.size, is_dir=False, modified=entry.modified), link
 
     # -- extracting -----------------------------------------------------------------
 
@@ -269,6 +317,9 @@ class ArchiveService:
         inner = clean_inner(inner_path)
         tasks = []
         for src in sources:
+            args = (archive_pass, inner, put_into_new_dir, overwrite)
+            if await self._decompressed_there(src, target, *args):
+                continue
             catalog = await self.catalog(src, archive_pass)
             node = catalog.find(inner)
             if node is None:
@@ -294,6 +345,22 @@ class ArchiveService:
                 )
             )
         return tasks
+
+    async def _decompressed_there(
+        self, src: str, target: str, password: str, inner: str, new_dir: bool, overwrite: bool
+    ) -> bool:
+        """Whether the back end holding both the archive and the destination took the
+        extraction on itself (AList extracts on one storage this way too)."""
+        place, into = await self._fs.storage_place(src), self._writer.place(target)
+        if not place.same_storage(into):
+            return False
+        try:
+            await place.ops.archive_decompress(
+                place.sub_path, into.sub_path, password, inner, new_dir, overwrite
+            )
+        except NotSupported:
+            return False
+        return True
 
     async def run_decompress(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         src, dst_dir = str(payload["src"]), str(payload["dst_dir"])
@@ -454,6 +521,15 @@ class _Entry:
             return self.relative()
         except PermissionDenied:
             return split_path(self.path)[1]
+
+
+def _member(entry: ArchiveEntry) -> Member:
+    """A member as a back end that reads archives told it (a folder's children when
+    it sent them)."""
+    if not entry.is_dir:
+        return Member(entry.name, False, entry.size, entry.modified)
+    children = {child.name: _member(child) for child in entry.children or ()}
+    return Member(entry.name, True, 0, entry.modified, children)
 
 
 def _size(node: Member) -> int:

@@ -291,6 +291,13 @@ class GuardedReader:
             raise PermissionDenied()
         return await self.tree.link(path, args)
 
+    async def storage_place(self, path: str) -> Place:
+        """The storage holding an already-authorised virtual path, refused as ``link``
+        refuses it when links take it out of an alias target."""
+        if await self._confinement.escaping("/", (path,)):
+            raise PermissionDenied()
+        return self.tree.place(path)
+
     async def link_at(self, place: Place, args: LinkArgs) -> tuple[Obj, Link]:
         """``link`` for a path already resolved to ``place`` (``/d`` resolves it once)."""
         if await self._confinement.escaping("/", (place.path,)):
