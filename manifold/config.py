@@ -79,6 +79,8 @@ class Config:
     ftp_port: int = 0
     # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
     s3_port: int = 0
+    # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
+    sftp_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -109,6 +111,7 @@ _FILE_KEYS = (
     "webdav",
     "ftp_port",
     "s3_port",
+    "sftp_port",
 )
 _INT_KEYS = {
     "port",
@@ -118,6 +121,7 @@ _INT_KEYS = {
     "max_request_body",
     "ftp_port",
     "s3_port",
+    "sftp_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav"}

@@ -72,6 +72,17 @@ class GuardedOps:
         self._protocol_allows(caller, write=False)
         return (await self._fs.list(caller, path, password, 1, 0)).entries
 
+    async def is_empty(self, caller: Caller, path: str, password: str = "") -> bool:
+        """Whether the folder holds nothing at all, hidden entries included: SFTP's
+        ``rmdir`` removes a folder only when it is empty, and one that merely looks
+        empty to the caller is not."""
+        self._protocol_allows(caller, write=False)
+        listing = await self._fs.list(caller, path, password, 1, 0)
+        if listing.entries:
+            return False
+        objs, _ = await self._fs.list_path(listing.path)
+        return not objs
+
     async def open_read(
         self,
         caller: Caller,
