@@ -165,17 +165,20 @@ class Services:
         await self.revocations.load()
         await self.dav_props.start()
         await self.storages.start()
-        await self.tasks.start()
-        await self.transfers.start()
-        await self.archives.start()
+        await self.transfers.start(self.tasks)
+        await self.archives.start(self.tasks)
         await self.offline.start(self.tasks)
+        # Last: a task taken over at start finds its kind's service ready.
+        await self.tasks.start()
         await self.search.start()
 
-    async def stop(self) -> None:
+    async def stop(self, task_deadline: float = 0.0) -> None:
+        """Stop everything; running tasks get ``task_deadline`` seconds to end before
+        they are let go of, for another instance or the next start to run again."""
         await self.scan.close()
         await self.search.stop()
+        await self.tasks.stop(task_deadline)
         await self.offline.stop()
-        await self.tasks.stop()
         await self.storages.stop()
         await self.http.aclose()
         await self.engine.dispose()
