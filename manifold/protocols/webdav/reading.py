@@ -122,14 +122,10 @@ async def get(dav: Shared, ex: Exchange) -> Response:
     if url is not None:
         return Response(status_code=302, headers={"Location": url, "Cache-Control": NO_CACHE})
     handle = await dav.ops.open_reader(ex.caller, ex.path)
-    try:
-        status, headers, (start, length) = _answer(ex, handle.obj)
-        if status not in (200, 206):
-            await handle.aclose()
-            return Response(status_code=status, headers=headers)
-    except BaseException:
+    status, headers, (start, length) = _answer(ex, handle.obj)
+    if status not in (200, 206):
         await handle.aclose()
-        raise
+        return Response(status_code=status, headers=headers)
     return StreamBody(handle.stream(start, length), status, headers, handle.aclose)
 
 
