@@ -45,7 +45,9 @@ from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
+from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
+from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.server import Listener
 from manifold.web import (
@@ -247,12 +249,22 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         await services.start()
         if services.created_admin_password:
             _announce_admin_password(services.created_admin_password)
+        ftp = None
+        if config.ftp_port:
+            ftp = await start_ftp(services.ops, services.credentials, services.settings, config)
         beside = await start_s3(services) if config.s3_port else None
+        sftp = None
+        if config.sftp_port:
+            sftp = await start_sftp(services.ops, services.credentials, services.settings, config)
         try:
             yield
         finally:
             if beside is not None:
                 await beside.stop()
+            if ftp is not None:
+                await ftp.close()
+            if sftp is not None:
+                await sftp.stop()
             await services.stop()
 
     app = ManifoldApp(

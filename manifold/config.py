@@ -75,8 +75,12 @@ class Config:
     dist_dir: str = ""
     # The WebDAV server at ``<site path>/dav`` on the main port.
     webdav: bool = True
+    # The FTP server's own port (AList's ``ftp.listen``, 5221 there); 0 leaves it off.
+    ftp_port: int = 0
     # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
     s3_port: int = 0
+    # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
+    sftp_port: int = 0
 
     @property
     def effective_database_url(self) -> str:
@@ -105,7 +109,9 @@ _FILE_KEYS = (
     "ui",
     "dist_dir",
     "webdav",
+    "ftp_port",
     "s3_port",
+    "sftp_port",
 )
 _INT_KEYS = {
     "port",
@@ -113,7 +119,9 @@ _INT_KEYS = {
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "ftp_port",
     "s3_port",
+    "sftp_port",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav"}

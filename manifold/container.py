@@ -29,6 +29,7 @@ from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
+from manifold.services.fs.moves import Moves
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.props import DeadProps
 from manifold.services.fs.read import GuardedReader
@@ -108,6 +109,7 @@ class Services:
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
+        Moves(writer, transfers).register(tasks)
         archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http, settings)
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")

@@ -21,7 +21,7 @@ others, so a driver's imports from the package fit on one line:
 * ``base`` (this one): ``Driver``, ``DriverConfig``, ``option``, ``RootPath``,
   ``RootID``, ``Upload``, ``ArchiveEntry``/``ArchiveMeta`` (what a back end that
   reads archives itself answers), and the promises ``EXCLUSIVE_CREATE``,
-  ``FOLDER_TIMES``;
+  ``FOLDER_MOVE``, ``ATOMIC_REPLACE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
   ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
@@ -61,6 +61,7 @@ from manifold.paths import RESERVED_PREFIX, validate_name
 __all__ = [
     "ATOMIC_REPLACE",
     "EXCLUSIVE_CREATE",
+    "FOLDER_MOVE",
     "FOLDER_TIMES",
     "RESERVED_PREFIX",
     "ArchiveEntry",
@@ -113,6 +114,11 @@ FOLDER_TIMES = "folder_times"
 # the file half there (Local's ``os.replace``). A copy over a file is then made by
 # such a put, instead of setting the old file aside and removing it after.
 ATOMIC_REPLACE = "atomic_replace"
+# A folder is moved or renamed in one step on the server, whatever it holds, so the
+# services wait for ``move``/``rename`` of a folder in the request. A back end that
+# moves a folder key by key (S3: a copy of each, then the deletes) leaves it out, and
+# the services move such a folder as a task, one file after another, with progress.
+FOLDER_MOVE = "folder_move"
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +292,7 @@ class Driver(ABC, Generic[OptionsT]):
     )
     # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
     # driver that cannot keep one leaves it out, and says why in a comment.
-    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
+    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_MOVE, FOLDER_TIMES})
 
     def __init__(self, storage: Storage, options: OptionsT) -> None:
         self.storage = storage

@@ -68,7 +68,7 @@ TASK_KINDS = (
     "offline_download_transfer",
     "decompress",
     "decompress_upload",
-    "move",  # OpenList's move tasks: the page lists them; moves here finish in the request
+    "move",  # OpenList's: moves into another storage, and S3 folders
 )
 ID_ALPHABET = string.ascii_letters + string.digits + "_-"
 ID_LENGTH = 21

@@ -23,7 +23,14 @@ from typing import Any
 import pytest
 
 from manifold.concurrency import DISK_POOL, run_in
-from manifold.drivers.base import EXCLUSIVE_CREATE, FOLDER_TIMES, Driver, LinkArgs, Upload
+from manifold.drivers.base import (
+    EXCLUSIVE_CREATE,
+    FOLDER_MOVE,
+    FOLDER_TIMES,
+    Driver,
+    LinkArgs,
+    Upload,
+)
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -96,7 +103,7 @@ def require(driver: Driver[Any], *capabilities: str) -> None:
 
 
 def promised(driver: Driver[Any], promise: str) -> bool:
-    """Whether ``driver`` makes ``promise`` (``EXCLUSIVE_CREATE``, ``FOLDER_TIMES``)."""
+    """Whether ``driver`` makes ``promise`` (``EXCLUSIVE_CREATE``, ``FOLDER_MOVE``, ...)."""
     return promise in driver.promises()
 
 
@@ -393,6 +400,15 @@ class DriverConformance:
         moved = await driver.move(folder, target)
         assert await names(driver, place.obj) == ["target"]
         await self._check_filled(driver, moved)
+
+    async def test_folder_move_promise_matches_the_methods(self, driver: Driver[Any]) -> None:
+        """``FOLDER_MOVE`` both ways: a driver that makes it moves and renames folders
+        itself; one that does not is moved a file at a time by the services (a folder
+        made, each file moved, the emptied folders removed), so it must do those."""
+        if promised(driver, FOLDER_MOVE):
+            assert {"move", "rename"} <= driver.capabilities()
+        else:
+            assert {"make_dir", "move", "remove"} <= driver.capabilities()
 
     async def test_move_into_itself_fails(self, driver: Driver[Any], place: Place) -> None:
         require(driver, "move")

@@ -459,6 +459,17 @@ class StorageOps:
             self.forget(path)
         return obj
 
+    async def move_listed(self, path: str, obj: Obj, dst_dir: str, folder: Obj) -> Obj:
+        """``move`` of ``obj`` (at ``path``, as a listing gave it) into ``folder`` (at
+        ``dst_dir``, as ``make_dir`` or a lookup gave it): a move of many files into
+        one folder, one at a time, asks the back end to look up neither again."""
+        path, dst_dir = clean_path(path), clean_path(dst_dir)
+        parent, name = split_path(path)
+        moved = await self.driver.move(obj, folder)
+        self.patch_remove(parent, name)
+        self.patch_add(dst_dir, moved)
+        return moved
+
     async def copy(self, path: str, dst_dir: str) -> Obj:
         dst_dir = clean_path(dst_dir)
         source = await self.get(path)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from manifold.drivers.base import RESERVED_PREFIX, LinkArgs, Upload
+from manifold.drivers.base import FOLDER_MOVE, RESERVED_PREFIX, LinkArgs, Upload
 from manifold.drivers.ftp.driver import FtpDriver
 from manifold.drivers.ftp.listing import LINK, Entry, parse_list, parse_mlsx
 from manifold.drivers.ftp.meta import CONFIG, Addition
@@ -128,7 +128,7 @@ async def test_options_are_alists_then_tls(api: Api) -> None:
 def test_defaults_keep_tls_off_and_verification_on() -> None:
     options = Addition(address="h:21", root_folder_path="/")
     assert (options.tls, options.tls_insecure_skip_verify) == ("none", False)
-    assert not FtpDriver.PROMISES
+    assert {FOLDER_MOVE} == FtpDriver.PROMISES
 
 
 async def test_wrong_password_fails_without_showing_it(ftp_server: FtpServer) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
+    FOLDER_MOVE,
     FOLDER_TIMES,
     RESERVED_PREFIX,
     Driver,
@@ -514,7 +515,7 @@ async def test_a_reader_closed_early_releases_the_file(
 
 
 async def test_promises_on_openssh(driver: SftpDriver) -> None:
-    assert driver.promises() == {EXCLUSIVE_CREATE, FOLDER_TIMES}
+    assert driver.promises() == {EXCLUSIVE_CREATE, FOLDER_MOVE, FOLDER_TIMES}
 
 
 class _Guests(asyncssh.SSHServer):
@@ -544,7 +545,7 @@ async def test_another_server_is_served_without_the_exclusive_create_promise(
     try:
         driver = await started(options)
         try:
-            assert driver.promises() == {FOLDER_TIMES}
+            assert driver.promises() == {FOLDER_MOVE, FOLDER_TIMES}
             obj = await put_bytes(driver, await driver.root_obj(), "elsewhere.txt", b"bytes")
             assert await read_obj(driver, obj) == b"bytes"
             assert (served / "elsewhere.txt").read_bytes() == b"bytes"

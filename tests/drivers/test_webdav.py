@@ -20,6 +20,7 @@ import pytest
 
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
+    FOLDER_MOVE,
     FOLDER_TIMES,
     RESERVED_PREFIX,
     Driver,
@@ -231,7 +232,7 @@ async def test_folder_times_are_promised_and_exclusive_create_is_not(
 ) -> None:
     for server in (wsgidav_basic, rclone_basic):
         driver, _ = await fresh(server)
-        assert driver.promises() == {FOLDER_TIMES}
+        assert driver.promises() == {FOLDER_MOVE, FOLDER_TIMES}
         assert EXCLUSIVE_CREATE not in driver.promises()
 
 

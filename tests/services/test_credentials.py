@@ -10,7 +10,7 @@ import pytest
 from manifold.container import Services
 from manifold.errors import Forbidden, TooManyAttempts, Unauthorized
 from manifold.models import Perm
-from manifold.services.auth.sshkey_parse import parse_public_key
+from manifold.services.auth.pubkeys import parse_public_key
 from manifold.services.auth.users import UserInput
 from tests.api.test_sshkeys import keygen
 from tests.conftest import ADMIN_PASSWORD

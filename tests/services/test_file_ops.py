@@ -86,11 +86,14 @@ async def test_a_copy_across_storages_is_whole_when_it_returns(
         await services.ops.copy(caller(), "/a/docs/readme.txt", "/b/docs/readme.txt")
 
 
-async def test_a_move_across_storages_is_refused(
+async def test_a_move_across_storages_is_done_when_it_returns(
     services: Services, disks: tuple[Path, Path]
 ) -> None:
-    with pytest.raises(ServerError, match="can't move files between two storages, try to copy"):
-        await services.ops.rename(caller(), "/a/docs/readme.txt", "/b/readme.txt")
+    a, b = disks
+    moved = await services.ops.rename(caller(), "/a/docs", "/b/papers")
+    assert moved.is_dir and moved.name == "papers"
+    assert (b / "papers" / "readme.txt").read_text() == "hello"
+    assert not (a / "docs").exists()
 
 
 @pytest.mark.parametrize("path", ["/a", "/b"])

@@ -21,7 +21,7 @@ from manifold.api.routes.tasks import task_json
 from manifold.api.schemas import RequestBody
 from manifold.container import Services
 from manifold.errors import BadRequest
-from manifold.models import LinkArgs
+from manifold.models import LinkArgs, Task
 from manifold.paths import clean_path
 from manifold.services.auth.service import Caller
 
@@ -138,7 +138,7 @@ async def regex_rename(
 async def move(
     body: PairsBody, request: Request, caller: CallerDep, services: ServicesDep
 ) -> Response:
-    await services.writer.move(
+    tasks = await services.writer.move(
         caller,
         body.src_dir,
         body.dst_dir,
@@ -146,13 +146,13 @@ async def move(
         body.overwrite,
         _password(request, body.password),
     )
-    return ok()
+    return _move_tasks(tasks)
 
 
 async def recursive_move(
     body: RecursiveMoveBody, request: Request, caller: CallerDep, services: ServicesDep
 ) -> Response:
-    moved = await until_gone(
+    moved, tasks = await until_gone(
         request,
         services.writer.recursive_move(
             caller,
@@ -162,8 +162,19 @@ async def recursive_move(
             _password(request, body.password),
         ),
     )
+    if tasks:
+        return _move_tasks(tasks)
     noun = "file" if moved == 1 else "files"
     return ok_message(f"Successfully moved {moved} {noun}")
+
+
+def _move_tasks(tasks: list[Task]) -> Response:
+    """AList's empty answer when everything moved at once; OpenList's with the tasks
+    made otherwise."""
+    if not tasks:
+        return ok()
+    message = f"Successfully created {len(tasks)} move task(s)"
+    return ok({"message": message, "tasks": [task_json(t) for t in tasks]})
 
 
 async def copy(

@@ -73,6 +73,8 @@ def parse_paths(text: str) -> dict[str, list[str]]:
 
 
 class AliasDriver(Driver[Addition]):
+    # The promises are its targets': FOLDER_MOVE here stands for the target's, which
+    # the services read by following the Alias to the storage behind it.
     _targets: dict[str, list[str]]
 
     async def init(self) -> None:

@@ -26,7 +26,8 @@ so an upload no longer than that is sent again after a renewed login; a longer o
 whose session ended meanwhile fails as temporary (its token renewed for the next try).
 
 Copies: within one remote storage the remote copies before it answers; between two it
-answers with copy tasks, which are followed (``/api/task/copy/info``) until they end. A
+answers with copy tasks, which are followed (``/api/task/copy/info``) until they end
+(moves it makes as tasks likewise, ``/api/task/move/info``). A
 folder's task ends once it has made a task per entry, so a folder copy also waits
 while the remote lists undone copy tasks into the copy (by their names); a failure
 of one of those is not seen here, only that none is left running.
@@ -53,6 +54,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import httpx
 
 from manifold.drivers.base import (
+    FOLDER_MOVE,
     RESERVED_PREFIX,
     ArchiveEntry,
     ArchiveMeta,
@@ -167,8 +169,9 @@ class AListV3Driver(Driver[Addition]):
     # Neither promise holds for every remote. EXCLUSIVE_CREATE: an AList v3.45 remote
     # decides ``Overwrite: false`` by looking before it stores, and a Manifold remote
     # is exclusive only where its own storage is. FOLDER_TIMES: a remote storage
-    # without folder times (S3) shows the zero time.
-    PROMISES: ClassVar[frozenset[str]] = frozenset()
+    # without folder times (S3) shows the zero time. FOLDER_MOVE: one request; a
+    # Manifold remote that moves a folder as a task answers once the task is made.
+    PROMISES: ClassVar[frozenset[str]] = frozenset({FOLDER_MOVE})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
@@ -268,7 +271,12 @@ class AListV3Driver(Driver[Addition]):
         if parent_path(src.path) == dst_dir.path:
             return src
         self._refuse_into_itself(src, dst_dir)
-        await self._api("POST", "/api/fs/move", json=self._pair(src, dst_dir))
+        data = await self._api("POST", "/api/fs/move", json=self._pair(src, dst_dir))
+        # A remote that moves as tasks (OpenList, Manifold: between its storages, or
+        # a folder of its S3) answers them; the move is whole once they end.
+        tasks = data.get("tasks") if isinstance(data, dict) else None
+        for task in tasks or []:
+            await self._follow(task, "move")
         return await self._lookup(child_path(dst_dir.path, src.name))
 
     async def rename(self, src: Obj, new_name: str) -> Obj:
@@ -519,8 +527,8 @@ class AListV3Driver(Driver[Addition]):
     async def _lookup(self, path: str) -> Obj:
         return entry_obj(await self._fs_get(path), path)
 
-    async def _follow(self, task: Any) -> None:
-        """Wait until the remote's copy task ``task`` ends; its error if it failed.
+    async def _follow(self, task: Any, kind: str = "copy") -> None:
+        """Wait until the remote's ``kind`` task ``task`` ends; its error if it failed.
 
         A task the remote will not show (to a guest, or gone already) is not waited
         for: the lookup of the copy that follows tells whether it is there.
@@ -533,13 +541,13 @@ class AListV3Driver(Driver[Addition]):
             delay = min(TASK_POLL_LONGEST, delay * 2)
             params = {"tid": str(task.get("id", ""))}
             answer = await self._exchange(
-                "POST", "/api/task/copy/info", self.options.token, params=params
+                "POST", f"/api/task/{kind}/info", self.options.token, params=params
             )
             if not answer.ok or not isinstance(answer.data, dict):
                 return
             task = answer.data
         if task.get("state") != TASK_SUCCEEDED:
-            raise envelope_error(500, str(task.get("error") or "copy task failed"))
+            raise envelope_error(500, str(task.get("error") or f"{kind} task failed"))
 
     async def _wait_for_copies_into(self, target: str) -> None:
         """Wait while the remote has copy tasks under way into ``target``: a folder's

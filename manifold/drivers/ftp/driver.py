@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 import aioftp
 
 from manifold.drivers.base import (
+    FOLDER_MOVE,
     RESERVED_PREFIX,
     Driver,
     LinkArgs,
@@ -89,8 +90,8 @@ class FtpDriver(Driver[Addition]):
     # without overwrite is checked just before the rename, a best effort the server
     # does not decide (no EXCLUSIVE_CREATE; Manifold's services serialise racing puts).
     # Folder times come only from MLSD, which vsftpd and many others lack (no
-    # FOLDER_TIMES).
-    PROMISES = frozenset()
+    # FOLDER_TIMES). A folder moves in one RNFR/RNTO (FOLDER_MOVE).
+    PROMISES = frozenset({FOLDER_MOVE})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)

@@ -90,6 +90,8 @@ class S3Driver(Driver[Addition]):
     # narrows the window only.
     # No FOLDER_TIMES: a folder is a prefix, which has no time (listed with the
     # storage's own).
+    # No FOLDER_MOVE: a folder is moved a key at a time (a copy of each, then the
+    # deletes), so the services move one as a task with progress.
     PROMISES: ClassVar[frozenset[str]] = frozenset()
     # Keys a listing page asks for (S3's own maximum is 1000).
     PAGE_SIZE: ClassVar[int] = 1000

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, TypeVar
 
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
+    FOLDER_MOVE,
     FOLDER_TIMES,
     Driver,
     LinkArgs,
@@ -65,7 +66,7 @@ class SMBDriver(Driver[Addition]):
     # smbd process that serves a connection, and all of a storage's calls share one
     # (two storages or clients on one Samba share race only within that check).
     # FOLDER_TIMES: folders carry their own last-write time.
-    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_TIMES})
+    PROMISES: ClassVar[frozenset[str]] = frozenset({EXCLUSIVE_CREATE, FOLDER_MOVE, FOLDER_TIMES})
     # Seconds a call, and a read or write of one block, may wait on the server before
     # its connection is severed and it fails as temporary: the layers' own limits, so
     # that a storage thread is free again when they give up on a hung server.

@@ -36,6 +36,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from manifold.drivers.base import (
+    FOLDER_MOVE,
     FOLDER_TIMES,
     RESERVED_PREFIX,
     Driver,
@@ -147,7 +148,8 @@ class WebDavDriver(Driver[Addition]):
     # then acts on in a second step (wsgidav looks, then renames), so two racing moves
     # to one free name can both succeed. Folder times are promised per storage, when
     # the server reports a modification time for the root folder (``promises``).
-    PROMISES = frozenset()
+    # A folder moves in one MOVE request (FOLDER_MOVE).
+    PROMISES = frozenset({FOLDER_MOVE})
 
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
@@ -161,7 +163,7 @@ class WebDavDriver(Driver[Addition]):
         self._dropping = asyncio.Event()
 
     def promises(self) -> frozenset[str]:
-        return frozenset({FOLDER_TIMES}) if self._folder_times else frozenset()
+        return self.PROMISES | {FOLDER_TIMES} if self._folder_times else self.PROMISES
 
     async def root_obj(self) -> Obj:
         modified = self.storage.modified or _EPOCH

@@ -376,6 +376,8 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     SettingDefault("archive_extract_max_size", str(64 << 30), _N, Group.TRAFFIC, _PRIV),
     SettingDefault("archive_max_ratio", "250", _N, Group.TRAFFIC, _PRIV),
     SettingDefault("archive_max_entries", "200000", _N, Group.TRAFFIC, _PRIV),
+    # Move tasks (OpenList's kind and setting): how many run at once.
+    SettingDefault("move_task_threads_num", _DEFAULT_WORKERS, _N, Group.TRAFFIC, _PRIV),
 )
 
 

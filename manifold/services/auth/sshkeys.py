@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from manifold.db.repos import DuplicateError, SshKeyRepo
 from manifold.errors import BadRequest, NotFound, ServerError, Unauthorized
 from manifold.models import SshKey, User
-from manifold.services.auth.sshkey_parse import InvalidPublicKey, parse_public_key
+from manifold.services.auth.pubkeys import InvalidPublicKey, parse_public_key
 
 DUPLICATE_TITLE = "key with the same title already exists"
 

@@ -72,6 +72,17 @@ class GuardedOps:
         self._protocol_allows(caller, write=False)
         return (await self._fs.list(caller, path, password, 1, 0)).entries
 
+    async def is_empty(self, caller: Caller, path: str, password: str = "") -> bool:
+        """Whether the folder holds nothing at all, hidden entries included: SFTP's
+        ``rmdir`` removes a folder only when it is empty, and one that merely looks
+        empty to the caller is not."""
+        self._protocol_allows(caller, write=False)
+        listing = await self._fs.list(caller, path, password, 1, 0)
+        if listing.entries:
+            return False
+        objs, _ = await self._fs.list_path(listing.path)
+        return not objs
+
     async def open_read(
         self,
         caller: Caller,
@@ -133,10 +144,12 @@ class GuardedOps:
         *,
         strict: bool = False,
     ) -> Obj:
-        """Give ``src`` the exact path ``dst``: a rename, a move, or both in one step
-        that touches nothing else on the way.
+        """Give ``src`` the exact path ``dst``: a rename, a move, or both, touching
+        nothing else on the way.
 
-        Between two storages it is refused, as AList refuses it.
+        Into another storage, or a folder of a storage that moves folders key by key
+        (S3), it runs as a move task, and returns once the task has ended (a protocol
+        answers a MOVE when it is done).
         """
         self._protocol_allows(caller, write=True)
         return await self._writer.move_to(caller, src, dst, overwrite, password, strict=strict)

@@ -25,7 +25,7 @@ from manifold.errors import (
     ObjectNotFound,
     PermissionDenied,
 )
-from manifold.models import Perm, User
+from manifold.models import Obj, Perm, User
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
@@ -94,12 +94,20 @@ class Transfers:
             return
         ctx.set_status("")
         ctx.set_total(obj.size)
+        await self.stream_file(ctx, src, dst_dir, overwrite)
+
+    async def stream_file(
+        self, ctx: TaskContext, src: str, dst_dir: str, overwrite: bool, name: str = ""
+    ) -> Obj:
+        """Stream one file into ``dst_dir`` (under ``name`` or its own), its bytes
+        counted into the task's progress: a copy task's file, and each file a move
+        task carries to another storage. Whole at its name when this returns."""
         try:
-            await self._tree.copy_file(
-                src, dst_dir, lambda stream: _counted(stream, ctx), overwrite=overwrite
+            return await self._tree.copy_file(
+                src, dst_dir, lambda stream: _counted(stream, ctx), name, overwrite
             )
         except ObjectExists:
-            raise FileExists(split_path(src)[1]) from None
+            raise FileExists(name or split_path(src)[1]) from None
 
     async def _copy_folder(
         self,

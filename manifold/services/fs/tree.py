@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from manifold.drivers.base import Upload
+from manifold.drivers.base import FOLDER_MOVE, Upload
 from manifold.errors import (
     ManifoldError,
     ObjectExists,
@@ -98,6 +98,15 @@ def copy_task_name(src: Place, dst_folder: Place) -> str:
         f"copy [{src.mount_path}]({src.sub_path}) to [{dst_folder.mount_path}]"
         f"({dst_folder.sub_path})"
     )
+
+
+def move_task_name(src: Place, dst_folder: Place, name: str = "") -> str:
+    """OpenList's name for a move task; a rename on the way adds the new name."""
+    title = (
+        f"move [{src.mount_path}]({src.sub_path}) to [{dst_folder.mount_path}]"
+        f"({dst_folder.sub_path})"
+    )
+    return f"{title} as {name}" if name and name != split_path(src.path)[1] else title
 
 
 class FileTree:
@@ -243,6 +252,30 @@ class FileTree:
         obj = await place.ops.move(place.sub_path, target.sub_path)
         await self.events.moved(path, clean_path(f"{dst_dir}/{split_path(path)[1]}"))
         return obj
+
+    async def moves_at_once(self, path: str, dst_dir: str) -> bool:
+        """Whether moving ``path`` into ``dst_dir`` is one step of one storage: a file,
+        or a folder where the storage holding it (an Alias's: its target's) promises
+        ``FOLDER_MOVE``. Otherwise it is a move task's work."""
+        src = self.place(path)
+        if not src.same_storage(self.place(dst_dir)):
+            return False
+        held = self.find(await placing.backing_path(self, path))
+        if held is None or FOLDER_MOVE in held.ops.driver.promises():
+            return True
+        obj = await self.exists(src)
+        return obj is None or not obj.is_dir
+
+    async def move_listed(self, path: str, obj: Obj, dst_dir: str, folder: Obj) -> Obj:
+        """``move`` of a file as its listing gave it (``obj``) into a folder as it was
+        made (``folder``), both of one storage (``StorageOps.move_listed``)."""
+        place = self.refuse_root(self.place(path), "move")
+        target = self.place(dst_dir)
+        if not place.same_storage(target):
+            raise ServerError.across_storages()
+        moved = await place.ops.move_listed(place.sub_path, obj, target.sub_path, folder)
+        await self.events.moved(path, clean_path(f"{dst_dir}/{obj.name}"))
+        return moved
 
     async def rename_to(self, path: str, dst: str, replace: bool = False) -> Obj:
         """Give the object at ``path`` the full path ``dst`` (``placing.rename_to``)."""

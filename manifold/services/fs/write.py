@@ -29,7 +29,7 @@ from manifold.errors import (
     PermissionDenied,
     ServerError,
 )
-from manifold.models import Obj, Perm, Task, User
+from manifold.models import Obj, Perm, Task, TaskState, User
 from manifold.paths import (
     clean_path,
     has_unsafe_chars,
@@ -42,7 +42,7 @@ from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
 from manifold.services.fs import access, patterns
 from manifold.services.fs.read import GuardedReader
-from manifold.services.fs.tree import FileTree, Place, copy_task_name
+from manifold.services.fs.tree import FileTree, Place, copy_task_name, move_task_name
 from manifold.services.fs.walk import TreeWalker
 from manifold.services.runner import Recheck, TaskService
 
@@ -132,7 +132,9 @@ class GuardedWriter:
 
     async def rename(
         self, caller: Caller, path: str, name: str, overwrite: bool, password: str = ""
-    ) -> Obj:
+    ) -> Obj | Task:
+        """Rename at once; a folder of a storage that moves folders key by key (S3) as a
+        move task, which is returned once submitted."""
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
         parent, old_name = split_path(full)
@@ -145,6 +147,8 @@ class GuardedWriter:
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
         await self._refuse_taken(caller, full, dst, overwrite, password)
+        if dst != full and not await self.tree.moves_at_once(full, parent):
+            return await self._move_task(caller, full, dst, password, overwrite)
         return await self.tree.rename_to(full, dst, overwrite)
 
     async def move_to(
@@ -157,9 +161,10 @@ class GuardedWriter:
         *,
         strict: bool = False,
     ) -> Obj:
-        """Give ``src`` the full path ``dst`` in one step (a protocol's MOVE): the move
-        bit to change folders, the rename bit to change names. ``strict``:
-        ``ParentNotFound`` when the folder of ``dst`` is missing."""
+        """Give ``src`` the full path ``dst`` (a protocol's MOVE): the move bit to change
+        folders, the rename bit to change names. What a move task does (to another
+        storage; a folder of S3) runs as one, and this returns once it has ended.
+        ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing."""
         full, target = await self._ends(caller, src, dst, password)
         if strict:
             await self.require_parent(target)
@@ -170,7 +175,13 @@ class GuardedWriter:
             self.require(caller, Perm.RENAME)
         self.tree.refuse_root(self.place(full), "move" if src_dir != dst_dir else "rename")
         await self._refuse_taken(caller, full, target, overwrite, password)
-        return await self.tree.rename_to(full, target, overwrite)
+        if await self.tree.is_itself(full, target) or await self.tree.moves_at_once(full, dst_dir):
+            return await self.tree.rename_to(full, target, overwrite)
+        task = await self._move_task(caller, full, target, password, overwrite)
+        ended = await self.tasks.wait_done(task.id)
+        if ended.state != TaskState.SUCCEEDED:
+            raise ServerError(ended.error or "the move did not finish")
+        return (await self.tree.lookup(target))[0]
 
     async def copy_to(
         self,
@@ -243,16 +254,21 @@ class GuardedWriter:
         names: builtins.list[str],
         overwrite: bool,
         password: str = "",
-    ) -> None:
+    ) -> builtins.list[Task]:
+        """Move within a storage at once; to another storage, and a folder of a storage
+        that moves folders key by key (S3), as one move task per name."""
         self.require(caller, Perm.MOVE)
         pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
-        for src, dst_folder in pairs:
-            place = self.tree.refuse_root(self.place(src), "move")
-            if not place.same_storage(self.place(dst_folder)):
-                raise ServerError.across_storages()
+        for src, _ in pairs:
+            self.tree.refuse_root(self.place(src), "move")
+        tasks: builtins.list[Task] = []
         # Every name is checked before the first moves: none lands in itself.
         for src, dst in await self._targets(pairs):
-            await self.tree.rename_to(src, dst, overwrite)
+            if await self.tree.moves_at_once(src, split_path(dst)[0]):
+                await self.tree.rename_to(src, dst, overwrite)
+                continue
+            tasks.append(await self._move_task(caller, src, dst, password, overwrite))
+        return tasks
 
     async def copy(
         self,
@@ -314,6 +330,29 @@ class GuardedWriter:
             payload["overwrite"] = True
         return await self.tasks.submit("copy", name, creator, payload)
 
+    async def submit_move(
+        self,
+        caller: Caller | None,
+        src: str,
+        dst: str,
+        password: str = "",
+        overwrite: bool = False,
+    ) -> Task:
+        """A move task of ``src`` to the full path ``dst``; it walks ``src`` as its
+        creator with ``password``, and replaces files only when asked to, as a copy
+        task does."""
+        creator = caller.user if caller is not None else None
+        dst_folder, name = split_path(dst)
+        title = move_task_name(self.place(src), self.place(dst_folder), name)
+        payload: dict[str, Any] = {"src": src, "dst_dir": dst_folder}
+        if name != split_path(src)[1]:
+            payload["name"] = name
+        if password:
+            payload["password"] = password
+        if overwrite:
+            payload["overwrite"] = True
+        return await self.tasks.submit("move", title, creator, payload)
+
     async def remove(
         self,
         caller: Caller,
@@ -369,14 +408,13 @@ class GuardedWriter:
 
     async def recursive_move(
         self, caller: Caller, src_dir: str, dst_dir: str, policy: str, password: str = ""
-    ) -> int:
-        """Move every file below ``src_dir`` flat into ``dst_dir``; the number moved."""
+    ) -> tuple[int, builtins.list[Task]]:
+        """Move every file below ``src_dir`` flat into ``dst_dir``: the number moved,
+        and, into another storage, the move task of each (none moved yet)."""
         self.require(caller, Perm.MOVE)
         src_folder = await self.folder(caller, src_dir, password)
         dst_folder = await self.folder(caller, dst_dir, password)
         src_place = self.place(src_folder)
-        if not src_place.same_storage(self.place(dst_folder)):
-            raise ServerError.across_storages()
         files = [
             entry.path
             async for entry, _ in self.walker.walk(caller, src_folder, password)
@@ -406,10 +444,14 @@ class GuardedWriter:
                     raise FileExists(name)
             taken.add(name)
             moves.append(path)
-        for path in moves:
-            dst = clean_path(f"{dst_folder}/{split_path(path)[1]}")
+        pairs = [(path, clean_path(f"{dst_folder}/{split_path(path)[1]}")) for path in moves]
+        if not src_place.same_storage(self.place(dst_folder)):
+            # A name free now is kept free for the task's file only where clashes replace.
+            replace = policy not in ("cancel", "skip")
+            return 0, [await self.submit_move(caller, *pair, password, replace) for pair in pairs]
+        for path, dst in pairs:
             await self.tree.rename_to(path, dst, replace=True)
-        return len(moves)
+        return len(moves), []
 
     async def put(
         self,
@@ -592,6 +634,15 @@ class GuardedWriter:
         if existing.is_dir or (source is not None and source.is_dir):
             await self.tree.refuse_holding(dst, src)
             await self.tree.remove(dst)
+
+    async def _move_task(
+        self, caller: Caller, src: str, dst: str, password: str, overwrite: bool
+    ) -> Task:
+        """A move task for a checked ``src``, after making way as a copy task's does."""
+        await self._source_exists(src)
+        if overwrite:
+            await self._clear_for_task(src, dst)
+        return await self.submit_move(caller, src, dst, password, overwrite)
 
     async def _source_exists(self, src: str) -> None:
         if await self.exists(self.place(src)) is None:
