@@ -22,7 +22,6 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   └── TaskNotFound                "task not found"
     ├── TooManyAttempts (429)
     └── ServerError (500)
-        ├── AcrossStorages              a move whose two ends lie on two storages
         ├── ObjectNotFound              "object not found"
         │   └── ParentNotFound          a strict write under a missing folder
         ├── NotAFolder / NotAFile
@@ -148,9 +147,9 @@ class ServerError(ManifoldError):
     def root_change(cls, action: str) -> Self:
         return cls(f"can't {action} a storage's root folder; edit the storage instead")
 
-    @staticmethod
-    def across_storages() -> AcrossStorages:
-        return AcrossStorages()
+    @classmethod
+    def across_storages(cls) -> Self:
+        return cls("can't move files between two storages, try to copy")
 
     @classmethod
     def not_init(cls, status: str) -> Self:
@@ -176,14 +175,6 @@ class AliasLoop(ServerError):
 
 class UnknownArchiveFormat(ServerError):
     default_message = "unknown archive format"
-
-
-class AcrossStorages(ServerError):
-    """A move (or rename) between two storages, which AList refuses: a protocol
-    server that can do it another way (WebDAV's MOVE as a copy, then a remove) tells
-    it by this class, never by the message."""
-
-    default_message = "can't move files between two storages, try to copy"
 
 
 class ObjectNotFound(ServerError):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from manifold.container import Services
-from manifold.errors import AcrossStorages, PermissionDenied, ServerError
+from manifold.errors import PermissionDenied
 from manifold.models import Perm, Role, Storage, User
 from manifold.services.auth.service import Caller, Protocol
 from tests.api.fs_helpers import make_tree
@@ -56,9 +56,3 @@ async def test_an_admin_needs_the_protocol_bits(
 async def test_the_admin_token_passes_without_them(services: Services, disk: Path) -> None:
     await services.ops.mkdir(admin(FRESH_ADMIN, "webdav", token="the-admin-token"), "/a/made")
     assert (disk / "made").is_dir()
-
-
-def test_a_move_across_storages_keeps_alists_message() -> None:
-    refused = ServerError.across_storages()
-    assert isinstance(refused, AcrossStorages)
-    assert refused.message == "can't move files between two storages, try to copy"

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from starlette.responses import Response
 
-from manifold.errors import AcrossStorages, ObjectExists, ObjectNotFound
+from manifold.errors import ObjectExists, ObjectNotFound
 from manifold.models import Obj
 from manifold.paths import is_sub_path
 from manifold.protocols.webdav import locking, render
@@ -121,7 +121,8 @@ async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
         await _forget(dav, dst_full)
     replace = existing is not None
     if move:
-        await _move(dav, ex, dst, replace)
+        # Into another storage this waits for the move task that does it.
+        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace, strict=True)
         await dav.props.move(src_full, dst_full)
         await locking.forget_below(dav, src_full)
     elif depth == "0" and source.is_dir:
@@ -131,15 +132,6 @@ async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
         await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace, strict=True)
         await dav.props.copy(src_full, dst_full)
     return Response(status_code=204 if replace else 201)
-
-
-async def _move(dav: Shared, ex: Exchange, dst: str, replace: bool) -> None:
-    try:
-        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace, strict=True)
-    except AcrossStorages:
-        # Between two storages a move is a whole copy, then the source goes.
-        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace, strict=True)
-        await dav.ops.remove(ex.caller, ex.path, strict=True)
 
 
 def _destination(dav: Shared, ex: Exchange) -> str:
