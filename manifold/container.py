@@ -163,7 +163,6 @@ class Services:
         self.created_admin_password = created if password is None else None
         await self.metas.start()
         await self.revocations.load()
-        await self.dav_props.start()
         await self.storages.start()
         await self.tasks.start()
         await self.transfers.start()
