@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,7 @@ from tests.protocols.perm_clients import (
     Login,
     Ports,
     Refused,
+    S3Client,
     connect,
 )
 from tests.protocols.sftp_helpers import keep_host_keys, reuse_host_keys
@@ -335,3 +337,66 @@ class Disk:
         full = posixpath.normpath(posixpath.join(self.base, path.lstrip("/")))
         assert full.startswith("/local/"), full
         return self.root / full.removeprefix("/local/")
+
+
+# --- S3: a folder password holds for every request -----------------------------------
+
+
+def _source(key: str) -> dict[str, str]:
+    return {"Bucket": S3_BUCKET, "Key": key}
+
+
+S3_REFUSED = [
+    ("list_objects_v2", {"Prefix": "locked/"}),
+    ("list_objects_v2", {"Prefix": "locked/", "Delimiter": "/"}),
+    ("list_objects", {"Prefix": "locked/"}),
+    ("get_object", {"Key": "locked/in.txt"}),
+    ("head_object", {"Key": "locked/in.txt"}),
+    ("put_object", {"Key": "locked/put", "Body": b"x"}),
+    ("put_object", {"Key": "locked/sub/", "Body": b""}),
+    ("copy_object", {"Key": "pub/copied", "CopySource": _source("locked/in.txt")}),
+    ("copy_object", {"Key": "locked/copied", "CopySource": _source("pub/a.txt")}),
+    ("delete_object", {"Key": "locked/in.txt"}),
+    ("create_multipart_upload", {"Key": "locked/multi"}),
+]
+
+
+@pytest.mark.parametrize(("method", "kwargs"), S3_REFUSED, ids=[m for m, _ in S3_REFUSED])
+async def test_s3_refuses_every_request_behind_a_folder_password(
+    site: Site, method: str, kwargs: dict[str, Any]
+) -> None:
+    client = S3Client(site.ports)
+    before = site.snapshot()
+    with pytest.raises(Refused) as refused:
+        await client.call(method, **kwargs)
+    assert refused.value.kind == "denied"
+    assert site.snapshot() == before
+    await client.close()
+
+
+async def test_s3_walks_past_password_folders_and_hidden_entries(site: Site) -> None:
+    client = S3Client(site.ports)
+    found = await client.call("list_objects_v2", Prefix="")
+    keys = {o["Key"] for o in found["Contents"]}
+    assert "pub/a.txt" in keys and "home/b.txt" in keys
+    assert not any(k.startswith(("locked/", "pub/.secret")) for k in keys), keys
+    await client.close()
+
+
+async def test_s3_multipart_is_checked_at_each_part(site: Site) -> None:
+    """An upload begun before its folder got a password sends no more parts; aborting
+    it (which only drops the parts held) still works, on the same client: the refused
+    part's connection is closed, not left holding a body it never read."""
+    client = S3Client(site.ports)
+    key = "work/s3/late.bin"
+    upload = (await client.call("create_multipart_upload", Key=key))["UploadId"]
+    meta = await site.services.metas.create(Meta(0, "/local/work/s3", "later", p_sub=True))
+    try:
+        with pytest.raises(Refused) as refused:
+            await client.call("upload_part", Key=key, UploadId=upload, PartNumber=1, Body=b"x")
+        assert refused.value.kind == "denied"
+        await client.call("abort_multipart_upload", Key=key, UploadId=upload)
+    finally:
+        await site.services.metas.delete(meta.id)
+        await client.close()
+    assert not (site.disk / "work/s3/late.bin").exists()

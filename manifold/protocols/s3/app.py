@@ -215,8 +215,17 @@ def _error(exc: S3Error, request: Request, request_id: str) -> Response:
     resource = exc.resource or _path(request)
     exc.resource = resource
     body = b"" if request.method == "HEAD" else exc.body(request_id)
-    headers = {"Content-Range": "bytes */*"} if exc.code == "InvalidRange" else None
+    headers = {"Content-Range": "bytes */*"} if exc.code == "InvalidRange" else {}
+    if _announces_body(request):
+        # The body may be unread (a client that sent ``Expect: 100-continue`` never sent
+        # it): the connection cannot carry another request, so it ends with this answer.
+        headers["Connection"] = "close"
     return Response(body, status_code=exc.status, headers=headers, media_type=XML)
+
+
+def _announces_body(request: Request) -> bool:
+    length = request.headers.get("content-length", "0")
+    return "transfer-encoding" in request.headers or length not in ("", "0")
 
 
 def _path(request: Request) -> str:
