@@ -171,20 +171,20 @@ class DavClient:
     async def open(cls, ports: Ports, who: Login) -> DavClient:
         client = cls(ports, who)
         try:
-            await client._send("PROPFIND", "/", headers={"Depth": "0"})
+            await client.send("PROPFIND", "/", headers={"Depth": "0"})
         except Refused:
             await client.close()
             raise
         return client
 
-    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         if "/../" in path:  # httpx would take the dots out of the URL before sending
-            return await self._raw(method, path)
+            return await self.raw(method, path)
         answer = await self.http.request(method, "/dav" + quote(path, safe="/%"), **kw)
         _dav_status(answer.status_code, answer.text)
         return answer
 
-    async def _raw(self, method: str, path: str) -> httpx.Response:
+    async def raw(self, method: str, path: str) -> httpx.Response:
         head = f"{method} /dav{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in self.auth.items())
         answer = await exchange(self.url, (head + "Content-Length: 0\r\n\r\n").encode())
@@ -193,7 +193,7 @@ class DavClient:
         return httpx.Response(status)
 
     async def names(self, folder: str) -> list[str]:
-        answer = await self._send("PROPFIND", folder, headers={"Depth": "1"})
+        answer = await self.send("PROPFIND", folder, headers={"Depth": "1"})
         hrefs = [h.text or "" for h in ET.fromstring(answer.content).iter(D + "href")]
         own = "/dav" + quote(folder.rstrip("/"))
         return [
@@ -203,22 +203,22 @@ class DavClient:
         ]
 
     async def read(self, path: str) -> bytes:
-        return (await self._send("GET", path)).content
+        return (await self.send("GET", path)).content
 
     async def stat(self, path: str) -> None:
-        await self._send("PROPFIND", path, headers={"Depth": "0"})
+        await self.send("PROPFIND", path, headers={"Depth": "0"})
 
     async def write(self, path: str, data: bytes) -> None:
-        await self._send("PUT", path, content=data)
+        await self.send("PUT", path, content=data)
 
     async def mkdir(self, path: str) -> None:
-        await self._send("MKCOL", path)
+        await self.send("MKCOL", path)
 
     async def rename(self, src: str, dst: str) -> None:
-        await self._send("MOVE", src, headers={"Destination": f"{self.url}/dav{quote(dst)}"})
+        await self.send("MOVE", src, headers={"Destination": f"{self.url}/dav{quote(dst)}"})
 
     async def remove(self, path: str) -> None:
-        await self._send("DELETE", path)
+        await self.send("DELETE", path)
 
     async def close(self) -> None:
         await self.http.aclose()
