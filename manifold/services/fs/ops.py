@@ -192,6 +192,12 @@ class GuardedOps:
             caller, path, password, stream, size, modified, overwrite, strict=strict
         )
 
+    async def check_put(self, caller: Caller, path: str, password: str = "") -> None:
+        """Refuse now what ``put`` (overwriting) would refuse at ``path``: a write that
+        arrives in parts (S3 multipart) is checked as it starts, not only at the end."""
+        self._protocol_allows(caller, write=True)
+        await self._writer.upload_target(caller, path, password, overwrite=True)
+
     async def open_writer(
         self,
         caller: Caller,
