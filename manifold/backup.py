@@ -120,7 +120,7 @@ async def _dump(conn: AsyncConnection, table: Table, handle: IO[bytes]) -> int:
     order = list(table.primary_key.columns)
     result = await conn.stream(select(table).order_by(*order))
     async for row in result:
-        values = {key: _plain(value) for key, value in row._mapping.items()}
+        values = {str(key): _plain(value) for key, value in row._mapping.items()}
         handle.write(_line({"table": table.name, "row": values}))
         count += 1
     return count

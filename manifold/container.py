@@ -15,6 +15,7 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
+from manifold.db.stats import task_counts
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
 from manifold.metrics import Metrics
@@ -196,6 +197,10 @@ class Services:
         password = os.environ.get(ADMIN_PASSWORD_ENV) or None
         created = await self.users.ensure_defaults(password)
         return created if password is None else None
+
+    async def task_counts(self) -> list[tuple[str, int, int]]:
+        """(kind, state, how many) of the tasks in the database, for ``/metrics``."""
+        return await task_counts(self.engine)
 
     async def stop(self) -> None:
         if self.metrics_sync is not None:

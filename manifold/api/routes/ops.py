@@ -16,7 +16,6 @@ from starlette.responses import Response
 
 from manifold.api.deps import client_address, get_services
 from manifold.config import looks_like_addresses
-from manifold.db.stats import task_counts
 from manifold.metrics import CONTENT_TYPE
 
 
@@ -26,7 +25,7 @@ async def metrics(request: Request) -> Response:
     if services.metrics is None or not config.metrics:
         raise HTTPException(404)
     _check_allowed(request, config.metrics, config.trusted_proxies)
-    body = services.metrics.render(await task_counts(services.engine))
+    body = services.metrics.render(await services.task_counts())
     return Response(body, media_type=CONTENT_TYPE)
 
 
