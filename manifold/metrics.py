@@ -113,6 +113,7 @@ class Metrics:
             registry=self.registry,
         )
         self._routes: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+        self._calls: dict[tuple[str, str], Any] = {}
         self._cache_source: Callable[[], tuple[int, int]] | None = None
         self._cache_seen = (0, 0)
         self._task_counts: Callable[[], Iterable[tuple[str, int, int]]] | None = None
@@ -134,7 +135,11 @@ class Metrics:
 
     def storage_call(self, storage: str, call: str, seconds: float, error: str | None) -> None:
         """A driver call ended (``vfs.layers.CallRecorder``)."""
-        self.storage_calls.labels(storage, call).observe(seconds)
+        key = (storage, call)
+        child = self._calls.get(key)
+        if child is None:
+            child = self._calls[key] = self.storage_calls.labels(storage, call)
+        child.observe(seconds)
         if error is not None:
             self.storage_errors.labels(storage, call, error).inc()
 
