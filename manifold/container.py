@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -13,8 +15,10 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
+from manifold.db.stats import task_counts
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
+from manifold.metrics import Metrics
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
@@ -80,6 +84,11 @@ class Services:
     search: SearchService
     scan: ScanService
     created_admin_password: str | None = None
+    # ``/metrics``' counters, when the config turns them on.
+    metrics: Metrics | None = None
+    metrics_sync: asyncio.Task[None] | None = None
+    # False in a worker of ``--workers N``: the parent migrated before starting it.
+    migrate_on_start: bool = True
 
     @classmethod
     def build(cls, config: Config) -> Services:
@@ -92,7 +101,12 @@ class Services:
         limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
         setup_limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
         registry = builtin_registry()
-        storages = StorageService(repos.StorageRepo(engine), registry, MemoryListCache())
+        list_cache = MemoryListCache()
+        storages = StorageService(repos.StorageRepo(engine), registry, list_cache)
+        metrics = Metrics() if config.metrics else None
+        if metrics is not None:
+            storages.call_recorder = metrics.storage_call
+            metrics.watch_list_cache(lambda: (list_cache.hits, list_cache.misses))
         metas = MetaService(repos.MetaRepo(engine))
         events = TreeEvents()
         http = http_client()
@@ -145,6 +159,7 @@ class Services:
             dav_props=DeadProps(DavPropRepo(engine)),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
+            metrics=metrics,
         )
 
     async def start(self, admin_password: str | None = None) -> None:
@@ -154,7 +169,8 @@ class Services:
         ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``, to be
         shown once).
         """
-        await migrate(self.engine)
+        if self.migrate_on_start:
+            await migrate(self.engine)
         await self.settings.start()
         password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
         created = await self.users.ensure_defaults(password)
@@ -169,8 +185,27 @@ class Services:
         await self.archives.start()
         await self.offline.start(self.tasks)
         await self.search.start()
+        if self.metrics is not None:
+            self.metrics_sync = asyncio.create_task(_sync_metrics(self.metrics))
+
+    async def prepare(self) -> str | None:
+        """What must happen once before several workers start: migrations, default
+        settings and users. Returns the generated admin password, if one was made."""
+        await migrate(self.engine)
+        await self.settings.start()
+        password = os.environ.get(ADMIN_PASSWORD_ENV) or None
+        created = await self.users.ensure_defaults(password)
+        return created if password is None else None
+
+    async def task_counts(self) -> list[tuple[str, int, int]]:
+        """(kind, state, how many) of the tasks in the database, for ``/metrics``."""
+        return await task_counts(self.engine)
 
     async def stop(self) -> None:
+        if self.metrics_sync is not None:
+            self.metrics_sync.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.metrics_sync
         await self.scan.close()
         await self.search.stop()
         await self.offline.stop()
@@ -178,3 +213,10 @@ class Services:
         await self.storages.stop()
         await self.http.aclose()
         await self.engine.dispose()
+
+
+async def _sync_metrics(metrics: Metrics, every: float = 5.0) -> None:
+    """Copy plain counts into the metrics now and then, so each worker reports its own."""
+    while True:
+        await asyncio.sleep(every)
+        metrics.sync()

@@ -96,6 +96,9 @@ class MemoryListCache:
         self._scope_objects: dict[str, int] = {}
         self._objects = 0
         self._next_sweep = 0.0
+        # Lookups that found a live listing, and those that did not (``/metrics``).
+        self.hits = 0
+        self.misses = 0
 
     def scope_objects(self, scope: str) -> int:
         """Objects held in ``scope``'s listings."""
@@ -114,10 +117,13 @@ class MemoryListCache:
         key = (scope, path)
         entry = self._entries.get(key)
         if entry is None:
+            self.misses += 1
             return None
         if entry[0] < time.monotonic():
             self._remove(key)
+            self.misses += 1
             return None
+        self.hits += 1
         self._entries.move_to_end(key)
         self._scopes[scope].move_to_end(path)
         return entry[1]

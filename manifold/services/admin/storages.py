@@ -26,7 +26,7 @@ from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
 from manifold.vfs.health import Health, HealthLayer
-from manifold.vfs.layers import wrap
+from manifold.vfs.layers import CallRecorder, wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
 
@@ -78,6 +78,8 @@ class StorageService:
         self._revivals: set[asyncio.Task[None]] = set()
         # What every driver shares (HTTP pools); closed when the storages stop.
         self.resources = Resources()
+        # Told of every driver call (``/metrics``); set before the storages start.
+        self.call_recorder: CallRecorder | None = None
 
     @property
     def registry(self) -> DriverRegistry:
@@ -243,7 +245,7 @@ class StorageService:
             built.tree = self.tree
             built.resources = self.resources
             built.options_saver = self._saver(storage.id)
-            driver = wrap(built, config)
+            driver = wrap(built, config, self.call_recorder)
             if config.call_timeout > 0 or config.check_status:
                 health = Health(config.check_status, self._status_setter(storage.id))
                 driver = HealthLayer(driver, health)

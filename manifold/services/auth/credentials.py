@@ -31,7 +31,7 @@ from manifold.errors import Forbidden, TooManyAttempts, Unauthorized
 from manifold.models import Perm, User
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.limiter import LoginLimiter
-from manifold.services.auth.passwords import static_hash, verify_static_async
+from manifold.services.auth.passwords import needs_upgrade, static_hash, verify_static_async
 from manifold.services.auth.service import DISABLED, Caller, Protocol
 from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.users import UserService
@@ -90,6 +90,8 @@ class Credentials:
             if not await verify_static_async(user.pwd_hash, static_hash(password)):
                 raise Unauthorized(BAD_CREDENTIALS)
             await self._limiter.record_success(client, name)
+            if needs_upgrade(user.pwd_hash):
+                await self._users.upgrade_hash(user, static_hash(password))
             self._remember(key)
         return self._admit(user, client, protocol)
 

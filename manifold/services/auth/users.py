@@ -147,6 +147,11 @@ class UserService:
         await self._set_password(new, password)
         await self._save(user, new)
 
+    async def upgrade_hash(self, user: User, static: str) -> None:
+        """Store an argon2id hash of ``static``, the password just verified against an
+        imported AList hash; the password is the same, so tokens stay valid."""
+        await self._save(user, replace(user, pwd_hash=await hash_static_async(static)))
+
     async def set_otp_secret(self, user: User, secret: str) -> None:
         await self._save(user, replace(user, otp_secret=secret))
 
