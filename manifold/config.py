@@ -81,6 +81,9 @@ class Config:
     s3_port: int = 0
     # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
     sftp_port: int = 0
+    # Redis (``redis://host:6379/0``) for what several processes share: login failure
+    # counters, the change bus and run-once locks. "" keeps them in this process.
+    redis_url: str = ""
 
     @property
     def effective_database_url(self) -> str:
@@ -112,6 +115,7 @@ _FILE_KEYS = (
     "ftp_port",
     "s3_port",
     "sftp_port",
+    "redis_url",
 )
 _INT_KEYS = {
     "port",
@@ -235,6 +239,8 @@ def describe(config: Config) -> dict[str, Any]:
     shown["data_dir"] = str(config.data_dir)
     if "@" in config.database_url:
         shown["database_url"] = _mask_url_password(config.database_url)
+    if "@" in config.redis_url:
+        shown["redis_url"] = _mask_url_password(config.redis_url)
     return shown
 
 
