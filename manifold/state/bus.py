@@ -33,6 +33,8 @@ RESYNC = "resync"
 
 
 class Bus(Protocol):
+    handlers: Handlers
+
     async def publish(self, topic: str, data: dict[str, Any]) -> None:
         """Tell every other process; returns once the message is sent."""
 
@@ -57,11 +59,18 @@ class Handlers:
 
     def __init__(self) -> None:
         self._by_topic: dict[str, list[Handler]] = {}
+        # Set once this process has loaded what the messages change (see ``open``).
+        self._open = asyncio.Event()
+
+    def open(self) -> None:
+        """Begin applying messages; those that came before wait until now."""
+        self._open.set()
 
     def subscribe(self, topic: str, handler: Handler) -> None:
         self._by_topic.setdefault(topic, []).append(handler)
 
     async def deliver(self, topic: str, data: dict[str, Any]) -> None:
+        await self._open.wait()
         for handler in self._by_topic.get(topic, ()):
             try:
                 await handler(data)

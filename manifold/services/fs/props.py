@@ -4,8 +4,8 @@ Kept in the database and mirrored in memory (the table is small: a few propertie
 on the files a client marked), so a listing finds each entry's properties by one
 dict lookup. They follow their object: moved, copied and removed with it, below
 folders too. ``generation`` changes with every change, for whoever caches
-renderings. Another instance on the same database does not see this one's
-changes until it restarts; WebDAV clients store little of value here.
+renderings. Other processes on the same database reload them when the change bus
+tells them of a change made here.
 """
 
 from __future__ import annotations
@@ -17,20 +17,26 @@ from manifold.errors import PermissionDenied
 from manifold.models import Perm
 from manifold.paths import is_sub_path
 from manifold.services.auth.service import Caller
+from manifold.state.bus import Bus, MemoryBus
 
 _NONE: Mapping[str, str] = {}
 
 
 class DeadProps:
-    def __init__(self, repo: DavPropRepo) -> None:
+    def __init__(self, repo: DavPropRepo, bus: Bus | None = None) -> None:
         self._repo = repo
+        # Other processes reload on every change made here.
+        self._bus: Bus = bus or MemoryBus()
         self._by_path: dict[str, dict[str, str]] = {}
         self.generation = 0
 
     async def start(self) -> None:
-        self._by_path.clear()
+        """Load every property (again: another process changed some)."""
+        loaded: dict[str, dict[str, str]] = {}
         for path, name, value in await self._repo.all():
-            self._by_path.setdefault(path, {})[name] = value
+            loaded.setdefault(path, {})[name] = value
+        self._by_path = loaded
+        self.generation += 1
 
     def of(self, path: str) -> Mapping[str, str]:
         return self._by_path.get(path, _NONE)
@@ -57,6 +63,7 @@ class DeadProps:
         added = [(path, n, current[n]) for n in names if n in current]
         await self._repo.replace([(path, n) for n in names], added)
         self._store(path, current)
+        self._bus.post("dav-props", {})
 
     async def move(self, src: str, dst: str) -> None:
         moved = self._below(src)
@@ -69,6 +76,7 @@ class DeadProps:
         for path, _ in moved:
             self._by_path.pop(path, None)
         self._load(rows)
+        self._bus.post("dav-props", {})
 
     async def copy(self, src: str, dst: str, deep: bool = True) -> None:
         """Give ``dst`` (and with ``deep`` what is below it) the properties of ``src``."""
@@ -78,6 +86,7 @@ class DeadProps:
         if rows:
             await self._repo.replace([], rows)
             self._load(rows)
+            self._bus.post("dav-props", {})
 
     async def remove(self, path: str) -> None:
         """Forget the properties of ``path`` and of everything below it."""
@@ -88,6 +97,7 @@ class DeadProps:
         for p, _ in gone:
             self._by_path.pop(p, None)
         self.generation += 1
+        self._bus.post("dav-props", {})
 
     def _below(self, path: str) -> list[tuple[str, dict[str, str]]]:
         return [(p, dict(props)) for p, props in self._by_path.items() if is_sub_path(path, p)]
