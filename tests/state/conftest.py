@@ -4,35 +4,17 @@ PostgreSQL) and a private Redis started once per session."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from manifold.db.engine import migrate, open_engine
 from tests.db.conftest import postgresql_server  # noqa: F401 - a fixture
-from tests.fixtures.redisserver import RedisServer, have_redis, start_redis
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if not have_redis():
-        pytest.fail("redis-server is not installed: run the test command from README.md")
-    server = start_redis(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-async def redis_client(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_server.url)
-    yield client
-    await client.aclose()
 
 
 async def fresh_database(server_url: str) -> str:
