@@ -2,7 +2,8 @@
 
 Listings are cached per path for the storage's ``cache_expiration`` minutes, and
 identical concurrent calls share one driver call. ``ListCache`` is the interface;
-this process keeps entries in memory, several instances would share one. The memory
+each process keeps entries in memory; what one process changes, the others drop (the
+``on_changed`` hook tells them, through the change bus). The memory
 cache holds at most ``LIST_CACHE_OBJECTS`` objects in all, dropping the listings used
 least recently first, and keeps each storage's keys apart, so that dropping a folder
 and what is below it looks only at that storage's listings.
