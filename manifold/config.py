@@ -90,6 +90,9 @@ class Config:
     # ``/metrics``: "" off, else a bearer token or a list of client addresses ("127.0.0.1,::1").
     metrics: str = ""
     log_format: str = "text"
+    # Redis (``redis://host:6379/0``) for what several processes share: login failure
+    # counters, the change bus and run-once locks. "" keeps them in this process.
+    redis_url: str = ""
 
     @property
     def effective_database_url(self) -> str:
@@ -126,6 +129,7 @@ _FILE_KEYS = (
     "shutdown_seconds",
     "metrics",
     "log_format",
+    "redis_url",
 )
 _INT_KEYS = {
     "port",
@@ -255,6 +259,8 @@ def describe(config: Config) -> dict[str, Any]:
     shown["data_dir"] = str(config.data_dir)
     if "@" in config.database_url:
         shown["database_url"] = _mask_url_password(config.database_url)
+    if "@" in config.redis_url:
+        shown["redis_url"] = _mask_url_password(config.redis_url)
     return shown
 
 

@@ -25,7 +25,7 @@ from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.credentials import Credentials
-from manifold.services.auth.limiter import GuessLimiter, MemoryLoginLimiter
+from manifold.services.auth.limiter import GuessLimiter, LoginLimiter, MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
@@ -46,6 +46,8 @@ from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline.service import OfflineService
 from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
+from manifold.sharing import listen
+from manifold.state import State, open_state
 from manifold.vfs.storage_ops import MemoryListCache
 
 ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name
@@ -83,6 +85,9 @@ class Services:
     tasks: TaskService
     search: SearchService
     scan: ScanService
+    # What this process shares with the others (``manifold.state``): the change bus,
+    # run-once locks and login counters; in memory when it runs alone.
+    state: State
     created_admin_password: str | None = None
     # ``/metrics``' counters, when the config turns them on.
     metrics: Metrics | None = None
@@ -91,23 +96,27 @@ class Services:
     migrate_on_start: bool = True
 
     @classmethod
-    def build(cls, config: Config) -> Services:
+    def build(cls, config: Config, shared: bool = False) -> Services:
+        """Every service of ``config``; ``shared``: other processes use the same
+        database (state on the database at least, see ``manifold.state``)."""
         engine = open_engine(config.effective_database_url)
-        settings = SettingsService(repos.SettingRepo(engine))
+        state = open_state(config, engine, shared)
+        bus = state.bus
+        settings = SettingsService(repos.SettingRepo(engine), bus)
         changes = UserChanges(config.data_dir)
-        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes)
-        revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
+        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes, bus)
+        revocations = DatabaseRevocationStore(repos.RevocationRepo(engine), bus)
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
-        limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
-        setup_limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+        limiter = _login_limiter(config, state, "login")
+        setup_limiter = _login_limiter(config, state, "setup")
         registry = builtin_registry()
         list_cache = MemoryListCache()
-        storages = StorageService(repos.StorageRepo(engine), registry, list_cache)
+        storages = StorageService(repos.StorageRepo(engine), registry, list_cache, bus, state.locks)
         metrics = Metrics() if config.metrics else None
         if metrics is not None:
             storages.call_recorder = metrics.storage_call
             metrics.watch_list_cache(lambda: (list_cache.hits, list_cache.misses))
-        metas = MetaService(repos.MetaRepo(engine))
+        metas = MetaService(repos.MetaRepo(engine), bus)
         events = TreeEvents()
         http = http_client()
         tree = FileTree(storages, events, http)
@@ -116,7 +125,7 @@ class Services:
         storages.tree = tree
         guesses = GuessLimiter(config.max_login_failures, config.login_lockout_seconds)
         fs = GuardedReader(tree, metas, guesses)
-        search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
+        search = SearchService(SearchRepo(engine), settings, storages, fs, metas, state.locks, bus)
         events.subscribe(search)
         storages.on_listed = search.listed
         tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
@@ -131,8 +140,9 @@ class Services:
         sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
-        return cls(
+        built = cls(
             config=config,
+            state=state,
             engine=engine,
             registry=registry,
             settings=settings,
@@ -161,6 +171,8 @@ class Services:
             uploads=Uploads(writer, transfers, tasks),
             metrics=metrics,
         )
+        listen(bus, built)
+        return built
 
     async def start(self, admin_password: str | None = None) -> None:
         """Migrate, load caches, create the default users.
@@ -171,6 +183,9 @@ class Services:
         """
         if self.migrate_on_start:
             await migrate(self.engine)
+        # Before the caches load: a change another process makes meanwhile is applied
+        # after them.
+        await self.state.start()
         await self.settings.start()
         password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
         created = await self.users.ensure_defaults(password)
@@ -185,6 +200,7 @@ class Services:
         await self.archives.start()
         await self.offline.start(self.tasks)
         await self.search.start()
+        self.state.bus.handlers.open()
         if self.metrics is not None:
             self.metrics_sync = asyncio.create_task(_sync_metrics(self.metrics))
 
@@ -211,6 +227,7 @@ class Services:
         await self.offline.stop()
         await self.tasks.stop()
         await self.storages.stop()
+        await self.state.stop()
         await self.http.aclose()
         await self.engine.dispose()
 
@@ -220,3 +237,10 @@ async def _sync_metrics(metrics: Metrics, every: float = 5.0) -> None:
     while True:
         await asyncio.sleep(every)
         metrics.sync()
+
+
+def _login_limiter(config: Config, state: State, scope: str) -> LoginLimiter:
+    shared = state.login_limiter(scope, config.max_login_failures, config.login_lockout_seconds)
+    if shared is not None:
+        return shared
+    return MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)

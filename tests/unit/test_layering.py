@@ -73,9 +73,10 @@ ALLOWED = {
     "drivers": set(),
     "db": set(),
     "vfs": {"drivers"},
-    "services": {"db", "vfs", "drivers"},
+    "services": {"db", "vfs", "drivers", "state"},
+    "state": {"db"},
     "api": {"services", "vfs", "container", "web"},
-    "protocols": {"services", "vfs"},
+    "protocols": {"services", "vfs", "state"},
 }
 
 

@@ -137,6 +137,12 @@ class Credentials:
             raise Forbidden(NOT_ALLOWED.format(protocol=protocol.upper()))
         return Caller(user, client, protocol=protocol)
 
+    def forget(self) -> None:
+        """Forget every verified password: a user changed in another process (a new
+        password there is seen here once the user is read again; this makes it
+        certain at once, disabled and deleted users included)."""
+        self._verified.clear()
+
     def _cache_key(self, user: User, password: str) -> bytes:
         message = b"\0".join(
             (
