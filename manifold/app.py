@@ -22,6 +22,7 @@ from manifold.api import envelope
 from manifold.api.asgi import CatchAll, FastBody, ManifoldApp, RouteTable
 from manifold.api.deps import client_address, get_admin
 from manifold.api.guards import RequestGuard
+from manifold.api.observe import Observer
 from manifold.api.openapi import no_body
 from manifold.api.routes import (
     archive,
@@ -33,6 +34,7 @@ from manifold.api.routes import (
     metas,
     offline,
     openlist,
+    ops,
     s3,
     search,
     settings,
@@ -79,6 +81,7 @@ ANY = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 
 ROUTES: tuple[Route, ...] = (
     Route(ANY, "/ping", settings.ping),
+    Route(GET, "/metrics", ops.metrics),
     Route(GET_HEAD, "/favicon.ico", site.favicon),
     Route(GET_HEAD, "/robots.txt", site.robots),
     Route(GET_HEAD, "/manifest.json", site.manifest),
@@ -242,7 +245,9 @@ ROUTES: tuple[Route, ...] = (
 STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form"})
 
 
-def create_app(config: Config, services: Services | None = None) -> FastAPI:
+def create_app(config: Config, services: Services | None = None, listeners: bool = True) -> FastAPI:
+    """The application; ``listeners`` False leaves the FTP, SFTP and S3 ports to another
+    process (a worker other than the first of ``--workers N``)."""
     services = services or Services.build(config)
 
     @asynccontextmanager
@@ -251,11 +256,11 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
         if services.created_admin_password:
             _announce_admin_password(services.created_admin_password)
         ftp = None
-        if config.ftp_port:
+        if config.ftp_port and listeners:
             ftp = await start_ftp(services.ops, services.credentials, services.settings, config)
-        beside = await start_s3(services) if config.s3_port else None
+        beside = await start_s3(services) if config.s3_port and listeners else None
         sftp = None
-        if config.sftp_port:
+        if config.sftp_port and listeners:
             sftp = await start_sftp(services.ops, services.credentials, services.settings, config)
         try:
             yield
@@ -311,6 +316,14 @@ def create_app(config: Config, services: Services | None = None) -> FastAPI:
     if base != "/":
         app.add_middleware(BasePath, base=base)
     app.router.middleware_stack = RouteTable(app.router)
+    if services.metrics is not None or config.log_format == "json":
+        app.observer = Observer(
+            app.answer,
+            services.metrics,
+            access=config.log_format == "json",
+            fixed=frozenset(app.fast_bodies),
+            dav_prefix=(base.rstrip("/") + "/dav") if config.webdav else None,
+        )
     return app
 
 

@@ -54,7 +54,33 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument(
         "--no-ui", action="store_true", help="serve the API only, without the web interface"
     )
+    server.add_argument(
+        "--workers", type=int, help="processes sharing the port (default from config, 1)"
+    )
     server.set_defaults(handler=_server)
+
+    backup = commands.add_parser("backup", help="write the database and config to a file")
+    _data_option(backup)
+    backup.add_argument("--out", type=Path, help="backup file (default manifold-backup-*.jsonl)")
+    backup.set_defaults(handler=_backup)
+
+    restore = commands.add_parser("restore", help="load a backup into an empty database")
+    restore.add_argument("file", type=Path)
+    _data_option(restore)
+    restore.add_argument(
+        "--force", action="store_true", help="replace what a non-empty database holds"
+    )
+    restore.set_defaults(handler=_restore)
+
+    alist = commands.add_parser(
+        "import-alist", help="import storages, users, metas and settings from AList v3"
+    )
+    alist.add_argument("file", type=Path, help="AList backup JSON, or AList's data.db")
+    _data_option(alist)
+    alist.add_argument(
+        "--table-prefix", default="x_", help="table prefix of AList's database (default x_)"
+    )
+    alist.set_defaults(handler=_import_alist)
 
     admin = commands.add_parser("admin", help="show or change the admin account")
     _data_option(admin)
@@ -100,18 +126,80 @@ def _server(args: argparse.Namespace) -> int:
         config.port = args.port
     if args.no_ui:
         config.ui = False
+    if args.workers is not None:
+        config.workers = args.workers
+    refusal = cluster_refusal(config)
+    if refusal:
+        sys.stderr.write(f"manifold: {refusal}\n")
+        return EXIT_USAGE
+    if config.workers < 1:
+        raise ConfigError(f"workers must be 1 or more, got {config.workers}")
     _check_port(config.address, config.port)
-    logs.setup(config.log_level)
+    logs.setup(config.log_level, config.log_format)
     sys.stdout.write(f"config file: {config.config_path}\n")
     sys.stdout.write(f"database: {_shown_database(config)}\n")
     sys.stdout.write(f"listening on http://{config.address}:{config.port}\n")
     sys.stdout.flush()
+    if config.workers > 1:
+        from manifold import workers
+
+        sys.stdout.write(f"workers: {config.workers}\n")
+        sys.stdout.flush()
+        return workers.run(config, config.workers)
     server = uvicorn.Server(uvicorn_config(create_app(config), config))
     tune_collector()
     # uvicorn shuts down cleanly on Ctrl-C, then raises it again; that is a normal stop.
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
     return 0 if server.started else EXIT_FAILURE
+
+
+def cluster_refusal(config: Config) -> str:
+    """Why this config cannot run as one of several instances ("" if it can)."""
+    if not config.cluster:
+        return ""
+    redis_url = str(getattr(config, "redis_url", "") or "")  # part of the shared-state work
+    if not config.database_url or config.effective_database_url.startswith("sqlite"):
+        return "cluster: true needs a server database (database_url: PostgreSQL or MySQL)"
+    if not redis_url:
+        return "cluster: true needs redis_url (the instances share state through Redis)"
+    return ""
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from manifold.backup import backup, default_name
+
+    config = _config(args)
+    out: Path = args.out or Path(default_name())
+    summary = asyncio.run(backup(config, out))
+    sys.stdout.write(f"backup written to {out}: {summary.line()}\n")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from manifold.backup import restore
+
+    data = getattr(args, "data", Path("data"))
+    if not args.file.is_file():
+        raise ConfigError(f"no backup file at {args.file}")
+    summary = asyncio.run(restore(data, args.file, args.force))
+    sys.stdout.write(f"restored from {args.file}: {summary.line()}\n")
+    UserChanges(load_config(data).data_dir).mark()
+    return 0
+
+
+def _import_alist(args: argparse.Namespace) -> int:
+    from manifold.alist_import import import_alist, read_source
+
+    source = read_source(args.file, args.table_prefix)
+
+    async def work(services: Services) -> int:
+        report = await import_alist(services, source)
+        for line in report.lines():
+            sys.stdout.write(line + "\n")
+        return 0
+
+    return _with_services(args, work, changes_users=True)
 
 
 def _shown_database(config: Config) -> str:

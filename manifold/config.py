@@ -81,6 +81,18 @@ class Config:
     s3_port: int = 0
     # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
     sftp_port: int = 0
+    # Processes on this machine sharing the port; ``cluster``: other instances share the
+    # database (needs a server database and ``redis_url``).
+    workers: int = 1
+    cluster: bool = False
+    # How long a stop waits for requests under way (downloads, uploads) to end.
+    shutdown_seconds: int = 30
+    # ``/metrics``: "" off, else a bearer token or a list of client addresses ("127.0.0.1,::1").
+    metrics: str = ""
+    log_format: str = "text"
+    # Redis (``redis://host:6379/0``) for what several processes share: login failure
+    # counters, the change bus and run-once locks. "" keeps them in this process.
+    redis_url: str = ""
 
     @property
     def effective_database_url(self) -> str:
@@ -112,6 +124,12 @@ _FILE_KEYS = (
     "ftp_port",
     "s3_port",
     "sftp_port",
+    "workers",
+    "cluster",
+    "shutdown_seconds",
+    "metrics",
+    "log_format",
+    "redis_url",
 )
 _INT_KEYS = {
     "port",
@@ -122,9 +140,11 @@ _INT_KEYS = {
     "ftp_port",
     "s3_port",
     "sftp_port",
+    "workers",
+    "shutdown_seconds",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
-_BOOL_KEYS = {"ui", "webdav"}
+_BOOL_KEYS = {"ui", "webdav", "cluster"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -211,6 +231,8 @@ def _coerce(key: str, raw: Any, source: str) -> Any:
         raise ConfigError(f"{source}: {key} must be a list of strings")
     if not isinstance(raw, str):
         raise ConfigError(f"{source}: {key} must be a string")
+    if key == "log_format" and raw not in ("text", "json"):
+        raise ConfigError(f"{source}: log_format must be text or json, got {raw!r}")
     return raw
 
 
@@ -232,9 +254,13 @@ def describe(config: Config) -> dict[str, Any]:
     """The configuration as it may be shown to a person: secrets masked."""
     shown = dataclasses.asdict(config)
     shown["jwt_secret"] = "**********"  # noqa: S105 - the mask, not a secret
+    if config.metrics and not looks_like_addresses(config.metrics):
+        shown["metrics"] = "**********"  # a bearer token
     shown["data_dir"] = str(config.data_dir)
     if "@" in config.database_url:
         shown["database_url"] = _mask_url_password(config.database_url)
+    if "@" in config.redis_url:
+        shown["redis_url"] = _mask_url_password(config.redis_url)
     return shown
 
 
@@ -243,3 +269,16 @@ def _mask_url_password(url: str) -> str:
     creds, _, host = rest.rpartition("@")
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}"
+
+
+def looks_like_addresses(value: str) -> bool:
+    """Whether ``metrics`` lists client addresses (else it is a bearer token)."""
+    import ipaddress
+
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    try:
+        for part in parts:
+            ipaddress.ip_network(part, strict=False)
+    except ValueError:
+        return False
+    return bool(parts)

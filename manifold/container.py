@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -13,15 +15,17 @@ from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
+from manifold.db.stats import task_counts
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
+from manifold.metrics import Metrics
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.credentials import Credentials
-from manifold.services.auth.limiter import GuessLimiter, MemoryLoginLimiter
+from manifold.services.auth.limiter import GuessLimiter, LoginLimiter, MemoryLoginLimiter
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
@@ -42,6 +46,8 @@ from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline.service import OfflineService
 from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
+from manifold.sharing import listen
+from manifold.state import State, open_state
 from manifold.vfs.storage_ops import MemoryListCache
 
 ADMIN_PASSWORD_ENV = "MANIFOLD_ADMIN_PASSWORD"  # noqa: S105 - a variable name
@@ -79,21 +85,38 @@ class Services:
     tasks: TaskService
     search: SearchService
     scan: ScanService
+    # What this process shares with the others (``manifold.state``): the change bus,
+    # run-once locks and login counters; in memory when it runs alone.
+    state: State
     created_admin_password: str | None = None
+    # ``/metrics``' counters, when the config turns them on.
+    metrics: Metrics | None = None
+    metrics_sync: asyncio.Task[None] | None = None
+    # False in a worker of ``--workers N``: the parent migrated before starting it.
+    migrate_on_start: bool = True
 
     @classmethod
-    def build(cls, config: Config) -> Services:
+    def build(cls, config: Config, shared: bool = False) -> Services:
+        """Every service of ``config``; ``shared``: other processes use the same
+        database (state on the database at least, see ``manifold.state``)."""
         engine = open_engine(config.effective_database_url)
-        settings = SettingsService(repos.SettingRepo(engine))
+        state = open_state(config, engine, shared)
+        bus = state.bus
+        settings = SettingsService(repos.SettingRepo(engine), bus)
         changes = UserChanges(config.data_dir)
-        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes)
-        revocations = DatabaseRevocationStore(repos.RevocationRepo(engine))
+        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes, bus)
+        revocations = DatabaseRevocationStore(repos.RevocationRepo(engine), bus)
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
-        limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
-        setup_limiter = MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+        limiter = _login_limiter(config, state, "login")
+        setup_limiter = _login_limiter(config, state, "setup")
         registry = builtin_registry()
-        storages = StorageService(repos.StorageRepo(engine), registry, MemoryListCache())
-        metas = MetaService(repos.MetaRepo(engine))
+        list_cache = MemoryListCache()
+        storages = StorageService(repos.StorageRepo(engine), registry, list_cache, bus, state.locks)
+        metrics = Metrics() if config.metrics else None
+        if metrics is not None:
+            storages.call_recorder = metrics.storage_call
+            metrics.watch_list_cache(lambda: (list_cache.hits, list_cache.misses))
+        metas = MetaService(repos.MetaRepo(engine), bus)
         events = TreeEvents()
         http = http_client()
         tree = FileTree(storages, events, http)
@@ -102,7 +125,7 @@ class Services:
         storages.tree = tree
         guesses = GuessLimiter(config.max_login_failures, config.login_lockout_seconds)
         fs = GuardedReader(tree, metas, guesses)
-        search = SearchService(SearchRepo(engine), settings, storages, fs, metas)
+        search = SearchService(SearchRepo(engine), settings, storages, fs, metas, state.locks, bus)
         events.subscribe(search)
         storages.on_listed = search.listed
         tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
@@ -117,8 +140,9 @@ class Services:
         sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
-        return cls(
+        built = cls(
             config=config,
+            state=state,
             engine=engine,
             registry=registry,
             settings=settings,
@@ -145,7 +169,10 @@ class Services:
             dav_props=DeadProps(DavPropRepo(engine)),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
+            metrics=metrics,
         )
+        listen(bus, built)
+        return built
 
     async def start(self, admin_password: str | None = None) -> None:
         """Migrate, load caches, create the default users.
@@ -154,7 +181,11 @@ class Services:
         ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``, to be
         shown once).
         """
-        await migrate(self.engine)
+        if self.migrate_on_start:
+            await migrate(self.engine)
+        # Before the caches load: a change another process makes meanwhile is applied
+        # after them.
+        await self.state.start()
         await self.settings.start()
         password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
         created = await self.users.ensure_defaults(password)
@@ -163,7 +194,6 @@ class Services:
         self.created_admin_password = created if password is None else None
         await self.metas.start()
         await self.revocations.load()
-        await self.dav_props.start()
         await self.storages.start()
         await self.transfers.start(self.tasks)
         await self.archives.start(self.tasks)
@@ -171,14 +201,49 @@ class Services:
         # Last: a task taken over at start finds its kind's service ready.
         await self.tasks.start()
         await self.search.start()
+        self.state.bus.handlers.open()
+        if self.metrics is not None:
+            self.metrics_sync = asyncio.create_task(_sync_metrics(self.metrics))
+
+    async def prepare(self) -> str | None:
+        """What must happen once before several workers start: migrations, default
+        settings and users. Returns the generated admin password, if one was made."""
+        await migrate(self.engine)
+        await self.settings.start()
+        password = os.environ.get(ADMIN_PASSWORD_ENV) or None
+        created = await self.users.ensure_defaults(password)
+        return created if password is None else None
+
+    async def task_counts(self) -> list[tuple[str, int, int]]:
+        """(kind, state, how many) of the tasks in the database, for ``/metrics``."""
+        return await task_counts(self.engine)
 
     async def stop(self, task_deadline: float = 0.0) -> None:
         """Stop everything; running tasks get ``task_deadline`` seconds to end before
         they are let go of, for another instance or the next start to run again."""
+        if self.metrics_sync is not None:
+            self.metrics_sync.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.metrics_sync
         await self.scan.close()
         await self.search.stop()
         await self.tasks.stop(task_deadline)
         await self.offline.stop()
         await self.storages.stop()
+        await self.state.stop()
         await self.http.aclose()
         await self.engine.dispose()
+
+
+async def _sync_metrics(metrics: Metrics, every: float = 5.0) -> None:
+    """Copy plain counts into the metrics now and then, so each worker reports its own."""
+    while True:
+        await asyncio.sleep(every)
+        metrics.sync()
+
+
+def _login_limiter(config: Config, state: State, scope: str) -> LoginLimiter:
+    shared = state.login_limiter(scope, config.max_login_failures, config.login_lockout_seconds)
+    if shared is not None:
+        return shared
+    return MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)

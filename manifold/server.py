@@ -62,7 +62,12 @@ def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config
         "access_log": False,
         "server_header": False,
         "proxy_headers": False,
+        # On SIGTERM: stop accepting, give requests under way (downloads, uploads) this
+        # long to end, then cancel what is left and run the lifespan's shutdown.
+        "timeout_graceful_shutdown": max(config.shutdown_seconds, 0),
     }
+    if config.log_format == "json":
+        options["log_config"] = None  # uvicorn's records go to the root's JSON handler
     return uvicorn.Config(app, **(options | overrides))
 
 
@@ -212,6 +217,11 @@ class _Beside(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def bound_socket(address: str, port: int) -> socket.socket:
+    """A socket bound to ``address:port`` that child processes may inherit."""
+    return _bound(address, port)
 
 
 def _bound(address: str, port: int) -> socket.socket:

@@ -18,6 +18,7 @@ from manifold.config import load_config
 from manifold.container import Services
 from manifold.errors import ManifoldError
 from manifold.services.auth import passwords
+from tests.fixtures.redisserver import RedisServer, have_redis, start_redis
 
 ADMIN_PASSWORD = "admin-secret-pw"
 
@@ -163,3 +164,13 @@ async def started_api(data_dir: Path, database_url: str = "") -> AsyncIterator[A
 async def api(services: Services) -> AsyncIterator[Api]:
     async with open_api(services) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A private Redis for the session, started by the first test that asks."""
+    if not have_redis():
+        pytest.fail("redis-server is not installed: run the test command from README.md")
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()

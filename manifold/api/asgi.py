@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold.api import envelope
 from manifold.api.guards import NOSNIFF
+from manifold.api.observe import note_route
 
 log = logging.getLogger("manifold")
 
@@ -44,8 +45,17 @@ class ManifoldApp(FastAPI):
     """
 
     fast_bodies: dict[str, FastBody] = {}
+    # Watches every request (``api.observe.Observer``) when metrics or the access log are on.
+    observer: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.observer is not None:
+            await self.observer(scope, receive, send)
+        else:
+            await self.answer(scope, receive, send)
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The application itself, without the observer."""
         body_of = self.fast_bodies.get(scope["path"]) if scope["type"] == "http" else None
         if body_of is not None and not any(name == b"origin" for name, _ in scope["headers"]):
             body = await body_of(scope)
@@ -116,9 +126,13 @@ class RouteTable:
                     scope.setdefault("router", self._router)
                     scope["route"] = route
                     scope.update(child_scope)
+                    note_route(scope)
                     await route.handle(scope, receive, send)
                     return
-        await self._router.app(scope, receive, send)
+        try:
+            await self._router.app(scope, receive, send)
+        finally:
+            note_route(scope)
 
 
 def _shadowed(route: starlette_routing.Route, earlier: list[BaseRoute]) -> bool:

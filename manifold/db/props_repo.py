@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import and_, delete, insert, or_, select
+from sqlalchemy import and_, delete, func, insert, or_, select
 
 from manifold.db import tables as t
 from manifold.db.engine import writing
@@ -15,9 +15,26 @@ _SLICE = 200
 
 
 class DavPropRepo(Repo):
-    async def all(self) -> list[Row3]:
-        stmt = select(t.dav_props.c.path, t.dav_props.c.name, t.dav_props.c.value)
-        return [(r.path, r.name, r.value) for r in await self._rows(stmt)]
+    async def at(self, path: str) -> list[Row3]:
+        """The rows of ``path`` itself."""
+        stmt = select(t.dav_props.c.path, t.dav_props.c.name, t.dav_props.c.value).where(
+            t.dav_props.c.path == path
+        )
+        return [(r.path, r.name, r.value) for r in await self._rows(stmt) if r.path == path]
+
+    async def below(self, path: str) -> list[Row3]:
+        """The rows of ``path`` and of every path below it."""
+        c = t.dav_props.c
+        stmt = select(c.path, c.name, c.value)
+        prefix = path.rstrip("/") + "/"
+        if prefix != "/":
+            # A prefix test every database answers alike (no LIKE wildcards to escape).
+            stmt = stmt.where(or_(c.path == path, func.substr(c.path, 1, len(prefix)) == prefix))
+        # Checked again here: a database may compare text without regard to case.
+        rows = await self._rows(stmt)
+        return [
+            (r.path, r.name, r.value) for r in rows if r.path == path or r.path.startswith(prefix)
+        ]
 
     async def replace(self, removed: Iterable[tuple[str, str]], added: Iterable[Row3]) -> None:
         """Delete the (path, name) rows ``removed`` and insert ``added``, in one transaction."""

@@ -7,6 +7,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Double,
     Float,
     Index,
     Integer,
@@ -163,4 +164,41 @@ dav_props = Table(
     Column("path", Text, nullable=False),
     Column("name", Text, nullable=False),
     Column("value", Text, nullable=False, default=""),
+)
+
+# What several processes on one database share (migration 0006). ``changes`` is the
+# change bus: each process inserts what it changed and polls for the others' rows,
+# which are pruned after a minute. The id is a 64-bit counter where the database has
+# one (SQLite's integer primary key is already 64-bit).
+changes = Table(
+    "changes",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("created", Double, nullable=False),
+    Column("origin", String(64), nullable=False),
+    Column("topic", String(64), nullable=False),
+    Column("data", Text, nullable=False),
+)
+
+# Run-once locks: held by ``owner`` until ``expires`` (seconds since the epoch).
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(191), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("expires", Double, nullable=False),
+)
+
+# Login failure counters: one row per (limiter, side, key, other half of the pair),
+# found by ``pair`` (a digest of all four) and grouped by ``bucket`` (of the first three).
+login_failures = Table(
+    "login_failures",
+    metadata,
+    Column("pair", String(64), primary_key=True),
+    Column("bucket", String(64), nullable=False, index=True),
+    Column("other", Text, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("last", Double, nullable=False),
 )

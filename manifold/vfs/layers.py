@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from manifold.concurrency import Pool
 from manifold.drivers.base import (
@@ -429,8 +429,38 @@ class LoggingLayer(Layer):
             log.debug("%s %s: %s in %.1f ms", self.storage.mount_path, name, outcome, took)
 
 
-def wrap(driver: Driver[Any], config: DriverConfig) -> Driver[Any]:
-    """The layers ``config`` asks for around ``driver`` (none: the driver itself)."""
+class CallRecorder(Protocol):
+    """Told of every driver call a ``MeasureLayer`` passes: the storage's mount path,
+    the call's name, how long it took and the error class it ended with (None: ok)."""
+
+    def __call__(self, storage: str, call: str, seconds: float, error: str | None) -> None: ...
+
+
+class MeasureLayer(Layer):
+    """Times every call and tells ``record`` how it ended (for ``/metrics``); outermost,
+    so a call's time includes its retries and its wait for a slot."""
+
+    def __init__(self, inner: Driver[Any], record: CallRecorder) -> None:
+        super().__init__(inner)
+        self._record = record
+
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+        started = time.perf_counter()
+        error: str | None = None
+        try:
+            return await call()
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            self._record(self.storage.mount_path, name, time.perf_counter() - started, error)
+
+
+def wrap(
+    driver: Driver[Any], config: DriverConfig, record: CallRecorder | None = None
+) -> Driver[Any]:
+    """The layers ``config`` asks for around ``driver`` (none: the driver itself), and
+    a ``MeasureLayer`` outermost when ``record`` is given."""
     wrapped = driver
     if config.max_concurrency > 0:
         driver.threads = Pool(driver.threads.name, config.max_concurrency)
@@ -444,4 +474,6 @@ def wrap(driver: Driver[Any], config: DriverConfig) -> Driver[Any]:
         wrapped = RetryLayer(wrapped, config.retries)
     if log.isEnabledFor(logging.DEBUG):
         wrapped = LoggingLayer(wrapped)
+    if record is not None:
+        wrapped = MeasureLayer(wrapped, record)
     return wrapped

@@ -2,7 +2,8 @@
 
 Listings are cached per path for the storage's ``cache_expiration`` minutes, and
 identical concurrent calls share one driver call. ``ListCache`` is the interface;
-this process keeps entries in memory, several instances would share one. The memory
+each process keeps entries in memory; what one process changes, the others drop (the
+``on_changed`` hook tells them, through the change bus). The memory
 cache holds at most ``LIST_CACHE_OBJECTS`` objects in all, dropping the listings used
 least recently first, and keeps each storage's keys apart, so that dropping a folder
 and what is below it looks only at that storage's listings.
@@ -96,6 +97,9 @@ class MemoryListCache:
         self._scope_objects: dict[str, int] = {}
         self._objects = 0
         self._next_sweep = 0.0
+        # Lookups that found a live listing, and those that did not (``/metrics``).
+        self.hits = 0
+        self.misses = 0
 
     def scope_objects(self, scope: str) -> int:
         """Objects held in ``scope``'s listings."""
@@ -114,10 +118,13 @@ class MemoryListCache:
         key = (scope, path)
         entry = self._entries.get(key)
         if entry is None:
+            self.misses += 1
             return None
         if entry[0] < time.monotonic():
             self._remove(key)
+            self.misses += 1
             return None
+        self.hits += 1
         self._entries.move_to_end(key)
         self._scopes[scope].move_to_end(path)
         return entry[1]
@@ -195,8 +202,12 @@ class StorageOps:
         cache: ListCache,
         no_cache: bool = False,
         on_listed: Callable[[str, builtins.list[Obj]], None] | None = None,
+        on_changed: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.storage = storage
+        # Told of every listing this process patched or dropped (the folder, and
+        # whether what is below it went too): other processes drop theirs.
+        self._on_changed = on_changed
         self._no_cache = no_cache
         # Told of every listing fetched from the back end (not of cached ones).
         self._on_listed = on_listed
@@ -244,6 +255,7 @@ class StorageOps:
         cached = self._cache.get(self._scope, path)
         if refresh:
             self._cache.drop(self._scope, path)
+            self._tell(path, False)
         elif cached is not None and (not self._revalidates or await self._unchanged(key)):
             return cached
         # A refresh the back end hears of (``list_refreshed``) never joins a plain
@@ -383,11 +395,26 @@ class StorageOps:
             raise NotAFile()
         return obj
 
-    def forget(self, path: str) -> None:
-        """Drop the cached listings and links of ``path`` and everything below it."""
+    def forget(self, path: str, tell: bool = True) -> None:
+        """Drop the cached listings and links of ``path`` and everything below it
+        (and, with ``tell``, have other processes drop theirs)."""
+        self.dropped(path, below=True)
+        if tell:
+            self._tell(path, True)
+
+    def dropped(self, path: str, below: bool) -> None:
+        """Drop the listing of ``path`` (and with ``below`` of what is below it) and
+        the links below it: another process changed it."""
         path = clean_path(path)
-        self._cache.drop_prefix(self._scope, path)
+        if below:
+            self._cache.drop_prefix(self._scope, path)
+        else:
+            self._cache.drop(self._scope, path)
         self._drop_links(path, below=True)
+
+    def _tell(self, path: str, below: bool) -> None:
+        if self._on_changed is not None:
+            self._on_changed(clean_path(path), below)
 
     def _sorted(self, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         storage = self.storage
@@ -520,6 +547,7 @@ class StorageOps:
         folder = clean_path(folder)
         self._drop_links(_child(folder, obj.name), below=obj.is_dir)
         cached = self._cache.get(self._scope, folder)
+        self._tell(folder, False)
         if cached is None:
             return
         objs = [o for o in cached if o.name != obj.name]
@@ -529,6 +557,7 @@ class StorageOps:
     def patch_remove(self, folder: str, name: str) -> None:
         folder = clean_path(folder)
         self._drop_links(_child(folder, name), below=True)
+        self._tell(folder, False)
         cached = self._cache.get(self._scope, folder)
         if cached is None:
             return

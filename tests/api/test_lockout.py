@@ -7,16 +7,19 @@ guessing either the password or, when the password is known, the 2FA code.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyotp
 import pytest
+import redis.asyncio as aioredis
 
 from manifold.container import Services
-from manifold.services.auth.limiter import MemoryLoginLimiter
+from manifold.services.auth.limiter import LoginLimiter, MemoryLoginLimiter
 from manifold.services.auth.passwords import static_hash
+from manifold.state.counters import DatabaseLoginLimiter, RedisLoginLimiter
 from tests.api.test_auth import LOCKED, enable_2fa, login, wrong_code
 from tests.conftest import ADMIN_PASSWORD, Api, open_api
 
@@ -57,11 +60,30 @@ async def target(request: pytest.FixtureRequest, api: Api) -> Target:
     return Target(await enable_2fa(api, await api.login()))
 
 
+@pytest.fixture(params=["memory", "database", "redis"], autouse=True)
+async def limiter(
+    request: pytest.FixtureRequest, services: Services
+) -> AsyncIterator[LoginLimiter]:
+    """Every test runs against each implementation of the login limiter."""
+    scope = "login-" + secrets.token_hex(4)
+    chosen: LoginLimiter
+    if request.param == "memory":
+        chosen = MemoryLoginLimiter(MAX_FAILURES, LOCKOUT_SECONDS)
+    elif request.param == "database":
+        chosen = DatabaseLoginLimiter(services.engine, scope, MAX_FAILURES, LOCKOUT_SECONDS)
+    else:
+        client = aioredis.Redis.from_url(request.getfixturevalue("redis_server").url)
+        chosen = RedisLoginLimiter(client, scope, MAX_FAILURES, LOCKOUT_SECONDS)
+    services.auth.limiter = chosen
+    yield chosen
+    if request.param == "redis":
+        await client.aclose()
+
+
 @pytest.fixture
-def clock(services: Services) -> Clock:
+def clock(limiter: LoginLimiter) -> Clock:
     fake = Clock()
-    limiter = services.auth.limiter
-    assert isinstance(limiter, MemoryLoginLimiter)
+    assert isinstance(limiter, MemoryLoginLimiter | DatabaseLoginLimiter | RedisLoginLimiter)
     limiter.clock = fake
     return fake
 

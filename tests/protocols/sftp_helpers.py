@@ -75,7 +75,7 @@ async def live_manifold(services: Services, root: Path) -> AsyncIterator[Live]:
         server = await start_sftp(
             services.ops, services.credentials, services.settings, services.config, port=0
         )
-        _keep_host_keys(services.config.data_dir / "ssh")
+        keep_host_keys(services.config.data_dir / "ssh")
         try:
             yield Live(services, url, server.port, disk)
         finally:
@@ -93,7 +93,7 @@ def reuse_host_keys(folder: Path) -> None:
         shutil.copytree(_HOST_KEYS[0], folder)
 
 
-def _keep_host_keys(folder: Path) -> None:
+def keep_host_keys(folder: Path) -> None:
     if not _HOST_KEYS:
         kept = Path(tempfile.mkdtemp(prefix="manifold-hostkeys-")) / "ssh"
         shutil.copytree(folder, kept)

@@ -101,3 +101,22 @@ def errors(port: int) -> list[str]:
 
 async def test_errors_answer_550(port: int) -> None:
     assert await blocking(errors, port) == ["550", "550", "550", "550"]
+
+
+def rename_across(port: int) -> str:
+    ftp = plain(port, "fred")
+    reply = ftp.rename("/local/docs/readme.txt", "/other/readme.txt")
+    ftp.quit()
+    return reply
+
+
+async def test_a_rename_into_another_storage_moves_the_file(
+    services: Services, port: int, disk: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    await mount(services, "/other", other)
+    reply = await blocking(rename_across, port)
+    assert reply.startswith("250")
+    assert (other / "readme.txt").read_bytes() == b"hello world"
+    assert not (disk / "docs" / "readme.txt").exists()

@@ -300,16 +300,25 @@ async def test_the_main_port_points_elsewhere(services: Services, tmp_path: Path
         assert body["message"] == "S3 server bound to single port"
 
 
-async def test_hidden_entries_and_passwords_do_not_apply(site: Site) -> None:
-    """AList's S3 server runs without a user: no hide rule, no meta password."""
+async def test_hide_rules_and_folder_passwords_apply(site: Site) -> None:
+    """Unlike AList's S3 server, hide rules and folder passwords hold here as on every
+    other protocol (tests/protocols/test_permission_table.py has the whole table)."""
     async with open_api(site.services) as api:
         admin = await api.login()
-        meta = {"path": "/local/data", "password": "pw", "hide": "secret", "p_sub": True}
-        body = await api.post("/api/admin/meta/create", meta, token=admin)
-        assert body["code"] == 200, body
+        for meta in (
+            {"path": "/local/data", "hide": "secret"},
+            {"path": "/local/data/locked", "password": "pw", "p_sub": True},
+        ):
+            body = await api.post("/api/admin/meta/create", meta, token=admin)
+            assert body["code"] == 200, body
     (site.data / "secret.txt").write_bytes(b"s")
+    (site.data / "shown.txt").write_bytes(b"v")
+    (site.data / "locked").mkdir()
+    (site.data / "locked" / "in.txt").write_bytes(b"l")
     listed = await blocking(site.client().list_objects_v2, Bucket=BUCKET)
-    assert [c["Key"] for c in listed["Contents"]] == ["secret.txt"]
+    assert [c["Key"] for c in listed["Contents"]] == ["shown.txt"]
+    error = await failing(site.client().get_object, Bucket=BUCKET, Key="locked/in.txt")
+    assert code_of(error) == "AccessDenied"
 
 
 async def test_no_keys_means_no_authentication(services: Services, tmp_path: Path) -> None:

@@ -113,3 +113,48 @@ async def test_the_admin_token_acts_as_admin(dav: Dav, services: Services) -> No
     admin = dav.as_("")
     admin.auth = {"Authorization": f"Bearer {services.settings.get('token')}"}
     assert (await admin("PROPFIND", "/local", Depth="0")).status_code == 207
+
+
+async def admin_with(services: Services, permission: int) -> None:
+    admin = await services.users.admin()
+    data = UserInput(admin.username, "admin-pw", role=admin.role, permission=permission)
+    await services.users.update(admin.id, data)
+
+
+async def test_a_fresh_admin_lacks_the_webdav_bits(dav: Dav, services: Services) -> None:
+    await admin_with(services, 0x30FF)  # what AList gives a new admin: bits 0-7, 12, 13
+    admin = dav.as_((await services.users.admin()).username, "admin-pw")
+    assert (await admin("PROPFIND", "/local", Depth="0")).status_code == 403
+    assert (await admin("GET", "/local/docs/readme.txt")).status_code == 403
+
+
+async def test_an_admin_with_webdav_read_alone_reads_and_changes_nothing(
+    dav: Dav, services: Services, disk: Path
+) -> None:
+    await admin_with(services, 0x30FF | READ_ONLY)
+    admin = dav.as_((await services.users.admin()).username, "admin-pw")
+    assert (await admin("GET", "/local/docs/readme.txt")).content == b"hello world"
+    assert (await admin("PUT", "/local/x.txt", b"x")).status_code == 403
+    assert (await admin("MKCOL", "/local/made")).status_code == 403
+    assert (await admin("DELETE", "/local/docs/readme.txt")).status_code == 403
+    moved = await admin("MOVE", "/local/docs/readme.txt", Destination="/dav/local/moved.txt")
+    assert moved.status_code == 403
+    assert sorted(p.name for p in disk.iterdir()) == ["docs", "empty"]
+    assert (disk / "docs" / "readme.txt").exists()
+
+
+async def test_an_admin_with_both_webdav_bits_writes(
+    dav: Dav, services: Services, disk: Path
+) -> None:
+    await admin_with(services, 0x30FF | DAV_BITS)
+    admin = dav.as_((await services.users.admin()).username, "admin-pw")
+    assert (await admin("PUT", "/local/x.txt", b"x")).status_code == 201
+    assert (disk / "x.txt").read_bytes() == b"x"
+
+
+async def test_the_admin_token_needs_no_bits(dav: Dav, services: Services, disk: Path) -> None:
+    await admin_with(services, 0x30FF)
+    admin = dav.as_("")
+    admin.auth = {"Authorization": f"Bearer {services.settings.get('token')}"}
+    assert (await admin("PUT", "/local/x.txt", b"x")).status_code == 201
+    assert (disk / "x.txt").read_bytes() == b"x"

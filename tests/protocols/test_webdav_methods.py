@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from manifold.container import Services
+from manifold.db.props_repo import DavPropRepo
+from manifold.services.auth.service import Caller
+from manifold.services.fs.props import DeadProps
 from tests.protocols.dav_helpers import Dav, mount
 
 D = "{DAV:}"
@@ -164,6 +167,37 @@ async def test_dead_properties_follow_moves(dav: Dav) -> None:
     )
     answer = await dav("PROPFIND", "/local/moved.txt", asked, Depth="0")
     assert b"Wed, 01 Jan 2020 00:00:00 GMT" in answer.content
+
+
+async def test_dead_properties_set_by_another_instance_show_at_once(
+    dav: Dav, services: Services
+) -> None:
+    asked = (
+        '<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>'
+        '<x:color xmlns:x="urn:x"/></D:prop></D:propfind>'
+    )
+    before = await dav("PROPFIND", "/local/docs", asked, Depth="1")
+    assert b"blue" not in before.content
+    # Another server on the same database: its own DeadProps over the same table.
+    dora = await services.users.by_name("dora")
+    assert dora is not None
+    other = DeadProps(DavPropRepo(services.engine))
+    caller = Caller(dora, "127.0.0.1", protocol="webdav")
+    await other.change(caller, "/local/docs/readme.txt", [("{urn:x}color", "blue")])
+    after = await dav("PROPFIND", "/local/docs", asked, Depth="1")
+    assert after.content.count(b"blue") == 1
+
+
+async def test_a_lock_on_a_name_in_a_missing_folder_is_409(dav: Dav, disk: Path) -> None:
+    body = (
+        '<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/>'
+        "</D:lockscope><D:locktype><D:write/></D:locktype><D:owner>me</D:owner></D:lockinfo>"
+    )
+    assert (await dav("LOCK", "/local/nowhere/new.docx", body)).status_code == 409
+    assert not (disk / "nowhere").exists()
+    # The lock asked for is not kept either: the name can be locked once its folder is there.
+    assert (await dav("MKCOL", "/local/nowhere")).status_code == 201
+    assert (await dav("LOCK", "/local/nowhere/new.docx", body)).status_code == 201
 
 
 async def test_a_lock_on_a_missing_name_makes_an_empty_file_and_guards_it(

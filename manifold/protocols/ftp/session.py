@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound, ServerError
+from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound
 from manifold.models import Obj
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
@@ -79,20 +79,13 @@ class Session:
     async def rename(self, src: str, dst: str) -> None:
         """``src`` to the exact path ``dst``, replacing a file there (never a folder).
 
-        Between two storages a rename cannot be done in one step; as AList does, the
-        object is copied instead, and here the source removed once the copy is whole,
-        so that the client sees the rename it asked for.
+        Between two storages the rename runs as a move task, which ends before this
+        returns (each file copied whole, then its source removed).
         """
         replaced = await self._existing(dst)
         if replaced is not None and (replaced.is_dir or dst == src):
             raise ObjectExists()
-        try:
-            await self.ops.rename(self.caller, src, dst, True, self.password, strict=True)
-        except ServerError as exc:
-            if exc.message != ServerError.across_storages().message:
-                raise
-            await self.ops.copy(self.caller, src, dst, True, self.password, strict=True)
-            await self.ops.remove(self.caller, src, self.password, strict=True)
+        await self.ops.rename(self.caller, src, dst, True, self.password, strict=True)
 
     async def _existing(self, path: str) -> Obj | None:
         if not split_path(path)[1]:

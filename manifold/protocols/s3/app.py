@@ -2,8 +2,11 @@
 
 Requests are path-style (``/bucket/key``). Every request runs as the admin user with
 the protocol ``s3``, which is AList's "no user, full access", confined to the buckets'
-folders by ``Bucket.path_of``; AList applies no hide rule and no meta password to S3,
-and neither does this server.
+folders by ``Bucket.path_of``, but without the two bits that pass folder passwords and
+show hidden entries (``key_holder``). AList applies neither rule to S3; here a folder
+password and a hide rule hold on every protocol alike: S3 has no way to give a
+password, so a folder behind one answers AccessDenied to every request, and hidden
+entries are left out of listings (and refused by exact name, as the API refuses them).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from starlette.requests import Request
@@ -18,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from manifold.errors import ManifoldError
+from manifold.models import Perm, User
 from manifold.protocols.s3 import listings, objects, sigv4, uploads
 from manifold.protocols.s3.buckets import Bucket, parse_buckets
 from manifold.protocols.s3.context import XML, Context
@@ -31,6 +36,9 @@ from manifold.services.fs.ops import GuardedOps
 log = logging.getLogger("manifold.s3")
 
 Handler = Callable[[Context], Awaitable[Response]]
+
+# What the key pair may not do that the admin may: pass folder passwords, see hidden entries.
+_NOT_FOR_KEYS = Perm.ACCESS_WITHOUT_PASSWORD | Perm.SEE_HIDDEN
 
 # Bucket and object subresources this server does not keep (ACLs, policies, tags ...).
 UNSUPPORTED = frozenset(
@@ -109,7 +117,7 @@ class S3App:
         ctx = Context(
             request=request,
             ops=self._ops,
-            caller=Caller(await self._users.admin(), _client(request), protocol="s3"),
+            caller=Caller(key_holder(await self._users.admin()), _client(request), protocol="s3"),
             store=self.store,
             buckets=self._current_buckets(),
             signed=signed,
@@ -123,6 +131,11 @@ class S3App:
         if self._buckets[0] != text:
             self._buckets = (text, parse_buckets(text))
         return self._buckets[1]
+
+
+def key_holder(admin: User) -> User:
+    """The user S3 requests act as: the admin, less ``_NOT_FOR_KEYS``."""
+    return replace(admin, permission=admin.permission & ~_NOT_FOR_KEYS)
 
 
 def route(ctx: Context) -> Handler:
@@ -202,8 +215,17 @@ def _error(exc: S3Error, request: Request, request_id: str) -> Response:
     resource = exc.resource or _path(request)
     exc.resource = resource
     body = b"" if request.method == "HEAD" else exc.body(request_id)
-    headers = {"Content-Range": "bytes */*"} if exc.code == "InvalidRange" else None
+    headers = {"Content-Range": "bytes */*"} if exc.code == "InvalidRange" else {}
+    if _announces_body(request):
+        # The body may be unread (a client that sent ``Expect: 100-continue`` never sent
+        # it): the connection cannot carry another request, so it ends with this answer.
+        headers["Connection"] = "close"
     return Response(body, status_code=exc.status, headers=headers, media_type=XML)
+
+
+def _announces_body(request: Request) -> bool:
+    length = request.headers.get("content-length", "0")
+    return "transfer-encoding" in request.headers or length not in ("", "0")
 
 
 def _path(request: Request) -> str:

@@ -6,6 +6,8 @@ entries by name, with ``/`` after each folder's, and descending into folders in 
 order gives every key in S3's order. A prefix names the one folder to start in; a
 folder whose keys all sort before the marker is never listed; the walk stops when the
 page is full. With the delimiter ``/`` folders are common prefixes and none is entered.
+A folder behind a password is refused when a prefix names it, and left out of a walk
+that only passes through it (S3 cannot give a password).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import builtins
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from manifold.errors import NotAFolder, ObjectNotFound, StorageNotFound
+from manifold.errors import NotAFolder, ObjectNotFound, PasswordRequired, StorageNotFound
 from manifold.models import Obj
 from manifold.protocols.s3.buckets import Bucket
 
@@ -100,7 +102,7 @@ async def _folder(
     shallow: bool,
     folder: Obj | None = None,
 ) -> AsyncIterator[Entry]:
-    objs = await _entries(list_folder, bucket.path_of(folder_key))
+    objs = await _entries(list_folder, bucket.path_of(folder_key), entered=folder is not None)
     if objs is None:
         return
     if not objs and folder is not None and folder_key > after:
@@ -127,8 +129,14 @@ def _order(obj: Obj) -> str:
     return f"{obj.name}/" if obj.is_dir else obj.name
 
 
-async def _entries(list_folder: ListFolder, path: str) -> builtins.list[Obj] | None:
+async def _entries(list_folder: ListFolder, path: str, entered: bool) -> builtins.list[Obj] | None:
+    """A folder's entries; None for one that is not there, or (``entered`` on the way
+    down a walk) one behind a password."""
     try:
         return await list_folder(path)
     except (ObjectNotFound, NotAFolder, StorageNotFound):
         return None
+    except PasswordRequired:
+        if entered:
+            return None
+        raise

@@ -18,7 +18,9 @@ MAX_PARTS_LISTED = 1000
 
 
 async def create_upload(ctx: Context) -> Response:
-    ctx.path()  # a key that would leave the bucket is refused before anything is kept
+    # A key the upload could not complete at (outside the bucket, behind a folder
+    # password) is refused before anything is kept.
+    await ctx.ops.check_put(ctx.caller, ctx.path())
     upload = await ctx.store.create(ctx.bucket.name, ctx.key)
     body = document(
         "InitiateMultipartUploadResult",
@@ -31,6 +33,7 @@ async def create_upload(ctx: Context) -> Response:
 
 async def upload_part(ctx: Context) -> Response:
     await _upload(ctx)
+    await ctx.ops.check_put(ctx.caller, ctx.path())
     number = _part_number(ctx.param("partNumber"))
     part = await ctx.store.put_part(ctx.param("uploadId"), number, ctx.body())
     return Response(headers={"ETag": f'"{part.etag}"'})
@@ -38,6 +41,7 @@ async def upload_part(ctx: Context) -> Response:
 
 async def list_parts(ctx: Context) -> Response:
     upload = await _upload(ctx)
+    await ctx.ops.check_put(ctx.caller, ctx.path())
     marker = _whole(ctx.param("part-number-marker"), 0)
     limit = min(_whole(ctx.param("max-parts"), MAX_PARTS_LISTED), MAX_PARTS_LISTED)
     parts = [p for p in await ctx.store.parts(upload.upload_id) if p.number > marker]

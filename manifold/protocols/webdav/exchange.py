@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -62,10 +62,17 @@ class StreamBody(Response):
     that leaves mid-file releases the file or the back end's connection at once)."""
 
     def __init__(
-        self, stream: AsyncIterator[bytes], status_code: int, headers: Mapping[str, str]
+        self,
+        stream: AsyncIterator[bytes],
+        status_code: int,
+        headers: Mapping[str, str],
+        release: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(None, status_code, dict(headers))
         self.stream = stream
+        # What the stream reads from (a ``ReadHandle``), closed even when the stream
+        # never started (a generator closed unstarted runs no ``finally``).
+        self.release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
@@ -77,6 +84,10 @@ class StreamBody(Response):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         finally:
-            close = getattr(self.stream, "aclose", None)
-            if close is not None:
-                await close()
+            try:
+                close = getattr(self.stream, "aclose", None)
+                if close is not None:
+                    await close()
+            finally:
+                if self.release is not None:
+                    await self.release()

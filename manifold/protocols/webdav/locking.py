@@ -26,6 +26,7 @@ from manifold.protocols.webdav.locks import (
 )
 from manifold.protocols.webdav.statuses import DavError
 from manifold.protocols.webdav.xmlbody import lockinfo
+from manifold.services.fs.ops import etag
 
 XML = "application/xml; charset=utf-8"
 
@@ -86,7 +87,7 @@ async def _etag_of(dav: Shared, ex: Exchange, path: str) -> str:
         obj = await dav.ops.stat(ex.caller, path)
     except ManifoldError:
         return ""
-    return render.etag(obj)
+    return etag(obj)
 
 
 async def lock(dav: Shared, ex: Exchange) -> Response:
@@ -107,7 +108,8 @@ async def lock(dav: Shared, ex: Exchange) -> Response:
         raise DavError(423, "no-conflicting-lock") from None
     if created:
         try:
-            await dav.ops.put(ex.caller, ex.path, _nothing(), 0)  # a lock-null resource
+            # A lock-null resource, in a folder that must be there (else 409).
+            await dav.ops.put(ex.caller, ex.path, _nothing(), 0, strict=True)
         except BaseException:
             await dav.locks.remove(held.token)
             raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote
 
@@ -13,12 +14,18 @@ from manifold.protocols.webdav import locking, render
 from manifold.protocols.webdav.exchange import Exchange, Shared, StreamBody
 from manifold.protocols.webdav.statuses import DavError
 from manifold.protocols.webdav.xmlbody import DAV, PropfindBody, propfind
+from manifold.services.fs.ops import etag
+from manifold.services.fs.props import Props
 
 XML = "application/xml; charset=utf-8"
 MISSING_ALLOW = "OPTIONS, LOCK, PUT, MKCOL"
 DIR_ALLOW = "OPTIONS, LOCK, DELETE, PROPPATCH, COPY, MOVE, UNLOCK, PROPFIND"
 FILE_ALLOW = DIR_ALLOW + ", GET, HEAD, POST, PUT"
 _HREF_SAFE = "-._~"
+_NONE: Props = {}
+Dead = Mapping[str, Props]  # dead properties by full path
+# A redirect's target is a link that expires (or a signed proxy URL): never kept.
+NO_CACHE = "max-age=0, no-cache, no-store, must-revalidate"
 
 
 async def options(dav: Shared, ex: Exchange) -> Response:
@@ -43,47 +50,49 @@ async def propfind_(dav: Shared, ex: Exchange) -> Response:
         raise DavError(403, "propfind-finite-depth")
     asked = propfind(await ex.body())
     obj = await dav.ops.stat(ex.caller, ex.path)
-    parts = [await _response(dav, ex, asked, dav.hrefs.href(ex.path, obj.is_dir), obj, ex.full)]
-    body = render.HEAD + "".join(parts).encode()
-    if depth == "1" and obj.is_dir:
-        body += await _listing(dav, ex, asked)
+    listed = depth == "1" and obj.is_dir
+    dead = await dav.props.listing(ex.full) if listed else {ex.full: await dav.props.of(ex.full)}
+    href = dav.hrefs.href(ex.path, obj.is_dir)
+    body = render.HEAD + (await _response(dav, ex, asked, href, obj, ex.full, dead)).encode()
+    if listed:
+        body += await _listing(dav, ex, asked, dead)
     return Response(body + render.TAIL, 207, media_type=XML)
 
 
-async def _listing(dav: Shared, ex: Exchange, asked: PropfindBody) -> bytes:
+async def _listing(dav: Shared, ex: Exchange, asked: PropfindBody, dead: Dead) -> bytes:
     entries = await dav.ops.list(ex.caller, ex.path)
     folder_href = dav.hrefs.folder_href(ex.path)
     folder = ex.full.rstrip("/") + "/"
     if asked.mode == "prop" and DAV + "lockdiscovery" in asked.names:
         parts = [
-            await _response(dav, ex, asked, _entry_href(folder_href, o), o, folder + o.name)
+            await _response(dav, ex, asked, _entry_href(folder_href, o), o, folder + o.name, dead)
             for o in entries
         ]
         return "".join(parts).encode()
-    key = (asked.mode, asked.names, folder, folder_href, dav.props.generation)
+    # The properties read are part of the key: a change (from any instance) renders anew.
+    key = (asked.mode, asked.names, folder, folder_href, _frozen(dead))
     return dav.rendered.derive(
-        key, entries, lambda: _render_all(dav, asked, folder_href, folder, entries), len
+        key, entries, lambda: _render_all(asked, folder_href, folder, entries, dead), len
     )
 
 
+def _frozen(dead: Dead) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    return tuple(sorted((path, tuple(sorted(props.items()))) for path, props in dead.items()))
+
+
 def _render_all(
-    dav: Shared, asked: PropfindBody, folder_href: str, folder: str, entries: list[Obj]
+    asked: PropfindBody, folder_href: str, folder: str, entries: list[Obj], dead: Dead
 ) -> bytes:
-    props = dav.props.of
+    def props(obj: Obj) -> Props:
+        return dead.get(folder + obj.name, _NONE)
+
     if asked.mode == "allprop":
-        parts = [
-            render.allprop(_entry_href(folder_href, o), o, props(folder + o.name)) for o in entries
-        ]
+        parts = [render.allprop(_entry_href(folder_href, o), o, props(o)) for o in entries]
     elif asked.mode == "propname":
-        parts = [
-            render.propname(_entry_href(folder_href, o), o, props(folder + o.name)) for o in entries
-        ]
+        parts = [render.propname(_entry_href(folder_href, o), o, props(o)) for o in entries]
     else:
         names = asked.names
-        parts = [
-            render.named(_entry_href(folder_href, o), o, names, props(folder + o.name))
-            for o in entries
-        ]
+        parts = [render.named(_entry_href(folder_href, o), o, names, props(o)) for o in entries]
     return "".join(parts).encode()
 
 
@@ -93,26 +102,48 @@ def _entry_href(folder_href: str, obj: Obj) -> str:
 
 
 async def _response(
-    dav: Shared, ex: Exchange, asked: PropfindBody, href: str, obj: Obj, full: str
+    dav: Shared, ex: Exchange, asked: PropfindBody, href: str, obj: Obj, full: str, dead: Dead
 ) -> str:
-    dead = dav.props.of(full)
+    own = dead.get(full, _NONE)
     if asked.mode == "allprop":
-        return render.allprop(href, obj, dead)
+        return render.allprop(href, obj, own)
     if asked.mode == "propname":
-        return render.propname(href, obj, dead)
+        return render.propname(href, obj, own)
     discovery = None
     if DAV + "lockdiscovery" in asked.names:
         discovery = await locking.discovery(dav, ex, full)
-    return render.named(href, obj, asked.names, dead, discovery)
+    return render.named(href, obj, asked.names, own, discovery)
 
 
-async def get(dav: Shared, ex: Exchange, head: bool = False) -> Response:
+async def get(dav: Shared, ex: Exchange) -> Response:
+    """A file's bytes, or a redirect where the storage's ``webdav_policy`` sends
+    clients elsewhere (``GuardedOps.redirect``)."""
+    url = await dav.ops.redirect(ex.caller, ex.path)
+    if url is not None:
+        return Response(status_code=302, headers={"Location": url, "Cache-Control": NO_CACHE})
+    handle = await dav.ops.open_reader(ex.caller, ex.path)
+    status, headers, (start, length) = _answer(ex, handle.obj)
+    if status not in (200, 206):
+        await handle.aclose()
+        return Response(status_code=status, headers=headers)
+    return StreamBody(handle.stream(start, length), status, headers, handle.aclose)
+
+
+async def head(dav: Shared, ex: Exchange) -> Response:
+    """GET's headers, answered here whatever the policy, as AList answers HEAD: a
+    driver's URL may be signed for GET alone (S3's presigned ones), so a HEAD sent
+    after a redirect to it would be refused."""
     obj = await dav.ops.stat(ex.caller, ex.path)
     if obj.is_dir:
-        if head:
-            return Response(status_code=200, headers={"Content-Type": "text/html"})
-        raise DavError(405)
-    tag = render.etag(obj)
+        return Response(status_code=200, headers={"Content-Type": "text/html"})
+    status, headers, _ = _answer(ex, obj)
+    return Response(status_code=status, headers=headers)
+
+
+def _answer(ex: Exchange, obj: Obj) -> tuple[int, dict[str, str], tuple[int, int]]:
+    """The status and headers of a GET or HEAD of ``obj``, and which bytes it sends
+    (first, length)."""
+    tag = etag(obj)
     headers = {
         "ETag": tag,
         "Last-Modified": render.http_date(obj.modified),
@@ -120,17 +151,14 @@ async def get(dav: Shared, ex: Exchange, head: bool = False) -> Response:
         "Content-Type": render.content_type(obj.name),
     }
     if _not_modified(ex, tag, obj):
-        return Response(status_code=304, headers=headers)
+        return 304, headers, (0, 0)
     start, length, status = _range(ex, tag, obj)
     if status == 416:
-        return Response(status_code=416, headers={"Content-Range": f"bytes */{obj.size}"})
+        return 416, {"Content-Range": f"bytes */{obj.size}"}, (0, 0)
     if status == 206:
         headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{obj.size}"
     headers["Content-Length"] = str(length)
-    if head:
-        return Response(status_code=status, headers=headers)
-    _, stream = await dav.ops.open_read(ex.caller, ex.path, start, length)
-    return StreamBody(stream, status, headers)
+    return status, headers, (start, length)
 
 
 def _not_modified(ex: Exchange, tag: str, obj: Obj) -> bool:

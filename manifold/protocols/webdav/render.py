@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from xml.sax.saxutils import escape
 
 from manifold.models import Obj
+from manifold.services.fs.ops import etag
 
 HEAD = b'<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">'
 TAIL = b"</D:multistatus>"
@@ -55,11 +56,6 @@ def iso_date(when: datetime) -> str:
         f"{when.year:04d}-{when.month:02d}-{when.day:02d}T"
         f"{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
     )
-
-
-def etag(obj: Obj) -> str:
-    """AList's form for objects without a hash: ``"<mtime hex>-<size hex>"``."""
-    return f'"{int(obj.modified.timestamp()):x}-{obj.size:x}"'
 
 
 def content_type(name: str) -> str:

@@ -36,15 +36,11 @@ REALM = 'Basic realm="alist"'
 Handler = Callable[[Shared, Exchange], Awaitable[Response]]
 
 
-async def _head(dav: Shared, ex: Exchange) -> Response:
-    return await reading.get(dav, ex, head=True)
-
-
 HANDLERS: dict[str, Handler] = {
     "OPTIONS": reading.options,
     "PROPFIND": reading.propfind_,
     "GET": reading.get,
-    "HEAD": _head,
+    "HEAD": reading.head,
     "POST": reading.get,
     "PUT": writing.put,
     "MKCOL": writing.mkcol,

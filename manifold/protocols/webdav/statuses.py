@@ -22,6 +22,7 @@ STATUS: dict[type[errors.ManifoldError], int] = {
     errors.TooManyAttempts: 429,
     errors.ServerError: 500,
     errors.ObjectNotFound: 404,
+    errors.ParentNotFound: 409,
     errors.StorageNotFound: 404,
     errors.NotAFolder: 409,
     errors.NotAFile: 405,
@@ -31,10 +32,6 @@ STATUS: dict[type[errors.ManifoldError], int] = {
     errors.TemporaryFailure: 503,
     errors.UpstreamStatus: 502,
 }
-# Present once the file services tell a missing parent from a missing object.
-_PARENT_NOT_FOUND = getattr(errors, "ParentNotFound", None)
-if _PARENT_NOT_FOUND is not None:
-    STATUS[_PARENT_NOT_FOUND] = 409
 
 
 def status_of(exc: errors.ManifoldError) -> int:

@@ -1,8 +1,10 @@
 """PUT, MKCOL, DELETE, COPY, MOVE and PROPPATCH.
 
-Each checks what WebDAV adds (a missing parent is 409, a taken name under
-``Overwrite: F`` is 412, locks are 423) and then calls one ``GuardedOps`` operation,
-which checks the caller. Dead properties follow the object they were set on.
+Each checks what only WebDAV knows (a taken name under ``Overwrite: F`` is 412,
+locks are 423) and then calls one ``GuardedOps`` operation with ``strict``, which
+checks the caller and answers exactly: a missing parent is ``ParentNotFound``
+(409), a missing object ``ObjectNotFound`` (404), a taken folder name
+``ObjectExists`` (MKCOL's 405). Dead properties follow the object they were set on.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from datetime import UTC, datetime
 
 from starlette.responses import Response
 
-from manifold.errors import NotAFolder, ObjectNotFound, ServerError
+from manifold.errors import ObjectExists, ObjectNotFound
 from manifold.models import Obj
-from manifold.paths import is_sub_path, split_path
+from manifold.paths import is_sub_path
 from manifold.protocols.webdav import locking, render
 from manifold.protocols.webdav.exchange import Exchange, Shared
 from manifold.protocols.webdav.hrefs import OutsideMount
 from manifold.protocols.webdav.statuses import DavError
 from manifold.protocols.webdav.xmlbody import proppatch as read_proppatch
+from manifold.services.fs.ops import etag
 
 XML = "application/xml; charset=utf-8"
 
@@ -31,28 +34,19 @@ async def stat_or_none(dav: Shared, ex: Exchange, path: str) -> Obj | None:
         return None
 
 
-async def require_folder(dav: Shared, ex: Exchange, path: str) -> None:
-    """The parent of a new object must be there, and a folder (else 409)."""
-    try:
-        parent = await dav.ops.stat(ex.caller, path)
-    except (ObjectNotFound, NotAFolder):
-        raise DavError(409, message="parent folder missing") from None
-    if not parent.is_dir:
-        raise DavError(409, message="parent is not a folder")
-
-
 async def put(dav: Shared, ex: Exchange) -> Response:
     if ex.path == "/":
         raise DavError(405)
     await locking.check_write(dav, ex, ex.path)
-    await require_folder(dav, ex, ex.parent)
     existing = await stat_or_none(dav, ex, ex.path)
     if existing is not None and existing.is_dir:
         raise DavError(405)
     length = ex.header("content-length")
     size = int(length) if length.isdigit() and not ex.header("transfer-encoding") else None
-    obj = await dav.ops.put(ex.caller, ex.path, _body(ex), size, _mtime(ex), overwrite=True)
-    headers = {"ETag": render.etag(obj)}
+    obj = await dav.ops.put(
+        ex.caller, ex.path, _body(ex), size, _mtime(ex), overwrite=True, strict=True
+    )
+    headers = {"ETag": etag(obj)}
     if ex.header("x-oc-mtime"):
         headers["X-OC-Mtime"] = "accepted"
     return Response(status_code=201 if existing is None else 204, headers=headers)
@@ -75,19 +69,17 @@ def _mtime(ex: Exchange) -> datetime | None:
 async def mkcol(dav: Shared, ex: Exchange) -> Response:
     if await ex.body():
         raise DavError(415)
-    if await stat_or_none(dav, ex, ex.path) is not None:
-        raise DavError(405)
-    await require_folder(dav, ex, ex.parent)
     await locking.check_write(dav, ex, ex.path)
-    await dav.ops.mkdir(ex.caller, ex.path)
+    try:
+        await dav.ops.mkdir(ex.caller, ex.path, strict=True)
+    except ObjectExists:
+        raise DavError(405, message="already exists") from None
     return Response(status_code=201)
 
 
 async def delete(dav: Shared, ex: Exchange) -> Response:
-    if await stat_or_none(dav, ex, ex.path) is None:
-        raise DavError(404)
     await locking.check_write(dav, ex, ex.path, deep=True)
-    await dav.ops.remove(ex.caller, ex.path)
+    await dav.ops.remove(ex.caller, ex.path, strict=True)
     await _forget(dav, ex.full)
     return Response(status_code=204)
 
@@ -117,7 +109,6 @@ async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
     source = await dav.ops.stat(ex.caller, ex.path)
     if source.is_dir and is_sub_path(src_full, dst_full):
         raise DavError(409, message="a folder cannot go inside itself")
-    await require_folder(dav, ex, split_path(dst)[0])
     existing = await stat_or_none(dav, ex, dst)
     if existing is not None and not overwrite:
         raise DavError(412)
@@ -130,27 +121,17 @@ async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
         await _forget(dav, dst_full)
     replace = existing is not None
     if move:
-        await _move(dav, ex, dst, replace)
+        # Into another storage this waits for the move task that does it.
+        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace, strict=True)
         await dav.props.move(src_full, dst_full)
         await locking.forget_below(dav, src_full)
     elif depth == "0" and source.is_dir:
-        await dav.ops.mkdir(ex.caller, dst)
+        await dav.ops.mkdir(ex.caller, dst, strict=True)
         await dav.props.copy(src_full, dst_full, deep=False)
     else:
-        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace)
+        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace, strict=True)
         await dav.props.copy(src_full, dst_full)
     return Response(status_code=204 if replace else 201)
-
-
-async def _move(dav: Shared, ex: Exchange, dst: str, replace: bool) -> None:
-    try:
-        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace)
-    except ServerError as exc:
-        if exc.message != ServerError.across_storages().message:
-            raise
-        # Between two storages a move is a whole copy, then the source goes.
-        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace)
-        await dav.ops.remove(ex.caller, ex.path)
 
 
 def _destination(dav: Shared, ex: Exchange) -> str:

@@ -14,15 +14,19 @@ from manifold.errors import BadRequest, ServerError
 from manifold.models import Meta
 from manifold.paths import clean_path
 from manifold.services.fs import access
+from manifold.state.bus import Bus, MemoryBus
 
 
 class MetaService:
-    def __init__(self, repo: MetaRepo) -> None:
+    def __init__(self, repo: MetaRepo, bus: Bus | None = None) -> None:
         self._repo = repo
+        # Other processes reload their metas on every change made here.
+        self._bus: Bus = bus or MemoryBus()
         self._by_path: dict[str, Meta] = {}
         self._lengths: frozenset[int] = frozenset()
 
     async def start(self) -> None:
+        """Load every meta (again: another process changed one)."""
         self._by_path = {m.path: m for m in await self._repo.all()}
         self._reindex()
 
@@ -63,6 +67,7 @@ class MetaService:
         created = await self._repo.create(meta)
         self._by_path[created.path] = created
         self._reindex()
+        await self._bus.publish("metas", {})
         return created
 
     async def update(self, meta: Meta) -> None:
@@ -72,12 +77,14 @@ class MetaService:
         self._by_path.pop(old.path, None)
         self._by_path[meta.path] = meta
         self._reindex()
+        await self._bus.publish("metas", {})
 
     async def delete(self, meta_id: int) -> None:
         old = await self.get(meta_id)
         await self._repo.delete(meta_id)
         self._by_path.pop(old.path, None)
         self._reindex()
+        await self._bus.publish("metas", {})
 
 
 async def _validated(meta: Meta) -> Meta:

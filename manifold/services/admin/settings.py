@@ -31,6 +31,7 @@ from manifold.services.admin.settings_defaults import (
     SettingDefault,
 )
 from manifold.services.fs.patterns import Pattern, PatternError
+from manifold.state.bus import Bus, MemoryBus
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -41,8 +42,10 @@ def new_admin_token() -> str:
 
 
 class SettingsService:
-    def __init__(self, repo: SettingRepo) -> None:
+    def __init__(self, repo: SettingRepo, bus: Bus | None = None) -> None:
         self._repo = repo
+        # Other processes reload their settings on every change saved here.
+        self._bus: Bus = bus or MemoryBus()
         self._items: dict[str, SettingItem] = {}
         self._public_body = b""
         self._privacy: list[Pattern] = []
@@ -61,6 +64,12 @@ class SettingsService:
             merged[TOKEN_KEY].value = new_admin_token()
         await self._repo.upsert(merged.values())
         self._refresh(merged.values())
+
+    async def reload(self) -> None:
+        """Read the saved values again: another process saved some."""
+        stored = {item.key: item for item in await self._repo.all()}
+        async with self._saving:
+            self._refresh(merge_defaults(stored, DEFAULT_SETTINGS).values())
 
     def _refresh(self, items: Iterable[SettingItem]) -> None:
         self._items = {item.key: item for item in sorted(items, key=lambda i: i.index)}
@@ -145,6 +154,7 @@ class SettingsService:
                 item.value = value
             await self._repo.upsert(updated.values())
             self._refresh(updated.values())
+        await self._bus.publish("settings", {})
 
     async def delete(self, key: str) -> None:
         item = self._items.get(key)
@@ -154,6 +164,7 @@ class SettingsService:
             raise ServerError(f"setting [{key}] is not deprecated")
         await self._repo.delete(key)
         self._refresh(i for k, i in self._items.items() if k != key)
+        await self._bus.publish("settings", {})
 
     async def reset_token(self) -> str:
         token = new_admin_token()

@@ -25,8 +25,10 @@ from manifold.errors import ManifoldError, ServerError, TemporaryFailure
 from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
+from manifold.state.bus import Bus, MemoryBus
+from manifold.state.locks import Locks, MemoryLocks
 from manifold.vfs.health import Health, HealthLayer
-from manifold.vfs.layers import wrap
+from manifold.vfs.layers import CallRecorder, wrap
 from manifold.vfs.mounts import MountTable, Resolved, actual_mount_path
 from manifold.vfs.storage_ops import ListCache, StorageOps
 
@@ -40,6 +42,11 @@ USAGE_SECONDS = 3.0
 # Seconds before a storage that failed to start is tried again, doubled per failure.
 FIRST_RETRY = 1.0
 LONGEST_RETRY = 300.0
+# A storage's driver starts in one process at a time (a back end that hands out a new
+# refresh token at each login must not see two at once): the lease, and how long
+# another process waits for it before it starts its own anyway.
+INIT_LEASE = 60.0
+INIT_WAIT = 30.0
 
 
 @dataclass(slots=True)
@@ -63,10 +70,21 @@ class Mounted:
 
 
 class StorageService:
-    def __init__(self, repo: StorageRepo, registry: DriverRegistry, cache: ListCache) -> None:
+    def __init__(
+        self,
+        repo: StorageRepo,
+        registry: DriverRegistry,
+        cache: ListCache,
+        bus: Bus | None = None,
+        locks: Locks | None = None,
+    ) -> None:
         self._repo = repo
         self._registry = registry
         self._cache = cache
+        # Other processes hear of every storage changed here and of every listing
+        # patched or dropped, and apply them (``apply_change``, ``dropped``).
+        self._bus: Bus = bus or MemoryBus()
+        self._locks: Locks = locks or MemoryLocks()
         self._mounted: dict[int, Mounted] = {}
         self._table: MountTable[Mounted] = MountTable()
         self.loaded = False
@@ -78,6 +96,8 @@ class StorageService:
         self._revivals: set[asyncio.Task[None]] = set()
         # What every driver shares (HTTP pools); closed when the storages stop.
         self.resources = Resources()
+        # Told of every driver call (``/metrics``); set before the storages start.
+        self.call_recorder: CallRecorder | None = None
 
     @property
     def registry(self) -> DriverRegistry:
@@ -170,6 +190,7 @@ class StorageService:
         self._rebuild()
         mounted = self._mounted[created.id].storage
         await self._repo.save(mounted)
+        await self._bus.publish("storage", {"id": created.id})
         if mounted.status != WORK:
             raise ServerError(
                 f"failed init storage but storage is already created: {mounted.status}",
@@ -183,6 +204,7 @@ class StorageService:
         storage.modified = datetime.now(UTC)
         await self._repo.save(storage)
         await self._remount(storage)
+        await self._bus.publish("storage", {"id": storage.id})
         if storage.disabled:
             return storage
         mounted = self._mounted[storage.id].storage
@@ -197,6 +219,7 @@ class StorageService:
         if mounted is not None:
             await self._unmount(mounted)
         await self._repo.delete(storage_id)
+        await self._bus.publish("storage", {"id": storage_id})
 
     async def set_disabled(self, storage_id: int, disabled: bool) -> None:
         storage = await self.get(storage_id)
@@ -207,6 +230,40 @@ class StorageService:
             storage.status = DISABLED
         await self._repo.save(storage)
         await self._remount(storage)
+        await self._bus.publish("storage", {"id": storage_id})
+
+    async def apply_change(self, storage_id: int) -> None:
+        """Bring ``storage_id`` in line with the database: another process created,
+        edited, disabled or deleted it (its status is that process's to save)."""
+        stored = await self._repo.get(storage_id)
+        if stored is None or stored.disabled:
+            mounted = self._mounted.pop(storage_id, None)
+            self._rebuild()
+            if mounted is not None:
+                await self._unmount(mounted)
+            return
+        mounted = self._mounted.get(storage_id)
+        if mounted is not None and mounted.storage.modified == stored.modified:
+            return  # as mounted here already (told twice, or a resync)
+        await self._remount(stored, save=False)
+
+    async def apply_all(self) -> None:
+        """``apply_change`` for every storage, known here or stored (a resync)."""
+        stored = {s.id for s in await self._repo.all()}
+        for storage_id in sorted(stored | set(self._mounted)):
+            await self.apply_change(storage_id)
+
+    def dropped(self, storage_id: int, path: str, below: bool) -> None:
+        """Another process changed ``path`` of ``storage_id``: drop its listing here."""
+        mounted = self._mounted.get(storage_id)
+        if mounted is not None and mounted.ops is not None:
+            mounted.ops.dropped(path, below)
+
+    def drop_listings(self) -> None:
+        """Drop every listing kept (a resync)."""
+        for mounted in list(self._mounted.values()):
+            if mounted.ops is not None:
+                mounted.ops.dropped("/", True)
 
     async def load_all(self) -> None:
         await self.stop()
@@ -217,7 +274,7 @@ class StorageService:
         self._registry.build(storage)  # validates driver name and addition
         return storage
 
-    async def _remount(self, storage: Storage) -> None:
+    async def _remount(self, storage: Storage, save: bool = True) -> None:
         """Replace a storage's driver. The old one is unpublished before it is dropped:
         until the new one is up the path answers ``storage not init: loading``, as at
         start, never through a dropped driver or a parent mount."""
@@ -229,7 +286,8 @@ class StorageService:
             await self._unmount(mounted)
         if not storage.disabled:
             await self._mount(storage)
-            await self._repo.save(self._mounted[storage.id].storage)
+            if save:
+                await self._repo.save(self._mounted[storage.id].storage)
         self._rebuild()
 
     async def _mount(self, storage: Storage, before: Mounted | None = None) -> None:
@@ -243,13 +301,12 @@ class StorageService:
             built.tree = self.tree
             built.resources = self.resources
             built.options_saver = self._saver(storage.id)
-            driver = wrap(built, config)
+            driver = wrap(built, config, self.call_recorder)
             if config.call_timeout > 0 or config.check_status:
                 health = Health(config.check_status, self._status_setter(storage.id))
                 driver = HealthLayer(driver, health)
             try:
-                async with asyncio.timeout(config.init_timeout or None):
-                    await driver.init()
+                await self._init_once(storage, driver, config.init_timeout)
             except TimeoutError as exc:
                 raise ServerError(
                     f"no answer from the back end within {config.init_timeout:g}s"
@@ -261,6 +318,7 @@ class StorageService:
                 self._cache,
                 no_cache=config.no_cache,
                 on_listed=self._notifier(storage),
+                on_changed=self._teller(storage.id),
             )
             mounted = Mounted(storage, ops, config)
         except Exception as exc:
@@ -291,6 +349,18 @@ class StorageService:
                 await mounted.ops.driver.drop()
             return
         self._mounted[storage.id] = mounted
+
+    async def _init_once(self, storage: Storage, driver: Driver[Any], seconds: float) -> None:
+        """Start ``driver``, in one process at a time (see ``INIT_LEASE``)."""
+        async with self._locks.hold(f"storage-init:{storage.id}", INIT_LEASE, INIT_WAIT):
+            async with asyncio.timeout(seconds or None):
+                await driver.init()
+
+    def _teller(self, storage_id: int) -> Callable[[str, bool], None]:
+        def tell(path: str, below: bool) -> None:
+            self._bus.post("listing", {"id": storage_id, "path": path, "below": below})
+
+        return tell
 
     def _revive(self, failed: Mounted) -> None:
         """Start a failed storage again in the background once its wait is over; the
@@ -369,7 +439,7 @@ class StorageService:
 
     async def _unmount(self, mounted: Mounted) -> None:
         if mounted.ops is not None:
-            mounted.ops.forget("/")
+            mounted.ops.forget("/", tell=False)
             await mounted.ops.driver.drop()
 
     def _rebuild(self) -> None:

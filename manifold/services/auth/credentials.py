@@ -31,7 +31,7 @@ from manifold.errors import Forbidden, TooManyAttempts, Unauthorized
 from manifold.models import Perm, User
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.limiter import LoginLimiter
-from manifold.services.auth.passwords import static_hash, verify_static_async
+from manifold.services.auth.passwords import needs_upgrade, static_hash, verify_static_async
 from manifold.services.auth.service import DISABLED, Caller, Protocol
 from manifold.services.auth.sshkeys import SshKeyService
 from manifold.services.auth.users import UserService
@@ -90,6 +90,8 @@ class Credentials:
             if not await verify_static_async(user.pwd_hash, static_hash(password)):
                 raise Unauthorized(BAD_CREDENTIALS)
             await self._limiter.record_success(client, name)
+            if needs_upgrade(user.pwd_hash):
+                await self._users.upgrade_hash(user, static_hash(password))
             self._remember(key)
         return self._admit(user, client, protocol)
 
@@ -134,6 +136,12 @@ class Credentials:
         if bit is not None and not user.can(bit):
             raise Forbidden(NOT_ALLOWED.format(protocol=protocol.upper()))
         return Caller(user, client, protocol=protocol)
+
+    def forget(self) -> None:
+        """Forget every verified password: a user changed in another process (a new
+        password there is seen here once the user is read again; this makes it
+        certain at once, disabled and deleted users included)."""
+        self._verified.clear()
 
     def _cache_key(self, user: User, password: str) -> bytes:
         message = b"\0".join(

@@ -18,7 +18,8 @@ folder password is a login of its own, and without a limit a guest could guess i
 request rate.
 
 ``LoginLimiter`` is the interface; ``MemoryLoginLimiter`` keeps state in this
-process. Several instances behind a load balancer need a shared implementation.
+process; ``manifold.state.counters`` has the database and Redis ones that several
+processes share.
 """
 
 from __future__ import annotations

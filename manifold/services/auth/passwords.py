@@ -4,11 +4,17 @@ AList clients send (or let the server compute) a "static hash":
 ``sha256_hex(password + "-" + STATIC_SALT)``. Manifold stores an argon2id hash of
 that static form, with the per-user salt argon2 embeds, so both login endpoints
 work and a stolen database does not give away cheap-to-crack hashes.
+
+Users imported from AList (``manifold import-alist``) keep AList's own hash until they
+next log in: ``sha256_hex(static + "-" + salt)`` with a per-user salt, stored here as
+``alist-sha256$<salt>$<hex>``. It verifies like any other, and ``needs_upgrade`` tells
+the login to replace it with an argon2id hash of the same static form.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -16,6 +22,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from manifold.concurrency import PASSWORD_POOL, run_in
 
 STATIC_SALT = "https://github.com/alist-org/alist"
+ALIST_PREFIX = "alist-sha256$"
 
 # OWASP's argon2id baseline (19 MiB, 2 passes, 1 lane): strong against offline guessing,
 # cheap enough that logins stay fast on a two-core machine.
@@ -41,9 +48,27 @@ def hash_static(static: str) -> str:
     return _hasher.hash(static)
 
 
+def alist_hash(salt: str, digest: str) -> str:
+    """The stored form of an AList password hash (its salt and its hex digest)."""
+    return f"{ALIST_PREFIX}{salt}${digest.lower()}"
+
+
+def needs_upgrade(stored: str) -> bool:
+    """Whether ``stored`` is an imported AList hash, to be replaced at the next login."""
+    return stored.startswith(ALIST_PREFIX)
+
+
+def _verify_alist(stored: str, static: str) -> bool:
+    salt, _, digest = stored[len(ALIST_PREFIX) :].rpartition("$")
+    computed = hashlib.sha256(f"{static}-{salt}".encode()).hexdigest()
+    return secrets.compare_digest(computed.encode(), digest.encode())
+
+
 def verify_static(stored: str, static: str) -> bool:
     if not stored:
         return False
+    if needs_upgrade(stored):
+        return _verify_alist(stored, static)
     try:
         return _hasher.verify(stored, static)
     except (VerificationError, InvalidHashError):

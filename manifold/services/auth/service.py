@@ -16,7 +16,7 @@ from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorReq
 from manifold.models import User
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.limiter import LoginLimiter
-from manifold.services.auth.passwords import static_hash, verify_static_async
+from manifold.services.auth.passwords import needs_upgrade, static_hash, verify_static_async
 from manifold.services.auth.tokens import TokenService
 from manifold.services.auth.users import UserService
 
@@ -70,6 +70,8 @@ class AuthService:
         await self.limiter.record_failure(client, name)
         user = await _check_credentials(username, user, hashed, otp_code)
         await self.limiter.record_success(client, name)
+        if needs_upgrade(user.pwd_hash):
+            await self._users.upgrade_hash(user, hashed)
         return self._tokens.issue(user)
 
     async def logout(self, caller: Caller) -> None:

@@ -8,8 +8,8 @@ therefore refuses every older token, and so does deleting a user: a new
 account under the same name has another generation, however soon it is made.
 Logout revokes one token by its ``jti``; the revocation is kept in the database
 until the token would have expired anyway. ``RevocationStore`` is the interface:
-this process keeps the revoked ids in memory, loaded at start; several instances
-need a shared one.
+this process keeps the revoked ids in memory, loaded at start, and hears of the other
+processes' revocations on the change bus.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from manifold.config import Secret
 from manifold.db.repos import RevocationRepo
 from manifold.errors import Unauthorized
 from manifold.models import User
+from manifold.state.bus import Bus, MemoryBus
 
 _REQUIRED = ["exp", "nbf", "iat", "jti", "uid", "username", "gen"]
 
@@ -45,8 +46,12 @@ class RevocationStore(Protocol):
 
 
 class DatabaseRevocationStore:
-    def __init__(self, repo: RevocationRepo) -> None:
+    """Revoked ids in the database, mirrored in memory; other processes hear of each
+    revocation on the bus (``learn``) and reload all on a resync (``load``)."""
+
+    def __init__(self, repo: RevocationRepo, bus: Bus | None = None) -> None:
         self._repo = repo
+        self._bus: Bus = bus or MemoryBus()
         self._revoked: dict[str, int] = {}
 
     async def load(self) -> None:
@@ -60,6 +65,12 @@ class DatabaseRevocationStore:
     async def revoke(self, jti: str, expires_at: int) -> None:
         self._revoked[jti] = expires_at
         await self._repo.add(jti, expires_at)
+        await self._bus.publish("revoked", {"jti": jti, "exp": expires_at})
+
+    def learn(self, jti: str, expires_at: int) -> None:
+        """Another process revoked ``jti``."""
+        if expires_at > time.time():
+            self._revoked[jti] = expires_at
 
 
 # Tokens whose signature was checked, kept with their claims: every page load presents

@@ -20,6 +20,7 @@ from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
 from manifold.paths import clean_path
 from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.passwords import hash_static_async, static_hash
+from manifold.state.bus import Bus, MemoryBus
 
 _ALPHABET = string.ascii_letters + string.digits
 
@@ -42,8 +43,16 @@ class UserInput:
 
 
 class UserService:
-    def __init__(self, repo: UserRepo, keys: SshKeyRepo, marks: UserChanges | None = None) -> None:
+    def __init__(
+        self,
+        repo: UserRepo,
+        keys: SshKeyRepo,
+        marks: UserChanges | None = None,
+        bus: Bus | None = None,
+    ) -> None:
         self._repo = repo
+        # Other processes drop a user changed here (``forget``) when they hear of it.
+        self._bus: Bus = bus or MemoryBus()
         self._keys = keys
         self._marks = marks
         self._by_name: dict[str, User] = {}
@@ -147,6 +156,11 @@ class UserService:
         await self._set_password(new, password)
         await self._save(user, new)
 
+    async def upgrade_hash(self, user: User, static: str) -> None:
+        """Store an argon2id hash of ``static``, the password just verified against an
+        imported AList hash; the password is the same, so tokens stay valid."""
+        await self._save(user, replace(user, pwd_hash=await hash_static_async(static)))
+
     async def set_otp_secret(self, user: User, secret: str) -> None:
         await self._save(user, replace(user, otp_secret=secret))
 
@@ -157,6 +171,7 @@ class UserService:
         await self._keys.delete_for_user(user.id)
         await self._repo.delete(user.id)
         self.forget(user.username)
+        await self._bus.publish("user", {"name": user.username})
 
     def forget(self, username: str) -> None:
         """Drop ``username`` and the admin and guest: a change made elsewhere may have
@@ -169,14 +184,19 @@ class UserService:
         """Drop every cached user if the command line changed users meanwhile; unless
         ``now``, this looks at most once a second (see ``UserChanges``)."""
         if self._marks is not None and self._marks.changed(now):
-            self._by_name.clear()
-            self._by_role.clear()
-            self._changes += 1
+            self.forget_all()
+
+    def forget_all(self) -> None:
+        self._by_name.clear()
+        self._by_role.clear()
+        self._changes += 1
 
     async def _save(self, old: User, new: User) -> None:
         await self._repo.save(new)
         self.forget(old.username)
         self.forget(new.username)
+        for name in {old.username, new.username}:
+            await self._bus.publish("user", {"name": name})
 
     async def _set_password(self, user: User, password: str) -> None:
         user.pwd_hash = await hash_static_async(static_hash(password))

@@ -192,6 +192,12 @@ class GuardedOps:
             caller, path, password, stream, size, modified, overwrite, strict=strict
         )
 
+    async def check_put(self, caller: Caller, path: str, password: str = "") -> None:
+        """Refuse now what ``put`` (overwriting) would refuse at ``path``: a write that
+        arrives in parts (S3 multipart) is checked as it starts, not only at the end."""
+        self._protocol_allows(caller, write=True)
+        await self._writer.upload_target(caller, path, password, overwrite=True)
+
     async def open_writer(
         self,
         caller: Caller,
@@ -247,11 +253,27 @@ class GuardedOps:
 
     @staticmethod
     def _protocol_allows(caller: Caller, write: bool) -> None:
-        bits = _PROTOCOL_BITS.get(caller.protocol)
-        if bits is None or caller.user.is_admin:
-            return
-        if not caller.user.can(bits[0]) or (write and not caller.user.can(bits[1])):
+        """``PermissionDenied`` unless ``protocol_allows``."""
+        if not protocol_allows(caller, write):
             raise PermissionDenied()
+
+
+def protocol_allows(caller: Caller, write: bool) -> bool:
+    """Whether the caller's protocol bits let it read, or with ``write`` change, the
+    tree: the read bit (WebDAV 8, FTP/SFTP 10), and for a change the manage bit too
+    (9, 11).
+
+    Admins need the bits as everyone does, as in AList since v3.41: a fresh admin
+    (0x30FF) has none of them, and one with WebDAV read but not manage reads over
+    WebDAV and changes nothing. Only the admin token (WebDAV's ``Bearer``, the one
+    protocol login that carries a token) passes without them, as AList lets it in
+    without looking at any bit.
+    """
+    bits = _PROTOCOL_BITS.get(caller.protocol)
+    if bits is None or caller.token:
+        return True
+    user = caller.user
+    return user.can(bits[0]) and (not write or user.can(bits[1]))
 
 
 def etag(obj: Obj) -> str:

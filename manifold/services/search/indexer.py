@@ -52,8 +52,14 @@ from manifold.paths import split_path
 from manifold.services.admin.settings import SettingsService
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.walk import LoopGuard
+from manifold.state.bus import Bus, MemoryBus
+from manifold.state.locks import Locks, MemoryLocks
 
 log = logging.getLogger("manifold.search")
+# One build or update at a time over every process: the lock's name and lease (renewed
+# while the walk runs, so only a dead process's lock runs out).
+BUILD_LOCK = "index-build"
+BUILD_LEASE = 60.0
 
 PROGRESS_KEY = "index_progress"
 BATCH_SIZE = 1000
@@ -287,9 +293,17 @@ class BatchPlan:
 class Indexer:
     """Builds and updates the index in the background, and applies tree events to it."""
 
-    def __init__(self, settings: SettingsService, fs: GuardedReader) -> None:
+    def __init__(
+        self,
+        settings: SettingsService,
+        fs: GuardedReader,
+        locks: Locks | None = None,
+        bus: Bus | None = None,
+    ) -> None:
         self._settings = settings
         self._fs = fs
+        self._locks: Locks = locks or MemoryLocks()
+        self._bus: Bus = bus or MemoryBus()
         self._task: asyncio.Task[None] | None = None
         self._walker: Walker | None = None
         self._waiting: list[Change] = []
@@ -306,14 +320,24 @@ class Indexer:
 
     @property
     def running(self) -> bool:
+        """A build or update runs here, or (by the stored progress) in another process."""
+        return self._running_here or self._building_elsewhere()
+
+    @property
+    def _running_here(self) -> bool:
         return self._task is not None and not self._task.done()
 
+    def _building_elsewhere(self) -> bool:
+        return self._settings.get(PROGRESS_KEY, "{}") != "{}" and not self.progress().is_done
+
     async def start(self) -> None:
-        progress = read_progress(self._settings)
-        if not progress.is_done and self._settings.get(PROGRESS_KEY, "{}") != "{}":
-            progress.is_done = True
-            progress.error = progress.error or "the index build was interrupted"
-            await write_progress(self._settings, progress)
+        # A build that no process holds the lock of was interrupted (by a restart).
+        async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as free:
+            progress = read_progress(self._settings)
+            if free and self._building_elsewhere():
+                progress.is_done = True
+                progress.error = progress.error or "the index build was interrupted"
+                await write_progress(self._settings, progress)
 
     async def close(self) -> None:
         if self._walker is not None:
@@ -331,7 +355,7 @@ class Indexer:
     async def settled(self) -> None:
         """Wait until the build or update, the background walks and every change told
         so far have been written."""
-        while self.running or self._side or self._writing:
+        while self._running_here or self._side or self._writing:
             tasks = [task for _, task in self._side.values()]
             tasks += [task for task in (self._task, self._writer) if task is not None]
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -354,8 +378,16 @@ class Indexer:
 
     def stop(self) -> None:
         if self._walker is None:
-            raise IndexNotRunning()
+            if not self._building_elsewhere():
+                raise IndexNotRunning()
+            self._bus.post("index-stop", {})
+            return
         self._walker.stop()
+
+    def stop_here(self) -> None:
+        """Stop the build or update of this process, if one runs (another asked)."""
+        if self._walker is not None:
+            self._walker.stop()
 
     async def clear(self, sink: IndexSink) -> None:
         self._refuse_if_running()
@@ -371,6 +403,14 @@ class Indexer:
             raise IndexRunning()
 
     async def _build(self, sink: IndexSink, walker: Walker) -> None:
+        async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
+            if got:
+                await self._build_held(sink, walker)
+            else:
+                log.warning("an index build runs in another process; this one is not started")
+                await self._finish()
+
+    async def _build_held(self, sink: IndexSink, walker: Walker) -> None:
         try:
             await self._stop_side("/")
             await write_progress(self._settings, Progress())
@@ -388,6 +428,16 @@ class Indexer:
         await write_progress(self._settings, Progress(obj_count=count))
 
     async def _update(
+        self, sink: IndexSink, walker: Walker, paths: list[str], max_depth: int
+    ) -> None:
+        async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
+            if got:
+                await self._update_held(sink, walker, paths, max_depth)
+            else:
+                log.warning("an index build runs in another process; the update waits")
+                await self._finish()
+
+    async def _update_held(
         self, sink: IndexSink, walker: Walker, paths: list[str], max_depth: int
     ) -> None:
         try:

@@ -39,6 +39,8 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs import access
 from manifold.services.fs.read import GuardedReader
 from manifold.services.search.indexer import Indexer, IndexSink, Progress
+from manifold.state.bus import Bus
+from manifold.state.locks import Locks
 
 MODE_KEY = "search_index"
 DATABASE = "database"
@@ -130,6 +132,8 @@ class SearchService:
         storages: StorageService,
         fs: GuardedReader,
         metas: MetaService,
+        locks: Locks | None = None,
+        bus: Bus | None = None,
     ) -> None:
         self._settings = settings
         self._metas = metas
@@ -137,7 +141,7 @@ class SearchService:
             DATABASE: DatabaseSearcher(repo, full_text=True),
             DATABASE_NON_FULL_TEXT: DatabaseSearcher(repo, full_text=False),
         }
-        self.indexer = Indexer(settings, fs)
+        self.indexer = Indexer(settings, fs, locks, bus)
         self._repo = repo
         self._storages = storages
         self._fs = fs
@@ -208,6 +212,10 @@ class SearchService:
     def stop_index(self) -> None:
         self.searcher()
         self.indexer.stop()
+
+    def stop_here(self) -> None:
+        """Another process asked to stop the build: stop it if it runs here."""
+        self.indexer.stop_here()
 
     async def clear_index(self) -> None:
         await self.indexer.clear(self.searcher())

@@ -1,0 +1,268 @@
+"""One contract for every shared-state back end: memory, the database (SQLite and
+PostgreSQL) and Redis. Each test opens one or two "processes" (``open_state`` on the
+same database or Redis, each with its own origin) and checks what they share."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manifold.config import Config
+from manifold.services.auth.limiter import LoginLimiter, MemoryLoginLimiter
+from manifold.state import State, open_state
+from manifold.state.bus import RESYNC
+
+BACKENDS = ("memory", "sqlite", "postgresql", "redis")
+MAX_FAILURES = 5
+LOCKOUT = 300.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Processes:
+    """Opens states of one back end, as separate processes would have them."""
+
+    def __init__(self, kind: str, make: Callable[[], Awaitable[State]]) -> None:
+        self.kind = kind
+        self.shared = kind != "memory"
+        self._make = make
+        self.opened: list[State] = []
+
+    async def open(self) -> State:
+        state = await self._make()
+        await state.start()
+        state.bus.handlers.open()
+        self.opened.append(state)
+        return state
+
+    def limiter(self, state: State, scope: str, clock: Clock) -> LoginLimiter:
+        shared = state.login_limiter(scope, MAX_FAILURES, LOCKOUT)
+        limiter = shared or MemoryLoginLimiter(MAX_FAILURES, LOCKOUT)
+        limiter.clock = clock
+        return limiter
+
+
+@pytest.fixture(params=BACKENDS)
+async def processes(
+    request: pytest.FixtureRequest, tmp_path: Path, engine_of: Any
+) -> AsyncIterator[Processes]:
+    kind = request.param
+    engine = await engine_of("postgresql" if kind == "postgresql" else "sqlite")
+    redis_url = request.getfixturevalue("redis_server").url if kind == "redis" else ""
+
+    async def make() -> State:
+        config = Config(data_dir=tmp_path, redis_url=redis_url)
+        return open_state(config, engine, shared=kind != "memory")
+
+    made = Processes(kind, make)
+    yield made
+    for state in made.opened:
+        await state.stop()
+
+
+def recorder(state: State, topic: str) -> list[dict[str, Any]]:
+    heard: list[dict[str, Any]] = []
+
+    async def handler(data: dict[str, Any]) -> None:
+        heard.append(data)
+
+    state.bus.subscribe(topic, handler)
+    return heard
+
+
+# --- the bus ----------------------------------------------------------------------
+
+
+async def test_a_message_reaches_the_other_process_and_not_its_sender(
+    processes: Processes,
+) -> None:
+    a, b = await processes.open(), await processes.open()
+    at_a, at_b = recorder(a, "storage"), recorder(b, "storage")
+    await a.bus.publish("storage", {"id": 7})
+    await b.bus.sync()
+    assert at_b == ([{"id": 7}] if processes.shared else [])
+    assert at_a == []
+
+
+async def test_posted_messages_arrive_in_order(processes: Processes) -> None:
+    a, b = await processes.open(), await processes.open()
+    heard = recorder(b, "listing")
+    for n in range(30):
+        a.bus.post("listing", {"n": n})
+    await a.bus.sync()
+    await b.bus.sync()
+    assert [m["n"] for m in heard] == (list(range(30)) if processes.shared else [])
+
+
+async def test_every_process_hears_each_message(processes: Processes) -> None:
+    a, b, c = await processes.open(), await processes.open(), await processes.open()
+    at_b, at_c = recorder(b, "metas"), recorder(c, "metas")
+    await a.bus.publish("metas", {})
+    await b.bus.sync()
+    await c.bus.sync()
+    expected = [{}] if processes.shared else []
+    assert (at_b, at_c) == (expected, expected)
+
+
+async def test_a_failing_handler_leaves_the_others_to_run(processes: Processes) -> None:
+    a, b = await processes.open(), await processes.open()
+
+    async def broken(_: dict[str, Any]) -> None:
+        raise RuntimeError("broken listener")
+
+    b.bus.subscribe("user", broken)
+    heard = recorder(b, "user")
+    await a.bus.publish("user", {"name": "bob"})
+    await a.bus.publish("user", {"name": "eve"})
+    await b.bus.sync()
+    expected = [{"name": "bob"}, {"name": "eve"}] if processes.shared else []
+    assert heard == expected
+
+
+async def test_a_resync_reaches_only_this_process_handlers(processes: Processes) -> None:
+    a, b = await processes.open(), await processes.open()
+    at_a, at_b = recorder(a, RESYNC), recorder(b, RESYNC)
+    await a.bus.handlers.resync()
+    await b.bus.sync()
+    assert (at_a, at_b) == ([{}], [])
+
+
+# --- locks ------------------------------------------------------------------------
+
+
+async def test_a_lock_is_held_by_one_process_at_a_time(processes: Processes) -> None:
+    a = await processes.open()
+    b = await processes.open() if processes.shared else a
+    name = "build-" + secrets.token_hex(4)
+    async with a.locks.hold(name, 30) as first, b.locks.hold(name, 30) as second:
+        assert (first, second) == (True, False)
+    async with b.locks.hold(name, 30) as after:
+        assert after
+
+
+async def test_a_waiting_holder_gets_the_lock_once_it_is_let_go(processes: Processes) -> None:
+    a = await processes.open()
+    b = await processes.open() if processes.shared else a
+    name = "init-" + secrets.token_hex(4)
+    order: list[str] = []
+    released = asyncio.Event()
+
+    async def first() -> None:
+        async with a.locks.hold(name, 30) as got:
+            assert got
+            order.append("a")
+            released.set()
+            await asyncio.sleep(0.3)
+        order.append("a done")
+
+    async def second() -> None:
+        await released.wait()
+        async with b.locks.hold(name, 30, wait=20) as got:
+            assert got
+            order.append("b")
+
+    await asyncio.gather(first(), second())
+    assert order == ["a", "a done", "b"]
+
+
+async def test_a_lease_that_ran_out_goes_to_another_and_stays_there(
+    processes: Processes,
+) -> None:
+    a = await processes.open()
+    b = await processes.open() if processes.shared else a
+    name = "lease-" + secrets.token_hex(4)
+    locks_a = a.locks
+    assert hasattr(locks_a, "take") and hasattr(locks_a, "release")
+    assert await locks_a.take(name, "dead-holder", 0.2)  # a holder that never renews
+    await asyncio.sleep(0.5)
+    async with b.locks.hold(name, 30) as got:
+        assert got
+        await locks_a.release(name, "dead-holder")  # too late: not the holder any more
+        async with a.locks.hold(name, 30) as third:
+            assert not third
+
+
+async def test_a_long_hold_is_renewed_past_its_lease(processes: Processes) -> None:
+    a = await processes.open()
+    b = await processes.open() if processes.shared else a
+    name = "long-" + secrets.token_hex(4)
+    async with a.locks.hold(name, 0.3) as got:
+        assert got
+        await asyncio.sleep(0.8)
+        async with b.locks.hold(name, 30) as other:
+            assert not other
+
+
+# --- login failure counters ---------------------------------------------------------
+
+
+async def test_failures_lock_the_address_and_the_name(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    for n in range(MAX_FAILURES):
+        assert not await limiter.is_locked("198.51.100.1", "admin")
+        await limiter.record_failure("198.51.100.1", f"name{n}" if n % 2 else "admin")
+    assert await limiter.is_locked("198.51.100.1", "someone")
+    assert not await limiter.is_locked("198.51.100.2", "someone")
+    for n in range(MAX_FAILURES):
+        await limiter.record_failure(f"203.0.113.{n}", "carol")
+    assert await limiter.is_locked("203.0.113.200", "carol")
+
+
+async def test_a_success_clears_its_own_pair_only(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES - 1):
+        await limiter.record_failure("198.51.100.1", "admin")
+    await limiter.record_failure("198.51.100.1", "bob")
+    await limiter.record_success("198.51.100.1", "bob")
+    await limiter.record_failure("198.51.100.1", "bob")
+    assert await limiter.is_locked("198.51.100.1", "bob")
+    await limiter.record_success("198.51.100.1", "admin")
+    assert not await limiter.is_locked("198.51.100.1", "bob")
+
+
+async def test_failures_expire_a_lockout_after_the_last(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES):
+        await limiter.record_failure("198.51.100.1", "admin")
+        clock.now += LOCKOUT - 1
+    assert await limiter.is_locked("198.51.100.1", "admin")
+    clock.now += 1
+    assert not await limiter.is_locked("198.51.100.1", "admin")
+    await limiter.record_failure("198.51.100.1", "admin")
+    assert not await limiter.is_locked("198.51.100.1", "admin")
+
+
+async def test_a_known_address_is_not_kept_out_by_the_name_lock(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    await limiter.record_success("192.0.2.10", "admin")
+    for n in range(MAX_FAILURES):
+        await limiter.record_failure(f"203.0.113.{n}", "admin")
+    assert await limiter.is_locked("203.0.113.99", "admin")
+    assert not await limiter.is_locked("192.0.2.10", "admin")
+
+
+async def test_failures_spread_over_processes_add_up(processes: Processes) -> None:
+    if not processes.shared:
+        pytest.skip("one process keeps its own counters")
+    clock, scope = Clock(), secrets.token_hex(4)
+    a = processes.limiter(await processes.open(), scope, clock)
+    b = processes.limiter(await processes.open(), scope, clock)
+    for n in range(MAX_FAILURES):
+        await (a if n % 2 else b).record_failure("198.51.100.1", "admin")
+    assert await a.is_locked("198.51.100.7", "admin")
+    assert await b.is_locked("198.51.100.1", "bob")
