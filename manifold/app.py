@@ -52,6 +52,7 @@ from manifold.protocols.s3.app import s3_app
 from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.server import Listener
+from manifold.services.runner import FINISH_SECONDS
 from manifold.web import (
     BasePath,
     WebPage,
@@ -270,7 +271,7 @@ def create_app(config: Config, services: Services | None = None, listeners: bool
                 await ftp.close()
             if sftp is not None:
                 await sftp.stop()
-            await services.stop()
+            await services.stop(task_deadline=FINISH_SECONDS)
 
     app = ManifoldApp(
         title="Manifold",

@@ -195,10 +195,11 @@ class Services:
         await self.metas.start()
         await self.revocations.load()
         await self.storages.start()
-        await self.tasks.start()
-        await self.transfers.start()
-        await self.archives.start()
+        await self.transfers.start(self.tasks)
+        await self.archives.start(self.tasks)
         await self.offline.start(self.tasks)
+        # Last: a task taken over at start finds its kind's service ready.
+        await self.tasks.start()
         await self.search.start()
         self.state.bus.handlers.open()
         if self.metrics is not None:
@@ -217,15 +218,17 @@ class Services:
         """(kind, state, how many) of the tasks in the database, for ``/metrics``."""
         return await task_counts(self.engine)
 
-    async def stop(self) -> None:
+    async def stop(self, task_deadline: float = 0.0) -> None:
+        """Stop everything; running tasks get ``task_deadline`` seconds to end before
+        they are let go of, for another instance or the next start to run again."""
         if self.metrics_sync is not None:
             self.metrics_sync.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.metrics_sync
         await self.scan.close()
         await self.search.stop()
+        await self.tasks.stop(task_deadline)
         await self.offline.stop()
-        await self.tasks.stop()
         await self.storages.stop()
         await self.state.stop()
         await self.http.aclose()

@@ -9,9 +9,12 @@ through ``..``, keeping only the names on their way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
+import time
+from pathlib import Path
 
 from manifold.errors import ServerError
 
@@ -197,3 +200,16 @@ def discard_tree(path: str | os.PathLike[str]) -> None:
             os.unlink(path)
     except (OSError, ServerError):
         return
+
+
+def stale_entries(folder: Path, prefix: str, kept: set[str], idle_seconds: float) -> list[Path]:
+    """Entries of ``folder`` named ``prefix*`` that no task needs (``kept`` paths) and
+    that nothing has changed for ``idle_seconds``: what a stopped run left. A recent
+    one may be in use by another process sharing the folder (an upload being spooled)."""
+    before = time.time() - idle_seconds
+    stale = []
+    for entry in folder.glob(f"{prefix}*"):
+        with contextlib.suppress(FileNotFoundError):
+            if str(entry) not in kept and entry.lstat().st_mtime < before:
+                stale.append(entry)
+    return stale

@@ -9,6 +9,7 @@ from sqlalchemy import (
     DateTime,
     Double,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -132,6 +133,14 @@ tasks = Table(
     Column("created", DateTime(timezone=True), nullable=False),
     Column("start_time", DateTime(timezone=True), nullable=True),
     Column("end_time", DateTime(timezone=True), nullable=True),
+    # The instance running the task and until when it holds it (migration 0007): another
+    # instance claims an unfinished task only when it has no owner or its lease ran out.
+    Column("owner", String(128), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("heartbeat", DateTime(timezone=True), nullable=True),
+    # Set by a cancel on any instance; the owner sees it at its next heartbeat.
+    Column("cancel", Boolean, nullable=False, default=False),
+    Index("ix_tasks_claim", "state", "lease_until"),
 )
 
 # The search index: one row per object, keyed by its folder and name.

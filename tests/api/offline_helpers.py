@@ -4,6 +4,7 @@ torrents and web seeds), two storages to download into, and task helpers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -209,16 +210,17 @@ def leftovers(api: Api) -> list[str]:
 async def started(api: Api, task_id: str) -> None:
     """Until the download has its folder and has written into it."""
     for _ in range(400):
-        folder = api.services.tasks.get(task_id).payload.get("folder")
-        if folder and any(f.stat().st_size for f in Path(folder).iterdir()):
-            return
+        folder = (await api.services.tasks.load(task_id)).payload.get("folder")
+        with contextlib.suppress(FileNotFoundError):  # a folder made again on a takeover
+            if folder and any(f.stat().st_size for f in Path(folder).iterdir()):
+                return
         await asyncio.sleep(0.05)
     raise AssertionError("the download never started")
 
 
 async def task_ident(api: Api, task_id: str) -> str:
     for _ in range(200):
-        ident = api.services.tasks.get(task_id).payload.get("ident")
+        ident = (await api.services.tasks.load(task_id)).payload.get("ident")
         if ident:
             return str(ident)
         await asyncio.sleep(0.05)

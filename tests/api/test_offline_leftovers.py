@@ -107,7 +107,7 @@ async def test_aria2_reports_a_missing_url_and_leaves_nothing(
     assert leftovers(api) == []
 
 
-async def test_a_download_cut_by_a_stop_is_swept_at_the_next_start(
+async def test_a_download_cut_by_a_stop_starts_again_and_crash_leftovers_are_swept(
     files_url: str, tmp_path: Path
 ) -> None:
     local = make_tree(tmp_path / "local", {})
@@ -117,17 +117,25 @@ async def test_a_download_cut_by_a_stop_is_swept_at_the_next_start(
             "/api/admin/setting/save", [{"key": "offline_download_allow_private", "value": "true"}]
         )
         body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "SimpleHttp")
-        await started(api, body["data"]["tasks"][0]["id"])
+        task_id = body["data"]["tasks"][0]["id"]
+        await started(api, task_id)
         assert api.services.config.data_dir == tmp_path / "data"
+        first_folder = api.services.tasks.get(task_id).payload["folder"]
     # What a crash leaves (a stop removes its own download's folder on the way out).
     for crashed in ("SimpleHttp/0a1b/big.bin", "aria2/2c3d/x.bin", "aria2/2c3d/x.bin.aria2"):
         path = tmp_path / "data" / "temp" / "offline" / crashed
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"partial")
     async with running(tmp_path / "data") as api:
-        (shown,) = (await api.get("/api/admin/task/offline_download/done"))["data"]
-        assert shown["error"] == "interrupted by a restart"
-        assert leftovers(api) == []
+        await started(api, task_id)  # taken up again, from the start, in a folder of its own
+        (shown,) = (await api.get("/api/admin/task/offline_download/undone"))["data"]
+        assert (shown["id"], shown["state"]) == (task_id, TaskState.RUNNING)
+        folder = Path(api.services.tasks.get(task_id).payload["folder"])
+        assert str(folder) != first_folder
+        root = tmp_path / "data" / "temp" / "offline"
+        assert [p for p in leftovers(api) if not (root / p).is_relative_to(folder)] == []
+        await api.post("/api/admin/task/offline_download/cancel", params={"tid": task_id})
+        assert (await api.services.tasks.wait_done(task_id)).state == TaskState.CANCELED
 
 
 # -- names and paths ---------------------------------------------------------------------

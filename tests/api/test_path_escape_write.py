@@ -209,7 +209,7 @@ async def settle(world: World) -> None:
     assert admin is not None
     tasks = world.services.tasks
     for _ in range(100):
-        pending = [t for kind in ("copy", "upload") for t in tasks.undone(kind, admin)]
+        pending = [t for kind in ("copy", "upload") for t in await tasks.undone(kind, admin)]
         if not pending:
             return
         for task in pending:

@@ -320,8 +320,8 @@ async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
     tasks += await writer.copy(who, "/a", "/b", ["docs"], True)
     for task in tasks:
         await services.tasks.wait_done(task.id)
-    while any(not t.done for t in services.tasks.undone("copy", who.user)):
-        await services.tasks.wait_done(services.tasks.undone("copy", who.user)[0].id)
+    while pending := await services.tasks.undone("copy", who.user):
+        await services.tasks.wait_done(pending[0].id)
     assert (b / "readme.txt").read_text() == "hello"
     assert (b / "deep" / "x.bin").stat().st_size == 3000
     assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt"]

@@ -18,7 +18,6 @@ from manifold.services.auth.users import UserInput
 from manifold.services.runner import (
     CANCELED_ERROR,
     ID_LENGTH,
-    RESTART_ERROR,
     TaskContext,
     clean_percent,
     new_task_id,
@@ -270,7 +269,7 @@ async def test_delete_of_a_running_task_cancels_it(services: Services) -> None:
     await services.tasks.delete("copy", user, task.id)
     with pytest.raises(TaskNotFound):
         services.tasks.get(task.id)
-    assert services.tasks.undone("copy", user) == []
+    assert await services.tasks.undone("copy", user) == []
     second = await submit(services, user)
     gate.finish(await gate.next_start())
     await settled(services, second.id)
@@ -380,17 +379,17 @@ async def test_users_see_only_their_own_tasks(services: Services) -> None:
     theirs = await submit(services, bob)
     await gate.next_start()
     await gate.next_start()
-    assert [t.id for t in services.tasks.undone("copy", alice)] == [mine.id]
-    assert {t.id for t in services.tasks.undone("copy", owner)} == {mine.id, theirs.id}
+    assert [t.id for t in await services.tasks.undone("copy", alice)] == [mine.id]
+    assert {t.id for t in await services.tasks.undone("copy", owner)} == {mine.id, theirs.id}
     with pytest.raises(TaskNotFound):
-        services.tasks.find("copy", alice, theirs.id)
+        await services.tasks.find("copy", alice, theirs.id)
     with pytest.raises(TaskNotFound):
         await services.tasks.cancel("copy", alice, theirs.id)
     with pytest.raises(TaskNotFound):
-        services.tasks.find("upload", owner, mine.id)
+        await services.tasks.find("upload", owner, mine.id)
     with pytest.raises(NotFound):
-        services.tasks.undone("nonsense", owner)
-    assert services.tasks.done("offline_download", owner) == []
+        await services.tasks.undone("nonsense", owner)
+    assert await services.tasks.done("offline_download", owner) == []
     failed = await services.tasks.cancel_some("copy", alice, [theirs.id, mine.id, "nope"])
     assert failed == {theirs.id: "task not found", "nope": "task not found"}
     assert services.tasks.get(theirs.id).state == TaskState.RUNNING
@@ -402,7 +401,9 @@ async def test_users_see_only_their_own_tasks(services: Services) -> None:
 # -- a restart ------------------------------------------------------------------
 
 
-async def test_a_restart_keeps_finished_tasks_and_fails_interrupted_ones(tmp_path: Path) -> None:
+async def test_a_restart_keeps_finished_tasks_and_runs_interrupted_ones_again(
+    tmp_path: Path,
+) -> None:
     first = await start_services(tmp_path / "data")
     try:
         gate = use_gate(first)
@@ -413,9 +414,9 @@ async def test_a_restart_keeps_finished_tasks_and_fails_interrupted_ones(tmp_pat
         broken = await submit(first, user, name="broken")
         gate.finish(await gate.next_start(), "no space left")
         await settled(first, broken.id)
+        await first.settings.save([(COPY_THREADS, "1")])
         running = await submit(first, user, name="running")
         await gate.next_start()
-        await first.settings.save([(COPY_THREADS, "1")])
         queued = await submit(first, user, name="queued")
     finally:
         await first.stop()
@@ -425,28 +426,27 @@ async def test_a_restart_keeps_finished_tasks_and_fails_interrupted_ones(tmp_pat
     try:
         gate = use_gate(second)
         user = await admin(second)
-        shown = {t.id: t for t in second.tasks.done("copy", user)}
-        assert second.tasks.undone("copy", user) == []
-        assert set(shown) == {ok.id, broken.id, running.id, queued.id}
+        shown = {t.id: t for t in await second.tasks.done("copy", user)}
+        assert set(shown) == {ok.id, broken.id}
         assert (shown[ok.id].state, shown[ok.id].error) == (TaskState.SUCCEEDED, "")
         assert shown[broken.id].error == "no space left"
-        for interrupted in (running, queued):
-            assert shown[interrupted.id].state == TaskState.FAILED
-            assert shown[interrupted.id].error == RESTART_ERROR
-        assert (await stored(second, running.id)).state == TaskState.FAILED
-        assert gate.runs == []
-
-        await second.tasks.retry("copy", user, running.id)
+        # Let go of at the stop, both are taken up again, in the order they were made.
         assert await gate.next_start() == running.id
         assert gate.payloads == [{"name": "running"}]
         assert gate.contexts[running.id].creator == user
         gate.finish(running.id)
         assert (await settled(second, running.id)).state == TaskState.SUCCEEDED
+        assert await gate.next_start() == queued.id
+        gate.finish(queued.id)
+        assert (await settled(second, queued.id)).state == TaskState.SUCCEEDED
+        assert gate.runs == [running.id, queued.id]
     finally:
         await second.stop()
 
 
-async def test_an_interrupted_task_of_an_unknown_kind_cannot_be_retried(tmp_path: Path) -> None:
+async def test_an_interrupted_task_of_an_unknown_kind_waits_for_a_server_that_runs_it(
+    tmp_path: Path,
+) -> None:
     first = await start_services(tmp_path / "data")
     try:
         gate = use_gate(first, "vanished")
@@ -458,7 +458,7 @@ async def test_an_interrupted_task_of_an_unknown_kind_cannot_be_retried(tmp_path
     second = await start_services(tmp_path / "data")
     try:
         user = await admin(second)
-        assert second.tasks.get(task.id).state == TaskState.FAILED
+        assert (await second.tasks.load(task.id)).state == TaskState.RUNNING
         with pytest.raises(NotFound):
             await second.tasks.retry("vanished", user, task.id)
     finally:

@@ -72,15 +72,15 @@ async def _task_ids(request: Request) -> list[str]:
 
 
 async def undone(kind: str, caller: TaskCallerDep, services: ServicesDep) -> Response:
-    return ok([task_json(t) for t in services.tasks.undone(kind, caller.user)])
+    return ok([task_json(t) for t in await services.tasks.undone(kind, caller.user)])
 
 
 async def done(kind: str, caller: TaskCallerDep, services: ServicesDep) -> Response:
-    return ok([task_json(t) for t in services.tasks.done(kind, caller.user)])
+    return ok([task_json(t) for t in await services.tasks.done(kind, caller.user)])
 
 
 async def info(kind: str, caller: TaskCallerDep, services: ServicesDep, tid: str = "") -> Response:
-    return ok(task_json(services.tasks.find(kind, caller.user, tid)))
+    return ok(task_json(await services.tasks.find(kind, caller.user, tid)))
 
 
 async def cancel(

@@ -58,7 +58,7 @@ from manifold.errors import (
     ServerError,
     StorageNotFound,
 )
-from manifold.localfs import discard_tree
+from manifold.localfs import discard_tree, stale_entries
 from manifold.models import Link, LinkArgs, Obj, Perm, User
 from manifold.paths import clean_path, is_sub_path, split_path, validate_name
 from manifold.services.admin.metas import MetaService
@@ -79,7 +79,7 @@ from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.streams import file_stream
 from manifold.services.fs.tree import Place
 from manifold.services.fs.write import GuardedWriter
-from manifold.services.runner import TaskContext, TaskService
+from manifold.services.runner import LEFTOVER_SECONDS, TaskContext, TaskService
 
 # The extensions the page offers to open as archives: those libarchive reads here.
 EXTENSIONS = (
@@ -103,6 +103,8 @@ EXTENSIONS = (
 )
 CATALOGS_KEPT = 64
 WORK_PREFIX = "decompress-"
+# Extracted files live in one instance's data folder; another cannot upload them.
+EXTRACTED_GONE = "the extracted files are gone: their instance stopped; decompress again"
 # The settings that bound the work of reading one archive, and their defaults.
 LIST_MAX_SIZE = ("archive_list_max_size", 4 << 30)
 EXTRACT_MAX_SIZE = ("archive_extract_max_size", 64 << 30)
@@ -144,14 +146,16 @@ class ArchiveService:
         self._catalogs: OrderedDict[tuple[str, int, datetime], Catalog] = OrderedDict()
         self._scans: SingleFlight[Catalog] = SingleFlight()
 
-    async def start(self) -> None:
-        """Drop what extractions left before a restart: their tasks can't resume."""
-        await run_in(ARCHIVE_POOL, self._drop_leftovers)
+    async def start(self, tasks: TaskService) -> None:
+        """Drop what extractions left before a restart that no task will upload (one
+        still to run, here or on another instance sharing the data folder, does)."""
+        kept = await tasks.files_in_use("decompress_upload", "file")
+        await run_in(ARCHIVE_POOL, self._drop_leftovers, kept)
 
-    def _drop_leftovers(self) -> None:
+    def _drop_leftovers(self, kept: set[str]) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self._temp_dir)
-        for entry in self._temp_dir.glob(f"{WORK_PREFIX}*"):
+        for entry in stale_entries(self._temp_dir, WORK_PREFIX, kept, LEFTOVER_SECONDS):
             discard_tree(entry)
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()
@@ -422,7 +426,7 @@ class ArchiveService:
         """
         file, name, dst_dir = str(payload["file"]), str(payload["name"]), str(payload["dst_dir"])
         if not await run_in(ARCHIVE_POOL, os.path.exists, file):
-            raise ObjectNotFound("the extracted files are gone (was the server restarted?)")
+            raise ObjectNotFound(EXTRACTED_GONE)
         entry = _Entry(
             ctx.creator,
             clean_path(f"{dst_dir}/{name}"),

@@ -25,15 +25,19 @@ from manifold.errors import (
     ObjectNotFound,
     PermissionDenied,
 )
+from manifold.localfs import stale_entries
 from manifold.models import Obj, Perm, User
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.streams import CHUNK, file_stream
 from manifold.services.fs.tree import FileTree, copy_task_name, refuse_too_deep
 from manifold.services.fs.write import GuardedWriter
-from manifold.services.runner import TaskContext, TaskService
+from manifold.services.runner import LEFTOVER_SECONDS, TaskContext, TaskService
 
 SPOOL_PREFIX = "upload-"
+# An upload task run where its spooled body is not (its instance stopped, with a data
+# folder of its own) cannot go on: the body was only ever there.
+UPLOAD_GONE = "the uploaded data is gone: its instance stopped; upload again"
 
 
 class Transfers:
@@ -44,14 +48,16 @@ class Transfers:
         self._writer = writer
         self._temp_dir = temp_dir
 
-    async def start(self) -> None:
-        """Make the spool folder; drop bodies spooled before a restart: their tasks can't resume."""
-        await run_in(DISK_POOL, self._drop_spooled)
+    async def start(self, tasks: TaskService) -> None:
+        """Make the spool folder; drop bodies spooled before a restart that no upload
+        task will send (one that is still to run, here or on another instance sharing
+        the data folder, sends its body)."""
+        await run_in(DISK_POOL, self._drop_spooled, await tasks.files_in_use("upload", "spool"))
 
-    def _drop_spooled(self) -> None:
+    def _drop_spooled(self, kept: set[str]) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self._temp_dir)
-        for entry in self._temp_dir.glob(f"{SPOOL_PREFIX}*"):
+        for entry in stale_entries(self._temp_dir, SPOOL_PREFIX, kept, LEFTOVER_SECONDS):
             _unlink(str(entry))
 
     def register(self, tasks: TaskService) -> None:
@@ -166,7 +172,7 @@ class Transfers:
     async def run_upload(self, ctx: TaskContext, payload: dict[str, Any]) -> None:
         spooled, path = str(payload["spool"]), str(payload["path"])
         if not await run_in(DISK_POOL, os.path.exists, spooled):
-            raise ObjectNotFound("the uploaded data is gone (was the server restarted?)")
+            raise ObjectNotFound(UPLOAD_GONE)
         try:
             size = int(payload["size"])
             ctx.set_status("uploading")

@@ -85,21 +85,24 @@ class OfflineService:
     # -- life ---------------------------------------------------------------------------
 
     async def start(self, tasks: TaskService) -> None:
-        await run_in(DISK_POOL, self._folders.sweep, self._needed(tasks))
+        kinds = ("offline_download", "offline_download_transfer")
+        needed = self._needed(await tasks.of_kinds(kinds))
+        await run_in(DISK_POOL, self._folders.sweep, needed)
         # The tools are asked in the background: one that is down must not hold up the start.
         self._starting = asyncio.create_task(self._init_all())
 
-    def _needed(self, tasks: TaskService) -> set[Path]:
+    def _needed(self, tasks: list[Task]) -> set[Path]:
         """The download folders a task may still use: a tool's download that a retry
         follows on (the tool keeps downloading into it), and the files of transfers
-        not done yet. SimpleHttp starts again on a retry, so its folders are not kept."""
+        not done yet. SimpleHttp starts again on a retry, so its folders are kept only
+        while its task runs (on another instance sharing this data folder)."""
         needed: set[Path] = set()
-        for task in tasks.of_kinds(("offline_download", "offline_download_transfer")):
+        for task in tasks:
             if task.state in (TaskState.SUCCEEDED, TaskState.CANCELED):
                 continue
             if task.kind == "offline_download_transfer":
                 place = str(task.payload.get("file") or "")
-            elif task.payload.get("tool") != SIMPLE_HTTP:
+            elif task.payload.get("tool") != SIMPLE_HTTP or task.state == TaskState.RUNNING:
                 place = str(task.payload.get("folder") or "")
             else:
                 continue
@@ -224,9 +227,13 @@ class OfflineService:
         url, tool_name = str(payload["url"]), str(payload["tool"])
         folder = str(payload.get("folder") or "")
         try:
+            if folder and tool_name == SIMPLE_HTTP:
+                await _discard_folder(folder)  # a run cut short (on any instance) left it
             if not folder or not await run_in(DISK_POOL, os.path.isdir, folder):
+                # A tool's download that went into a folder this instance cannot see
+                # (another's data folder) starts again here.
                 folder = await run_in(DISK_POOL, self._folders.new, tool_name)
-                await ctx.save_payload(folder=folder)
+                await ctx.save_payload(folder=folder, ident="")
             if tool_name == SIMPLE_HTTP:
                 await self._fetch(ctx, url, folder)
             else:
