@@ -158,7 +158,7 @@ def cluster_refusal(config: Config) -> str:
     """Why this config cannot run as one of several instances ("" if it can)."""
     if not config.cluster:
         return ""
-    redis_url = str(getattr(config, "redis_url", "") or "")  # part of the shared-state work
+    redis_url = config.redis_url
     if not config.database_url or config.effective_database_url.startswith("sqlite"):
         return "cluster: true needs a server database (database_url: PostgreSQL or MySQL)"
     if not redis_url:

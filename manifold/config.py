@@ -93,6 +93,8 @@ class Config:
     # Redis (``redis://host:6379/0``) for what several processes share: login failure
     # counters, the change bus and run-once locks. "" keeps them in this process.
     redis_url: str = ""
+    # This instance's name in task leases and change messages; "" is host:pid.
+    instance_id: str = ""
 
     @property
     def effective_database_url(self) -> str:
@@ -130,6 +132,7 @@ _FILE_KEYS = (
     "metrics",
     "log_format",
     "redis_url",
+    "instance_id",
 )
 _INT_KEYS = {
     "port",

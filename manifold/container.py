@@ -128,7 +128,9 @@ class Services:
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas, state.locks, bus)
         events.subscribe(search)
         storages.on_listed = search.listed
-        tasks = TaskService(TaskRepo(engine), settings, repos.UserRepo(engine))
+        tasks = TaskService(
+            TaskRepo(engine), settings, repos.UserRepo(engine), instance=config.instance_id
+        )
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)

@@ -80,14 +80,14 @@ class State:
 def state_kind(config: Config, shared: bool = False) -> Kind:
     if config.redis_url:
         return "redis"
-    several = int(getattr(config, "workers", 1)) > 1 or bool(getattr(config, "cluster", False))
+    several = config.workers > 1 or config.cluster
     return "database" if shared or several else "memory"
 
 
 def open_state(config: Config, engine: AsyncEngine, shared: bool = False) -> State:
     """The state back end ``config`` asks for (``shared``: at least the database's)."""
     kind = state_kind(config, shared)
-    origin = str(getattr(config, "instance_id", "") or "") or _default_origin()
+    origin = config.instance_id or _default_origin()
     if kind == "redis":
         client = aioredis.Redis.from_url(config.redis_url)
         # The subscription must fail loudly when it drops (see ``redis_bus``).
