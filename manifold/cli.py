@@ -42,12 +42,29 @@ def _one_line(exc: BaseException) -> str:
     return str(text).splitlines()[0]
 
 
+_PROTOCOLS_HELP = """\
+protocol servers (config keys; environment variables MANIFOLD_<KEY>):
+  webdav     WebDAV at /dav on the main port (true; MANIFOLD_WEBDAV=false turns it off)
+  sftp_port  SFTP server port (0 = off; e.g. MANIFOLD_SFTP_PORT=5222)
+  ftp_port   FTP/FTPS server port (0 = off; e.g. MANIFOLD_FTP_PORT=5221)
+  s3_port    S3 server port (0 = off; e.g. MANIFOLD_S3_PORT=5246)
+They listen on `address` (--host). See the README for each server's settings.
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="manifold", description="Storage aggregation server")
     parser.add_argument("--version", action="version", version=f"manifold {VERSION_STRING}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    server = commands.add_parser("server", help="run the server")
+    server = commands.add_parser(
+        "server",
+        help="run the server",
+        description="Run the server. Settings come from DATA/config.json, overridden by "
+        "MANIFOLD_<KEY> environment variables.",
+        epilog=_PROTOCOLS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _data_option(server)
     server.add_argument("--host", help="address to listen on (default from config, 0.0.0.0)")
     server.add_argument("--port", type=int, help="port to listen on (default from config, 5244)")
