@@ -245,7 +245,8 @@ class S3Driver(Driver[Addition]):
         presigned = not self.options.custom_host or self.options.enable_custom_host_presign
         if self.options.custom_host and self.options.remove_bucket:
             url = url.replace(f"/{self.options.bucket}", "", 1)
-        return Link(url=url, expires_in=float(seconds) if presigned else None)
+        expires = float(seconds) if presigned else None
+        return Link(url=url, expires_in=expires, verify=not self.options.tls_insecure_skip_verify)
 
     def _disposition(self, name: str) -> str:
         quoted = quote(name, safe="$&+:=@")  # as Go's url.PathEscape, which AList uses
