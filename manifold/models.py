@@ -185,6 +185,9 @@ class Link:
     ``[offset, offset + length)`` (``length`` None: to the end) as a stream that
     releases its connection when closed early. Whoever reads a link goes through
     ``services.fs.streams.open_range``, which serves all three kinds alike.
+
+    ``verify`` False: fetch ``url`` without checking its TLS certificate. Only a driver
+    whose storage's admin turned verification off (an explicit, unsafe option) says so.
     """
 
     file_path: str = ""
@@ -192,6 +195,7 @@ class Link:
     headers: dict[str, str] = field(default_factory=dict)
     expires_in: float | None = None
     reader: RangeReader | None = None
+    verify: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,17 @@ For back ends whose links are neither a local file nor a URL (see ``Link.reader`
 one byte range is asked of the reader and streamed as it arrives. A single range
 answers 206, an unsatisfiable one 416; several ranges are answered with the whole
 file (a server may ignore ``Range``), which keeps the back end to one read.
+
+The range is opened and its first bytes read before the response exists
+(``ReaderResponse.open``), so a file that went away or a back end that is down
+answers an error with its own status, never a 200 cut short.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 
+from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -19,57 +24,75 @@ from manifold.services.fs.streams import open_range
 
 
 class ReaderResponse(Response):
-    def __init__(self, link: Link, obj: Obj, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        first: bytes,
+        rest: AsyncGenerator[bytes, None] | None,
+    ) -> None:
         super().__init__()
-        self._link = link
-        self._obj = obj
-        self._extra = dict(headers)
+        self._status = status
+        self._answer = dict(headers)
+        self._first = first
+        self._rest = rest
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        size = self._obj.size
-        headers = {
-            "content-type": content_type(self._obj.name),
+    @classmethod
+    async def open(
+        cls, link: Link, obj: Obj, headers: Mapping[str, str], request: Headers, method: str
+    ) -> Response:
+        """The answer to ``request``'s range of ``obj``; the reader's errors (a missing
+        file, a back end down) raise from here, before anything is sent."""
+        size = obj.size
+        answer = {
+            "content-type": content_type(obj.name),
             "accept-ranges": "bytes",
-            **{k.lower(): v for k, v in self._extra.items()},
+            **{k.lower(): v for k, v in headers.items()},
         }
         try:
-            wanted = self._range(scope, size)
+            wanted = _range(request.get("range", ""), size)
         except NotSatisfiable as exc:
-            await _unsatisfiable(send, str(exc), size)
-            return
+            return _unsatisfiable(str(exc), size)
         status = 200 if wanted is None else 206
         start, length = (0, size) if wanted is None else (wanted.start, wanted.length)
         if wanted is not None:
-            headers["content-range"] = wanted.content_range(size)
-        headers["content-length"] = str(length)
-        await send({"type": "http.response.start", "status": status, "headers": _raw(headers)})
-        if scope["method"] != "HEAD":
-            await _relay(send, open_range(self._link, start, length))
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            answer["content-range"] = wanted.content_range(size)
+        answer["content-length"] = str(length)
+        if method == "HEAD":
+            return cls(status, answer, b"", None)
+        body = open_range(link, start, length)
+        try:
+            first = await anext(body, b"")
+        except BaseException:
+            await body.aclose()
+            raise
+        return cls(status, answer, first, body)
 
-    @staticmethod
-    def _range(scope: Scope, size: int) -> ByteRange | None:
-        header = next((v for k, v in scope["headers"] if k == b"range"), b"").decode("latin-1")
-        if not header:
-            return None
-        ranges = parse_ranges(header, size)
-        return ranges[0] if len(ranges) == 1 else None
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self._status}
+        try:
+            await send({**start, "headers": _raw(self._answer)})
+            if self._first:
+                await send({"type": "http.response.body", "body": self._first, "more_body": True})
+            if self._rest is not None:
+                async for data in self._rest:
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if self._rest is not None:
+                await self._rest.aclose()
 
 
-async def _relay(send: Send, body: AsyncIterator[bytes]) -> None:
-    async for data in body:
-        await send({"type": "http.response.body", "body": data, "more_body": True})
+def _range(header: str, size: int) -> ByteRange | None:
+    if not header:
+        return None
+    ranges = parse_ranges(header, size)
+    return ranges[0] if len(ranges) == 1 else None
 
 
-async def _unsatisfiable(send: Send, message: str, size: int) -> None:
-    body = f"{message}\n".encode()
-    headers = {
-        "content-type": "text/plain; charset=utf-8",
-        "content-length": str(len(body)),
-        "content-range": f"bytes */{size}",
-    }
-    await send({"type": "http.response.start", "status": 416, "headers": _raw(headers)})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+def _unsatisfiable(message: str, size: int) -> Response:
+    headers = {"content-range": f"bytes */{size}"}
+    return Response(f"{message}\n", 416, headers, media_type="text/plain")
 
 
 def _raw(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:

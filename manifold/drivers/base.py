@@ -230,7 +230,9 @@ class Upload:
     one place, and the file tree, the storage operations and the layers between them
     and the driver pass it on untouched.
     ``size`` is None when the sender did not say (a multipart form); ``modified``
-    None leaves the time to the back end.
+    None leaves the time to the back end. A driver that holds bytes back before they
+    go out (S3's parts) calls ``progress`` with each piece as it is sent, when it is
+    set, so that a transfer under way is not taken for a stalled one.
     """
 
     name: str
@@ -238,6 +240,7 @@ class Upload:
     size: int | None
     modified: datetime | None
     overwrite: bool = True
+    progress: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import httpx
 
+from manifold.drivers.transport import AiohttpTransport
+
 # Connections kept open to all HTTP back ends together, and idle ones kept per pool.
 HTTP_CONNECTIONS = 200
 HTTP_KEEPALIVE = 50
@@ -34,14 +36,16 @@ class Resources:
         admin chose to skip certificate checks (an explicit, unsafe option)."""
         client = self._clients.get(verify)
         if client is None:
+            limits = httpx.Limits(
+                max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_KEEPALIVE
+            )
             client = httpx.AsyncClient(
                 verify=verify,
+                transport=AiohttpTransport(verify=verify, limits=limits),
                 follow_redirects=False,
                 trust_env=False,
                 timeout=httpx.Timeout(HTTP_IO_SECONDS, connect=HTTP_CONNECT_SECONDS),
-                limits=httpx.Limits(
-                    max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_KEEPALIVE
-                ),
+                limits=limits,
             )
             self._clients[verify] = client
         return client

@@ -312,7 +312,15 @@ class IdleLayer(Layer):
 
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         watched = _Watched(upload.stream)
-        stored = asyncio.ensure_future(self.inner.put(dst_dir, replace(upload, stream=watched)))
+        outer = upload.progress
+
+        def progress(count: int) -> None:
+            watched.moved(count)
+            if outer is not None:
+                outer(count)
+
+        watched_upload = replace(upload, stream=watched, progress=progress)
+        stored = asyncio.ensure_future(self.inner.put(dst_dir, watched_upload))
         try:
             while True:
                 done, _ = await asyncio.wait({stored}, timeout=self.seconds)
@@ -332,8 +340,10 @@ class IdleLayer(Layer):
 
 
 class _Watched:
-    """An upload's stream that remembers when a chunk last went to the driver or came
-    from the sender: either side stalling leaves it idle."""
+    """An upload's stream that remembers when a byte last moved: one came from the
+    sender, or the driver reported one going out (``Upload.progress``). A driver that
+    is slow to ask for the next chunk while it sends what it holds is busy, not idle;
+    a sender or a back end that moves nothing for the whole time is stalled."""
 
     def __init__(self, stream: AsyncIterator[bytes]) -> None:
         self._stream = stream
@@ -342,15 +352,17 @@ class _Watched:
     def idle_for(self) -> float:
         return time.monotonic() - self._last
 
+    def moved(self, count: int) -> None:
+        if count:
+            self._last = time.monotonic()
+
     def __aiter__(self) -> _Watched:
         return self
 
     async def __anext__(self) -> bytes:
-        self._last = time.monotonic()
-        try:
-            return await anext(self._stream)
-        finally:
-            self._last = time.monotonic()
+        data = await anext(self._stream)
+        self.moved(len(data))
+        return data
 
     async def aclose(self) -> None:
         await close_stream(self._stream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from manifold.models import Link, Obj
 from manifold.services.auth.sign import sign_path, verify_sign
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
+from tests.drivers.alist_v3_server import self_signed
 from tests.drivers.inert import InertDriver
 
 CONTENT = bytes(range(256)) * 4  # 1024 bytes, every byte value
@@ -466,13 +468,16 @@ class HttpFileServer:
 
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.failing: dict[str, int] = {}  # name -> the error status it answers
         self.release = asyncio.Event()
         self.port = 0
+        self.scheme = "http"
         self._server: asyncio.Server | None = None
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
+        self.scheme = "https" if tls is not None else "http"
 
     async def stop(self) -> None:
         assert self._server is not None
@@ -481,7 +486,7 @@ class HttpFileServer:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -503,9 +508,11 @@ class HttpFileServer:
             writer.write(f"HTTP/1.1 302 Found\r\nLocation: /files/{name[6:]}\r\n"
                          "Content-Length: 0\r\nConnection: close\r\n\r\n".encode())  # fmt: skip
             return
-        if name not in UPSTREAM_FILES:
+        status = self.failing.get(name, 200 if name in UPSTREAM_FILES else 404)
+        if status != 200:
             writer.write(
-                b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope"
+                f"HTTP/1.1 {status} Failed\r\nContent-Length: 4\r\nConnection: close\r\n\r\n"
+                "nope".encode()
             )
             return
         data, status, extra = UPSTREAM_FILES[name], "200 OK", ""
@@ -739,6 +746,85 @@ async def test_proxy_range_serves_ranges_by_ranged_reads(
     assert (method, target, sent["range"]) == ("GET", "/files/movie.bin", "bytes=100-299")
     assert "x-client" not in sent
     assert (sent["x-from-link"], sent["referer"]) == ("yes", "https://link.test/")
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "message"),
+    [(404, 404, "object not found"), (410, 404, "object not found"),
+     (500, 500, "fetching the source failed: HTTP 500"),
+     (503, 500, "fetching the source failed: HTTP 503")],
+)  # fmt: skip
+async def test_proxy_range_answers_a_gone_url_as_a_missing_file(
+    api: Api, upstream: HttpFileServer, services: Services, status: int, answer: int, message: str
+) -> None:
+    config = DriverConfig(name="UrlRanged", proxy_range_option=True)
+    services.registry.register("UrlRanged", UrlDriver, UrlOptions, config)
+    admin = await api.login()
+    body = {"mount_path": "/ranged", "driver": "UrlRanged", "web_proxy": True,
+            "proxy_range": True, "addition": json.dumps({"base_url": upstream.base})}  # fmt: skip
+    assert (await api.post("/api/admin/storage/create", body, token=admin))["code"] == 200
+    upstream.failing["movie.bin"] = status
+    for headers in ({}, {"Range": "bytes=10-19"}):
+        response = await api.client.get("/p" + signed(api, "/ranged/movie.bin"), headers=headers)
+        assert response.status_code == answer, response.text
+        assert response.json() == {"code": 500, "message": message, "data": None}
+    upstream.failing.clear()
+    whole = await api.client.get("/p" + signed(api, "/ranged/movie.bin"))
+    assert (whole.status_code, whole.content) == (200, UPSTREAM_FILES["movie.bin"])
+
+
+class TlsUrlOptions(BaseModel):
+    base_url: str = option("")
+    skip_verify: bool = option(False)
+
+
+class TlsUrlDriver(InertDriver[TlsUrlOptions]):
+    """Test-only: the upstream's files, linked by URL; unchecked when its option says."""
+
+    async def list(self, dir: Obj) -> list[Obj]:
+        when = datetime(2024, 5, 1, tzinfo=UTC)
+        return [Obj(name, len(data), False, when, path=f"/{name}")
+                for name, data in UPSTREAM_FILES.items()]  # fmt: skip
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        url = f"{self.options.base_url}/files/{quote(file.name)}"
+        return Link(url=url, verify=not self.options.skip_verify)
+
+
+@pytest.fixture
+async def tls_upstream(tmp_path: Path) -> AsyncIterator[HttpFileServer]:
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server = HttpFileServer()
+    await server.start(tls=context)
+    yield server
+    await server.stop()
+
+
+@pytest.mark.parametrize("proxy_range", [False, True], ids=["relayed", "ranged"])
+async def test_p_skips_certificate_checks_only_for_a_storage_that_turned_them_off(
+    api: Api, tls_upstream: HttpFileServer, services: Services, proxy_range: bool
+) -> None:
+    config = DriverConfig(name="TlsUrl", proxy_range_option=True)
+    services.registry.register("TlsUrl", TlsUrlDriver, TlsUrlOptions, config)
+    admin = await api.login()
+    for skip in (False, True):
+        addition = {"base_url": tls_upstream.base, "skip_verify": skip}
+        body = {"mount_path": f"/tls-{skip}", "driver": "TlsUrl", "web_proxy": True,
+                "proxy_range": proxy_range, "addition": json.dumps(addition)}  # fmt: skip
+        assert (await api.post("/api/admin/storage/create", body, token=admin))["code"] == 200
+    data = UPSTREAM_FILES["movie.bin"]
+    checked = await api.client.get("/p" + signed(api, "/tls-False/movie.bin"))
+    assert checked.status_code == 500
+    assert "CERTIFICATE_VERIFY_FAILED" in checked.json()["message"]
+    assert not any(target == "/files/movie.bin" for _, target, _ in tls_upstream.requests)
+    unchecked = await api.client.get("/p" + signed(api, "/tls-True/movie.bin"))
+    assert (unchecked.status_code, unchecked.content) == (200, data)
+    ranged = await api.client.get(
+        "/p" + signed(api, "/tls-True/movie.bin"), headers={"Range": "bytes=5-9"}
+    )
+    assert (ranged.status_code, ranged.content) == (206, data[5:10])
 
 
 async def test_an_alias_fetches_a_proxied_url_in_parts(api: Api, remote: HttpFileServer) -> None:

@@ -254,6 +254,14 @@ async def test_tls_certificates_are_verified_unless_the_unsafe_option_says_not(
     assert "TLS" in caught.value.message
     driver = await drivers(tls_s3, "tls-bucket", tls_insecure_skip_verify=True)
     assert await driver.list(await driver.root_obj()) == []
+    file = await put_bytes(driver, await driver.root_obj(), "tls.bin", b"over tls")
+    try:
+        # Its presigned link says the certificate is not to be checked, and is read so.
+        link = await driver.link(file, LinkArgs())
+        assert (link.url.startswith("https://"), link.verify) == (True, False)
+        assert await read_obj(driver, file) == b"over tls"
+    finally:
+        await driver.remove(file)
 
 
 # --- folders, placeholders and pages ----------------------------------------------------

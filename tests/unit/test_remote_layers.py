@@ -130,6 +130,64 @@ async def test_a_stalled_upload_fails_as_temporary_and_is_stopped() -> None:
     assert "b.bin" not in driver.files
 
 
+class PartSender(Remote):
+    """Reads an upload a "part" at a time, then sends each part in small pieces, slowly
+    but steadily, telling ``Upload.progress`` of each (as S3's multipart upload does):
+    between two parts it asks nothing of the stream for much longer than the idle time."""
+
+    def __init__(self, pieces: int, pause: float) -> None:
+        super().__init__()
+        self.pieces = pieces
+        self.pause = pause
+        self.sent = b""
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        async for part in upload.stream:
+            step = -(-len(part) // self.pieces)
+            for start in range(0, len(part), step):
+                await asyncio.sleep(self.pause)
+                piece = part[start : start + step]
+                self.sent += piece
+                if upload.progress is not None:
+                    upload.progress(len(piece))
+        return Obj(upload.name, len(self.sent), False, WHEN, path=f"/{upload.name}")
+
+
+async def test_an_upload_sending_slowly_but_steadily_is_not_stalled() -> None:
+    # Each part takes 8 pauses of a fifth of the idle time to go out: far longer than
+    # the idle time with no chunk asked of the stream, never that long without a byte.
+    driver = PartSender(pieces=8, pause=0.02)
+    stored = await IdleLayer(driver, 0.1).put(
+        ROOT, Upload("slow.bin", chunks(b"a" * 800, b"b" * 800), 1600, None)
+    )
+    assert (stored.size, driver.sent) == (1600, b"a" * 800 + b"b" * 800)
+
+
+async def test_an_upload_whose_sender_sends_nothing_is_stalled_however_busy_the_driver() -> None:
+    async def silent() -> AsyncIterator[bytes]:
+        yield b"x"
+        await asyncio.Event().wait()
+        yield b"never"
+
+    driver = PartSender(pieces=1, pause=0.0)
+    with pytest.raises(TemporaryFailure, match="upload stalled"):
+        await IdleLayer(driver, 0.05).put(ROOT, Upload("b.bin", silent(), 6, None))
+
+
+async def test_a_reader_yielding_slowly_but_steadily_is_not_stalled() -> None:
+    class Trickle(Remote):
+        async def link(self, file: Obj, args: LinkArgs) -> Link:
+            async def reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
+                for _ in range(10):
+                    await asyncio.sleep(0.01)
+                    yield b"t"
+
+            return Link(reader=reader)
+
+    link = await IdleLayer(Trickle(), 0.05).link(Obj("t.bin", 10, False, WHEN), LinkArgs())
+    assert await read(link) == b"t" * 10
+
+
 async def test_racing_puts_on_a_back_end_without_the_promise_have_one_winner() -> None:
     driver = Remote()
     assert EXCLUSIVE_CREATE not in driver.promises()

@@ -180,7 +180,7 @@ async def member(path: str, request: Request, services: ServicesDep) -> Response
         inner, password = query.get("inner", ""), query.get("pass", "")
         obj, link = await services.archives.member(raw, inner, password)
         headers = {"Content-Disposition": content_disposition(obj.name), **_NO_CACHE}
-        return ReaderResponse(link, obj, headers)
+        return await ReaderResponse.open(link, obj, headers, request.headers, request.method)
     except ManifoldError as exc:
         message = services.settings.mask_private(exc.message).split("; rawPath: ")[0]
         status = 403 if isinstance(exc, WrongArchivePassword) else _status(exc)

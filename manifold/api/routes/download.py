@@ -110,7 +110,7 @@ async def _redirect(
         url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
         return RedirectResponse(url, status_code=302, headers=_NO_CACHE)
     if link.reader is not None:
-        return _read(obj, link)
+        return await _read(request, obj, link)
     return await _local_file(obj.name, link)
 
 
@@ -122,31 +122,38 @@ async def _proxy(
     if link.file_path:
         return await _local_file(obj.name, link)
     if link.reader is not None:
-        return _read(obj, link)
+        return await _read(request, obj, link)
     if not link.url:
         raise ObjectNotFound("link has neither a file, a URL nor a reader")
     url = downloads.direct_link_url(link.url, query_pairs(request.scope["query_string"]))
     if target.config.proxy_range_option and target.storage.proxy_range:
         # ``proxy_range``: this server answers ranges itself, reading the upstream a
         # range at a time, for an upstream that ignores or mishandles them.
-        return _read(obj, _ranged(replace(link, url=url), services.http))
+        return await _read(request, obj, _ranged(replace(link, url=url), services))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
-    return await open_upstream(services.http, request.method, url, headers)
+    return await open_upstream(_client(link, services), request.method, url, headers)
 
 
-def _ranged(link: Link, client: httpx.AsyncClient) -> Link:
+def _client(link: Link, services: Services) -> httpx.AsyncClient:
+    """The pool that fetches ``link``: without certificate checks only for a link of a
+    storage whose admin turned them off (``Link.verify``)."""
+    return services.http if link.verify else services.storages.resources.http(verify=False)
+
+
+def _ranged(link: Link, services: Services) -> Link:
     """A reader over ``link``'s URL (sent with its headers): the response's own headers
     are this server's, never the upstream's."""
+    client = _client(link, services)
 
     def reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
-        return open_range(link, offset, length, client=client)
+        return open_range(link, offset, length, client=client, unverified=client)
 
     return Link(reader=reader)
 
 
-def _read(obj: Obj, link: Link) -> ReaderResponse:
+async def _read(request: Request, obj: Obj, link: Link) -> Response:
     headers = {"Content-Disposition": content_disposition(obj.name), **link.headers}
-    return ReaderResponse(link, obj, headers)
+    return await ReaderResponse.open(link, obj, headers, request.headers, request.method)
 
 
 async def _local_file(name: str, link: Link) -> LocalFileResponse:

@@ -13,9 +13,9 @@ everything at once (``per_page`` 0); a refreshed listing here asks the remote to
 refresh too (``list_refreshed``). A link is the remote's ``raw_url`` (its ``/d``,
 which serves or redirects), valid for as long as its sign says; with
 ``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
-makes links per client makes them for this one. With ``tls_insecure_skip_verify`` an
-``https`` link is read here instead (a range reader over the unverified pool): the
-server, fetching the URL itself, would check the certificate again.
+makes links per client makes them for this one. With ``tls_insecure_skip_verify`` the
+link says so (``Link.verify`` False), and the server fetches it through its pool that
+skips certificate checks.
 
 Uploads stream to ``PUT /api/fs/put`` with the size as ``Content-Length`` (chunked when
 unknown, which Manifold accepts and AList v3.45 refuses). The remote stores the file
@@ -102,7 +102,6 @@ INTO_ITSELF = "the destination folder is a subfolder of the source folder"
 # How often a copy task of the remote is asked after, at first and at most (seconds).
 TASK_POLL_FIRST = 0.05
 TASK_POLL_LONGEST = 1.0
-READ_CHUNK = 1 << 20
 # Bytes of an upload read before it is sent, so that a small one can be sent again.
 REPLAYABLE = 1 << 20
 
@@ -252,11 +251,8 @@ class AListV3Driver(Driver[Addition]):
         url = str(data.get("raw_url") or "")
         if data.get("is_dir") or not url:
             raise NotAFile()
-        if self.options.tls_insecure_skip_verify and url.startswith("https:"):
-            # The server would check the certificate this storage was told to skip:
-            # read the link here, through the unverified pool, instead.
-            return Link(reader=lambda offset, length: self._read(url, offset, length))
-        return Link(url=url, expires_in=sign_expiry(url, time.time()))
+        verify = not self.options.tls_insecure_skip_verify
+        return Link(url=url, expires_in=sign_expiry(url, time.time()), verify=verify)
 
     async def get(self, path: str) -> Obj:
         full = child_path(self.options.root_folder_path, path.strip("/")).rstrip("/") or "/"
@@ -348,9 +344,7 @@ class AListV3Driver(Driver[Addition]):
             raise ServerError("request failed: the archive meta gave no raw_url")
         query = urlencode({"inner": inner, "pass": password, "sign": str(data.get("sign") or "")})
         url = f"{raw}?{query}"
-        if self.options.tls_insecure_skip_verify and url.startswith("https:"):
-            return Link(reader=lambda offset, length: self._read(url, offset, length))
-        return Link(url=url)
+        return Link(url=url, verify=not self.options.tls_insecure_skip_verify)
 
     async def archive_decompress(
         self,
@@ -390,34 +384,6 @@ class AListV3Driver(Driver[Addition]):
         without it the server reads them through ``link`` like any file."""
         if not self.options.forward_archive_requests:
             raise NotSupported()
-
-    async def _read(self, url: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
-        """Bytes ``[offset, offset + length)`` of the link ``url``."""
-        headers = {}
-        if offset or length is not None:
-            end = "" if length is None else str(offset + length - 1)
-            headers["Range"] = f"bytes={offset}-{end}"
-        client = self.resources.http(verify=not self.options.tls_insecure_skip_verify)
-        with translating(self._errors):
-            async with client.stream(
-                "GET", url, headers=headers, follow_redirects=True
-            ) as response:
-                if response.status_code == 416:
-                    return  # the range starts past the end
-                if response.status_code >= 400:
-                    raise status_error(response.status_code, response.reason_phrase)
-                # A server that ignores Range answers 200 with everything: cut it here.
-                skip = offset if response.status_code == 200 else 0
-                left = length
-                async for data in response.aiter_bytes(READ_CHUNK):
-                    cut = min(skip, len(data))
-                    data, skip = data[cut:], skip - cut
-                    if left is not None:
-                        data, left = data[:left], left - min(left, len(data))
-                    if data:
-                        yield data
-                    if left == 0:
-                        return
 
     # --- the remote's API ---------------------------------------------------------
 

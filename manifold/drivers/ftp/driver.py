@@ -54,7 +54,7 @@ from manifold.errors import (
 )
 from manifold.models import Link, Obj, Storage
 
-CHUNK = 1 << 16
+CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
 CLEANUP_SECONDS = 10.0
 # A temporary this old is left over from a process that died mid-upload.

@@ -43,6 +43,9 @@ FINAL = ("2xx", "3xx", "4xx", "5xx")
 NETWORK_ERRORS = (OSError, EOFError, TimeoutError)
 # Replies read after ``ABOR``/``NOOP`` before the connection is given up as out of step.
 RESYNC_REPLIES = 6
+# Bytes a data connection reads ahead of its consumer (it pauses at twice this): the
+# largest piece a download is handed over in.
+DATA_BUFFER = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +249,9 @@ class Connection:
         endpoint = self.endpoint
         try:
             async with asyncio.timeout(endpoint.connect_timeout):
-                reader, writer = await asyncio.open_connection(endpoint.host, port)
+                reader, writer = await asyncio.open_connection(
+                    endpoint.host, port, limit=DATA_BUFFER
+                )
         except BaseException:
             self.broken = True  # the server waits for a connection that never came
             raise

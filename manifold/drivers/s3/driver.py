@@ -36,6 +36,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 from botocore import UNSIGNED
 from botocore.handlers import set_list_objects_encoding_type_url
+from botocore.utils import parse_timestamp
 
 from manifold.drivers.base import Driver, LinkArgs, Upload, translating, validate_name
 from manifold.errors import (
@@ -78,8 +79,21 @@ _SESSION: list[AioSession] = []
 
 def _session() -> AioSession:
     if not _SESSION:
-        _SESSION.append(get_session())
+        session = get_session()
+        factory = session.get_component("response_parser_factory")
+        factory.set_parser_defaults(timestamp_parser=_timestamp)
+        _SESSION.append(session)
     return _SESSION[0]
+
+
+def _timestamp(value: Any) -> datetime:
+    """botocore's timestamp parsing, with the ISO 8601 times of S3's XML read by the
+    standard library: botocore's general parser took four fifths of a listing's time."""
+    if isinstance(value, str) and value[:1].isdigit() and "T" in value:
+        with suppress(ValueError):
+            return datetime.fromisoformat(value)
+    parsed: datetime = parse_timestamp(value)
+    return parsed
 
 
 class S3Driver(Driver[Addition]):
@@ -247,7 +261,8 @@ class S3Driver(Driver[Addition]):
         presigned = not self.options.custom_host or self.options.enable_custom_host_presign
         if self.options.custom_host and self.options.remove_bucket:
             url = url.replace(f"/{self.options.bucket}", "", 1)
-        return Link(url=url, expires_in=float(seconds) if presigned else None)
+        expires = float(seconds) if presigned else None
+        return Link(url=url, expires_in=expires, verify=not self.options.tls_insecure_skip_verify)
 
     def _disposition(self, name: str) -> str:
         quoted = quote(name, safe="$&+:=@")  # as Go's url.PathEscape, which AList uses

@@ -15,8 +15,9 @@ only: an exception the upload's stream raises passes through unchanged.
 from __future__ import annotations
 
 import asyncio
+import io
 import mimetypes
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import suppress
 from typing import Any
 
@@ -67,14 +68,13 @@ class Uploader:
         first, stream = await _read_part(upload.stream, self.part_size)
         if stream is None:  # the whole file fits in one part
             check_size(len(first), upload.size)
-            await self.call(
-                "put_object", Key=key, Body=first, ContentType=content_type, **condition
-            )
+            body = _body(first, upload.progress)
+            await self.call("put_object", Key=key, Body=body, ContentType=content_type, **condition)
             return len(first)
         created = await self.call("create_multipart_upload", Key=key, ContentType=content_type)
         upload_id: str = created["UploadId"]
         try:
-            parts, count = await self._send_parts(key, upload_id, first, stream, upload.size)
+            parts, count = await self._send_parts(key, upload_id, first, stream, upload)
             check_size(count, upload.size)
             await self.call(
                 "complete_multipart_upload",
@@ -94,10 +94,11 @@ class Uploader:
         upload_id: str,
         first: bytes,
         stream: AsyncIterator[bytes],
-        size: int | None,
+        upload: Upload,
     ) -> tuple[list[dict[str, Any]], int]:
         """Upload ``first`` and the rest of ``stream`` as parts, each part sent while
         the next is read; the parts for completion, and the byte count."""
+        size = upload.size
         parts: list[dict[str, Any]] = []
         count, number, data = 0, 1, first
         sending: asyncio.Task[dict[str, Any]] | None = None
@@ -108,7 +109,8 @@ class Uploader:
                     raise InvalidRequest(f"more bytes than the {size} announced")
                 if sending is not None:
                     parts.append(await sending)
-                sending = asyncio.ensure_future(self._part(key, upload_id, number, data))
+                body = _body(data, upload.progress)
+                sending = asyncio.ensure_future(self._part(key, upload_id, number, body))
                 number += 1
                 if number > MAX_PARTS:
                     raise InvalidRequest(f"a file of more than {MAX_PARTS} parts")
@@ -121,9 +123,11 @@ class Uploader:
                 await _settle(sending)
         return parts, count
 
-    async def _part(self, key: str, upload_id: str, number: int, data: bytes) -> dict[str, Any]:
+    async def _part(
+        self, key: str, upload_id: str, number: int, body: bytes | io.BytesIO
+    ) -> dict[str, Any]:
         sent = await self.call(
-            "upload_part", Key=key, UploadId=upload_id, PartNumber=number, Body=data
+            "upload_part", Key=key, UploadId=upload_id, PartNumber=number, Body=body
         )
         return {"ETag": sent["ETag"], "PartNumber": number}
 
@@ -219,6 +223,24 @@ async def _settle(sending: asyncio.Future[Any]) -> None:
     sending.cancel()
     with suppress(BaseException):
         await sending
+
+
+class _Reported(io.BytesIO):
+    """A part's bytes that tell ``progress`` of each piece read from them as the HTTP
+    client sends them (it reads a file body a piece at a time, as the socket takes it)."""
+
+    def __init__(self, data: bytes, progress: Callable[[int], None]) -> None:
+        super().__init__(data)
+        self._progress = progress
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = super().read(size)
+        self._progress(len(data))
+        return data
+
+
+def _body(data: bytes, progress: Callable[[int], None] | None) -> bytes | io.BytesIO:
+    return data if progress is None else _Reported(data, progress)
 
 
 async def _read_part(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
 
 from manifold.errors import InvalidRequest, ManifoldError, PermissionDenied, TemporaryFailure
 
@@ -251,6 +252,13 @@ class Connector:
         return _Session(conn, client, sftp)
 
 
+# AES-GCM first (the processor does AES, and the library seals a packet in one call),
+# then the library's own order, so any server still finds one it speaks: with
+# ChaCha20-Poly1305 first, a copy into SFTP spent a seventh of its time on ciphers.
+_GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+CIPHERS = (*_GCM, *(alg.decode() for alg in get_default_encryption_algs() if b"gcm" not in alg))
+
+
 def _options(creds: Credentials) -> asyncssh.SSHClientConnectionOptions:
     keys = [_private_key(creds)] if creds.private_key.strip() else None
     return asyncssh.SSHClientConnectionOptions(
@@ -267,6 +275,7 @@ def _options(creds: Credentials) -> asyncssh.SSHClientConnectionOptions:
         connect_timeout=CONNECT_SECONDS,
         keepalive_interval=KEEPALIVE_SECONDS,
         keepalive_count_max=KEEPALIVE_MISSES,
+        encryption_algs=CIPHERS,
     )
 
 

@@ -216,9 +216,8 @@ class WebDavDriver(Driver[Addition]):
         if file.is_dir:
             raise NotAFile()
         url = self._url(file.path)
-        if self._digest or self.options.tls_insecure_skip_verify:
-            # Neither can be handed to the server's own fetcher: a Digest answer is
-            # made per request, and the fetcher verifies every certificate.
+        if self._digest:
+            # A Digest answer is made per request: no header can go with a URL.
             return Link(reader=lambda offset, length: self._read(file.path, offset, length))
         response = await self._send("HEAD", file.path)
         if response.status_code >= 400 and response.status_code not in (405, 501):
@@ -226,7 +225,7 @@ class WebDavDriver(Driver[Addition]):
         headers = {}
         if self.options.username:
             headers["Authorization"] = _basic(self.options.username, self.options.password)
-        return Link(url=url, headers=headers)
+        return Link(url=url, headers=headers, verify=not self.options.tls_insecure_skip_verify)
 
     async def get(self, path: str) -> Obj:
         target = self._inside(path)

@@ -8,31 +8,45 @@ on the kind. URLs are fetched through the server's one pooled HTTP client.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import IO
 
 import httpx
 
 from manifold.concurrency import DISK_POOL, run_in, start_in
 from manifold.drivers.helpers import trimmed
+from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
 
 CHUNK = 1 << 20
+# A URL's answers that say the file is not there (any other error may pass).
+GONE = frozenset({404, 410})
 FETCH_TIMEOUT = httpx.Timeout(30.0, read=300.0)
 
 
-def http_client() -> httpx.AsyncClient:
-    """The pooled client a server owns for fetching links and relaying downloads."""
+def http_client(*, verify: bool = True) -> httpx.AsyncClient:
+    """The pooled client a server owns for fetching links and relaying downloads
+    (``verify`` False: the one for links that say so, ``Link.verify``)."""
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=40)
-    return httpx.AsyncClient(follow_redirects=True, timeout=FETCH_TIMEOUT, limits=limits)
+    transport = AiohttpTransport(verify=verify, limits=limits)
+    return httpx.AsyncClient(
+        verify=verify,
+        follow_redirects=True,
+        timeout=FETCH_TIMEOUT,
+        limits=limits,
+        transport=transport,
+    )
 
 
 async def link_stream(
-    link: Link, chunk: int = CHUNK, client: httpx.AsyncClient | None = None
+    link: Link,
+    chunk: int = CHUNK,
+    client: httpx.AsyncClient | None = None,
+    unverified: httpx.AsyncClient | None = None,
 ) -> AsyncIterator[bytes]:
     """All the bytes behind a link, in chunks of at most ``chunk`` bytes."""
-    async for data in open_range(link, 0, None, client=client, chunk=chunk):
+    async for data in open_range(link, 0, None, client=client, unverified=unverified, chunk=chunk):
         yield data
 
 
@@ -42,12 +56,15 @@ async def open_range(
     length: int | None = None,
     *,
     client: httpx.AsyncClient | None = None,
+    unverified: httpx.AsyncClient | None = None,
     chunk: int = CHUNK,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Bytes ``[offset, offset + length)`` behind ``link`` (``length`` None: to the end).
 
-    An offset past the end gives no bytes. ``client`` is the server's pooled client;
-    without one (tools, tests) a client is made for this read alone.
+    An offset past the end gives no bytes. ``client`` is the server's pooled client,
+    ``unverified`` its pool without certificate checks, for a link whose ``verify`` is
+    False; without the one needed (tools, tests) a client is made for this read alone. A URL that
+    answers 404 or 410 raises ``ObjectNotFound``; other failures ``TemporaryFailure``.
     """
     if offset < 0 or (length is not None and length < 0):
         raise InvalidRequest("a range starts and lasts at least 0 bytes")
@@ -58,7 +75,8 @@ async def open_range(
     elif link.file_path:
         source = file_stream(link.file_path, chunk, offset, length)
     elif link.url:
-        source = _url_range(link, offset, length, client, chunk)
+        pool = client if link.verify else unverified
+        source = _url_range(link, offset, length, pool, chunk)
     else:
         raise ObjectNotFound("link has neither a file, a URL nor a reader")
     async for data in source:
@@ -77,11 +95,16 @@ async def _url_range(
         end = "" if length is None else str(offset + length - 1)
         headers["Range"] = f"bytes={offset}-{end}"
     own = client is None
-    client = client or http_client()
+    client = client or http_client(verify=link.verify)
     try:
-        async with client.stream("GET", link.url, headers=headers) as response:
+        # Either pool: a server's own follows redirects, a storage's (``unverified``) not.
+        async with client.stream(
+            "GET", link.url, headers=headers, timeout=FETCH_TIMEOUT, follow_redirects=True
+        ) as response:
             if response.status_code == 416:
                 return  # the range starts past the end: nothing to read
+            if response.status_code in GONE:
+                raise ObjectNotFound()  # the file went away after it was linked
             if response.status_code >= 400:
                 raise TemporaryFailure(f"fetching the source failed: HTTP {response.status_code}")
             # A server that ignores Range answers 200 with everything: cut it here.

@@ -381,7 +381,8 @@ class FileTree:
         ``overwrite`` a file already there is kept (``ObjectExists``).
         """
         obj, link, _ = await self.link(path, LinkArgs())
-        stream = link_stream(link, client=self._http)
+        unverified = self._storages.resources.http(verify=False) if not link.verify else None
+        stream = link_stream(link, client=self._http, unverified=unverified)
         if counted is not None:
             stream = counted(stream)
         upload = Upload(name or split_path(path)[1], stream, obj.size, obj.modified, overwrite)
