@@ -45,7 +45,7 @@ def main() -> None:
 
 def _is_result(line: str) -> bool:
     text = line.lower()
-    return "ratio" in text or "rss" in text or "propfind" in text or "get" in text
+    return any(word in text for word in ("ratio", "rss", "propfind", "get", "retr"))
 
 
 if __name__ == "__main__":
