@@ -533,7 +533,9 @@ class Driver(ABC, Generic[OptionsT]):
 
         At no moment is the name free, and nothing is left under another name: a
         move or rename over a file that needs neither a parking name nor a removal
-        after. ``dst_dir`` may be ``src``'s own folder (a rename over a file). Only
+        after. ``dst_dir`` may be ``src``'s own folder (a rename over a file);
+        ``replaced`` is the file as the caller found it, for a back end that addresses
+        objects by id (one that goes by path checks the name itself). Only
         a file replaces, and only a file is replaced: ``NotAFile`` when ``src`` is a
         folder, ``ObjectExists`` when a folder holds ``name`` (whatever ``replaced``
         said). ``ObjectNotFound`` when ``src`` or ``dst_dir`` is gone; a name freed
