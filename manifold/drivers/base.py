@@ -9,6 +9,8 @@ missing can still describe itself. ``_template/`` is a commented skeleton to cop
 Four methods are mandatory (``init``, ``drop``, ``list``, ``link``). The others are
 optional: the base implementation raises ``NotSupported`` and a driver declares a
 capability by overriding the method (see ``Driver.capabilities``).
+``move_over`` is one of them: a move or rename that replaces a file in one step,
+for back ends whose rename replaces atomically (Local, SFTP, SMB).
 
 Every method raises only classes from ``manifold.errors``; a driver translates its
 library's exceptions at the edge and keeps the cause (``raise ... from exc``).
@@ -283,6 +285,7 @@ class Driver(ABC, Generic[OptionsT]):
         "copy",
         "remove",
         "put",
+        "move_over",
         "other",
         "fingerprint",
         "details",
@@ -524,6 +527,28 @@ class Driver(ABC, Generic[OptionsT]):
         With ``upload.overwrite`` false an existing file is kept and ``ObjectExists``
         raised instead, decided when the file is put in place, not by an earlier look:
         of several such puts racing for one free name exactly one succeeds.
+        """
+        raise NotSupported()
+
+    async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
+        """Give the file ``src`` the name ``name`` in ``dst_dir``, replacing the file
+        ``replaced`` that holds that name there, in one step; return the file there.
+
+        At no moment is the name free, and nothing is left under another name: a
+        move or rename over a file that needs neither a parking name nor a removal
+        after. ``dst_dir`` may be ``src``'s own folder (a rename over a file);
+        ``replaced`` is the file as the caller found it, for a back end that addresses
+        objects by id (one that goes by path checks the name itself). Only
+        a file replaces, and only a file is replaced: ``NotAFile`` when ``src`` is a
+        folder, ``ObjectExists`` when a folder holds ``name`` (whatever ``replaced``
+        said). ``ObjectNotFound`` when ``src`` or ``dst_dir`` is gone; a name freed
+        meanwhile is simply taken. Once it returns the old file's bytes are gone
+        from the storage (a recycle bin may keep them, as it keeps removed files).
+
+        Implemented only where the back end replaces in one step (a POSIX rename).
+        ``NotSupported`` when it cannot after all (a server without the extension):
+        the services then set the old file aside and remove it after, as they do
+        for a driver without this method.
         """
         raise NotSupported()
 

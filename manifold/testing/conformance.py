@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +35,13 @@ from manifold.errors import (
     ManifoldError,
     NotAFile,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
 )
 from manifold.models import Link, Obj
 from manifold.services.fs.streams import open_range
+from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 
 DriverFactory = Callable[[], Awaitable[Driver[Any]]]
 
@@ -75,6 +77,16 @@ def _outcomes(results: list[Any]) -> tuple[int, int]:
     lost = sum(isinstance(r, ObjectExists) for r in results)
     assert won + lost == len(results), results
     return won, lost
+
+
+@contextmanager
+def _skipped_when_not_supported() -> Iterator[None]:
+    """Skip the test when the back end turns out unable to replace in one step (the
+    services then fall back to setting the old file aside)."""
+    try:
+        yield
+    except NotSupported:
+        pytest.skip("the back end cannot replace in one step")
 
 
 class StreamAborted(Exception):
@@ -510,6 +522,57 @@ class DriverConformance:
         assert moved.name == "stay.txt"
         assert await names(driver, place.obj) == ["stay.txt"]
         assert await read_obj(driver, moved) == b"stay"
+
+    # --- a move or rename over a file in one step (``move_over``) -----------------
+
+    @pytest.mark.parametrize("across", [False, True], ids=["rename", "move"])
+    async def test_move_over_replaces_a_file_in_one_step(
+        self, driver: Driver[Any], place: Place, across: bool
+    ) -> None:
+        require(driver, "put", "move_over")
+        ops = StorageOps(driver.storage, driver, MemoryListCache())
+        folder, folder_path = place.obj, place.path
+        if across:
+            folder, folder_path = await driver.make_dir(place.obj, "into"), place.child("into")
+        await put_bytes(driver, place.obj, "new.txt", b"the new bytes")
+        await put_bytes(driver, folder, "old.txt", b"old")
+        await ops.list(place.path)  # both listings cached, to be patched
+        await ops.list(folder_path)
+        with _skipped_when_not_supported():
+            moved = await ops.move_over(place.child("new.txt"), f"{folder_path}/old.txt")
+        assert (moved.name, moved.size, moved.is_dir) == ("old.txt", 13, False)
+        cached = [o for o in await ops.list(folder_path) if o.name == "old.txt"]
+        assert [o.size for o in cached] == [13]
+        assert "new.txt" not in [o.name for o in await ops.list(place.path)]
+        assert await names(driver, place.obj) == (["into"] if across else ["old.txt"])
+        assert await names(driver, folder) == ["old.txt"]
+        assert await read_obj(driver, find(await driver.list(folder), "old.txt")) == (
+            b"the new bytes"
+        )
+
+    async def test_move_over_never_replaces_a_folder(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put", "move_over")
+        file = await put_bytes(driver, place.obj, "file.txt", b"file")
+        folder = await self._filled_folder(driver, place.obj, "taken")
+        with _skipped_when_not_supported(), pytest.raises(ObjectExists):
+            await driver.move_over(file, place.obj, "taken", folder)
+        with pytest.raises(NotAFile):
+            await driver.move_over(folder, place.obj, "file.txt", file)
+        assert await names(driver, place.obj) == ["file.txt", "taken"]
+        await self._check_filled(driver, find(await driver.list(place.obj), "taken"))
+        assert await read_obj(driver, find(await driver.list(place.obj), "file.txt")) == b"file"
+
+    async def test_move_over_of_a_missing_file_is_not_found(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "move_over")
+        gone = await self.gone_file(driver, place)
+        kept = await put_bytes(driver, place.obj, "kept.txt", b"kept")
+        with _skipped_when_not_supported(), pytest.raises(ObjectNotFound):
+            await driver.move_over(gone, place.obj, "kept.txt", kept)
+        assert await read_obj(driver, find(await driver.list(place.obj), "kept.txt")) == b"kept"
 
     async def test_removed_name_can_be_used_again(self, driver: Driver[Any], place: Place) -> None:
         require(driver, "put", "remove")

@@ -196,6 +196,13 @@ class Layer(Driver[Any]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         return await self.around("put", lambda: self.inner.put(dst_dir, upload))
 
+    async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
+        # One rename on the server: time-limited like ``rename``, never repeated (a
+        # second try would find the source gone).
+        return await self.around(
+            "move_over", lambda: self.inner.move_over(src, dst_dir, name, replaced)
+        )
+
     async def other(self, args: OtherArgs) -> Any:
         return await self.around("other", lambda: self.inner.other(args))
 

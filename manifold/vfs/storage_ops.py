@@ -486,6 +486,19 @@ class StorageOps:
             self.forget(path)
         return obj
 
+    async def move_over(self, path: str, dst: str) -> Obj:
+        """Give the file ``path`` the full path ``dst``, replacing the file there in one
+        step (``Driver.move_over``); the cached listings show it once, at ``dst``."""
+        path, dst = clean_path(path), clean_path(dst)
+        (parent, name), (dst_dir, new_name) = split_path(path), split_path(dst)
+        src, folder, replaced = await asyncio.gather(
+            self.get(path), self.get(dst_dir), self.get(dst)
+        )
+        obj = await self.driver.move_over(src, folder, new_name, replaced)
+        self.patch_remove(parent, name)
+        self.patch_add(dst_dir, obj)
+        return obj
+
     async def move_listed(self, path: str, obj: Obj, dst_dir: str, folder: Obj) -> Obj:
         """``move`` of ``obj`` (at ``path``, as a listing gave it) into ``folder`` (at
         ``dst_dir``, as ``make_dir`` or a lookup gave it): a move of many files into

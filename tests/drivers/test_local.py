@@ -140,6 +140,38 @@ async def test_escaping_link_cannot_be_copied_moved_or_removed(
     assert (outside / "secret.txt").read_text() == "top secret"
 
 
+async def test_move_over_stays_inside_the_root(
+    driver: LocalDriver, root: Path, outside: Path
+) -> None:
+    """Neither an escaping link as the source, nor a folder through an escaping link or
+    a forged path as the destination; a link at the name is replaced, not followed."""
+    root_obj, inner = await driver.root_obj(), await driver.get("/inner.txt")
+    for src, folder in (
+        (forged(root / "file-link"), root_obj),
+        (inner, forged(root / "dir-link", is_dir=True)),
+        (inner, forged(outside, is_dir=True)),
+    ):
+        with pytest.raises(PermissionDenied):
+            await driver.move_over(src, folder, "secret.txt", inner)
+    moved = await driver.move_over(inner, root_obj, "file-link", inner)
+    assert (moved.name, (root / "file-link").is_symlink()) == ("file-link", False)
+    assert (root / "file-link").read_text() == "inner"
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+async def test_move_over_keeps_the_replaced_file_in_the_recycle_bin(tmp_path: Path) -> None:
+    bin_path = tmp_path / "recycle"
+    driver = await local_driver(tmp_path / "data", recycle_bin_path=str(bin_path))
+    root_obj = await driver.root_obj()
+    old = await put_bytes(driver, root_obj, "a.txt", b"old")
+    new = await put_bytes(driver, root_obj, "b.txt", b"new")
+    await driver.move_over(new, root_obj, "a.txt", old)
+    assert [o.name for o in await driver.list(root_obj)] == ["a.txt"]
+    assert (tmp_path / "data" / "a.txt").read_bytes() == b"new"
+    assert (bin_path / "a.txt").read_bytes() == b"old"
+
+
 async def test_forged_paths_outside_root_are_refused(
     driver: LocalDriver, root: Path, outside: Path
 ) -> None:

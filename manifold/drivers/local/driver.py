@@ -331,6 +331,10 @@ class LocalDriver(Driver[Addition]):
                 raise
         return await self._run(self._stat, os.path.join(dst_dir.path, name))
 
+    async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
+        """``os.replace``: the kernel gives the name to the new file in one step."""
+        return await self._moving(self._move_over, src.path, dst_dir.path, validate_name(name))
+
     async def _new_temp(self, temp: str) -> IO[bytes]:
         """The temporary file ``temp``, opened. A cancellation that lands while a worker
         thread makes it does not stop the thread: the file is then waited for and
@@ -668,6 +672,37 @@ class LocalDriver(Driver[Addition]):
             _move_entry(old, new)
         return self._stat(os.path.join(dst_dir, os.path.basename(old)))
 
+    def _move_over(self, path: str, dst_dir: str, name: str) -> Obj:
+        old = self._entry(path)
+        if os.path.isdir(old):
+            raise NotAFile()
+        target = os.path.join(self._folder(dst_dir), name)
+        if target != old:
+            if os.path.isdir(target):
+                raise ObjectExists()
+            kept = self._keep_replaced(target)
+            try:
+                _replace_entry(old, target)
+            except BaseException:
+                if kept is not None:
+                    _discard_path(kept)
+                raise
+        return self._stat(os.path.join(dst_dir, name))
+
+    def _keep_replaced(self, target: str) -> str | None:
+        """With a recycle bin, the file at ``target`` linked (or copied) into it before
+        it is replaced, as a removal would have moved it there; where it went."""
+        if not self._recycle_bin or not os.path.lexists(target):
+            return None
+        kept = self._recycle_target(os.path.basename(target))
+        try:
+            os.link(target, kept, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in _NO_LINK:
+                raise
+            shutil.copy2(target, kept, follow_symlinks=False)
+        return kept
+
     def _copy(self, path: str, dst_dir: str) -> Obj:
         source = self._inside(path)
         name = os.path.basename(os.path.normpath(path))
@@ -877,6 +912,29 @@ def _move_entry(old: str, new: str) -> None:
             _discard_tree(new)
             raise
         remove_tree(old)
+
+
+def _replace_entry(old: str, new: str) -> None:
+    """Rename the file ``old`` over the file ``new``. From another file system (a mount
+    inside the root) it is copied beside ``new`` first and that copy renamed over it,
+    so the name still changes hands in one step; ``old`` goes after."""
+    try:
+        os.replace(old, new)
+        return
+    except IsADirectoryError as exc:  # a folder took the name meanwhile
+        raise ObjectExists() from exc
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    temp = os.path.join(os.path.dirname(new), temporary_name())
+    with _in_flight(temp):
+        try:
+            shutil.copy2(old, temp, follow_symlinks=False)
+            os.replace(temp, new)
+        except BaseException:
+            _discard_path(temp)
+            raise
+    os.unlink(old)
 
 
 def _copy_entry(source: str, target: str) -> None:

@@ -12,7 +12,8 @@ Uploads and copies are written under a ``RESERVED_PREFIX`` name in the target fo
 and renamed into place when whole. Without overwrite that is the plain SFTP rename,
 which OpenSSH refuses over an existing name (it links the new name, which the kernel
 refuses when taken): of racing writers one wins. With overwrite it is OpenSSH's
-``posix-rename``, an atomic replace. A temporary that could not be removed when a
+``posix-rename``, an atomic replace, as is a move or rename over a file
+(``move_over``). A temporary that could not be removed when a
 transfer failed (the connection was gone) is removed after the next reconnect.
 
 Copies run on the server with OpenSSH's ``copy-data`` extension, a part at a time so
@@ -315,6 +316,24 @@ class SftpDriver(Driver[Addition]):
         with self._errors(sftp):
             attrs = await sftp.stat(target)
         return _obj(name, target, attrs)
+
+    async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
+        """OpenSSH's ``posix-rename``, a rename(2) on the server: the name changes hands
+        in one step. ``NotSupported`` from a server without the extension."""
+        target = posixpath.join(dst_dir.path, validate_name(name))
+        sftp = await self._client()
+        with self._errors(sftp):
+            if (await sftp.stat(src.path)).type == _DIR:
+                raise NotAFile()
+            if target != src.path:
+                try:
+                    await sftp.posix_rename(src.path, target)
+                except asyncssh.SFTPFailure as exc:  # rename(2) refuses a folder there
+                    if await _is_folder(sftp, target):
+                        raise ObjectExists() from exc
+                    raise
+            placed = await sftp.stat(target)
+        return _obj(posixpath.basename(target), target, placed)
 
     async def details(self) -> DiskUsage:
         sftp = await self._client()
@@ -627,6 +646,13 @@ async def _exists(sftp: asyncssh.SFTPClient, path: str) -> bool:
     except asyncssh.SFTPNoSuchFile:
         return False
     return True
+
+
+async def _is_folder(sftp: asyncssh.SFTPClient, path: str) -> bool:
+    try:
+        return (await sftp.stat(path)).type == _DIR
+    except asyncssh.SFTPError:
+        return False
 
 
 async def _settle(fetch: asyncio.Future[Any]) -> None:

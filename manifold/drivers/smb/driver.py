@@ -8,7 +8,9 @@ inside ``translating``, which maps smbprotocol's exceptions (by NT status) onto
 Downloads are range readers (SMB has no URLs): a file opened at the offset and read a
 block at a time, closed as soon as the reader is. Uploads are written under a
 ``RESERVED_PREFIX`` name in the target folder and renamed into place when whole; the
-rename that must not replace is the server's own no-replace rename.
+rename that must not replace is the server's own no-replace rename; one that must
+(an upload's, and a move or rename over a file: ``move_over``) is a rename with
+ReplaceIfExists, one step on the server.
 
 smbclient waits for its server without a limit: each call, and each block a transfer
 reads or writes, has a deadline (``CALL_SECONDS``, ``BLOCK_SECONDS``: the storage's
@@ -159,6 +161,12 @@ class SMBDriver(Driver[Addition]):
             # storage's threads, after any write under way on it).
             await asyncio.shield(self.run_blocking(share.discard, temp))
             raise
+
+    async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
+        """An SMB rename with ReplaceIfExists: the server gives the name over in one step
+        (but for a file a download holds open: see ``Share.move_over``)."""
+        target = posixpath.join(dst_dir.path, validate_name(name))
+        return await self._run(self.share.move_over, src.path, target)
 
     # --- helpers --------------------------------------------------------------------
 

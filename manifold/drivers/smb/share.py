@@ -33,7 +33,7 @@ from smbprotocol.file_info import FileAttributes
 from smbprotocol.header import NtStatus
 
 from manifold.drivers.base import RESERVED_PREFIX, temporary_name
-from manifold.errors import NotAFolder, ObjectExists, ObjectNotFound, ServerError
+from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
 
 from .failures import BROKEN_STATUSES, is_broken, status_of
@@ -349,6 +349,18 @@ class Share:
         smbclient.rename(self.place.unc(path), self.place.unc(new_path), **self._kwargs)
         return self.stat(new_path)
 
+    def move_over(self, path: str, new_path: str) -> Obj:
+        """Give the file ``path`` the name ``new_path``, replacing the file there with
+        one rename (ReplaceIfExists); a folder there is never replaced."""
+        if self.stat(path).is_dir:
+            raise NotAFile()
+        if path != new_path:
+            target = self.place.unc(new_path)
+            if self._is_folder(target):
+                raise ObjectExists()
+            self._replace(self.place.unc(path), target, posixpath.dirname(new_path))
+        return self.stat(new_path)
+
     def remove(self, path: str, is_dir: bool) -> None:
         self._remove(self.place.unc(path), is_dir)
 
@@ -450,6 +462,15 @@ class Share:
             raise
         return True
 
+    def _is_folder(self, unc: str) -> bool:
+        try:
+            st = smbclient.stat(unc, **self._kwargs)
+        except SMBOSError as exc:
+            if exc.errno == errno.ENOENT:
+                return False
+            raise
+        return bool(st.st_file_attributes & _DIRECTORY)
+
     def _replace(self, temp: str, target: str, folder: str) -> None:
         """Rename ``temp`` over ``target``. Samba and Windows refuse while someone has
         ``target`` open (a download): then it is renamed aside first and removed after
@@ -461,6 +482,8 @@ class Share:
             if _status(exc) != NtStatus.STATUS_ACCESS_DENIED:
                 raise
             refused = exc
+        if self._is_folder(target):  # refused for being a folder: never set aside
+            raise refused
         aside = self.place.unc(posixpath.join(folder, temporary_name()))
         try:
             smbclient.rename(target, aside, **self._kwargs)

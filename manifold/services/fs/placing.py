@@ -11,7 +11,9 @@ them replaces a taken name. Here these steps are combined so that
 * an object replaced at the destination is only set aside while the new one takes
   its place, and removed after; when a step fails, the steps before it are undone.
   A file copied over a file on a storage whose put replaces in one step
-  (``ATOMIC_REPLACE``) is put over it instead, so the name never stands empty.
+  (``ATOMIC_REPLACE``) is put over it instead, and a file moved or renamed over a
+  file on a storage whose driver has ``move_over`` is moved over it in one step: in
+  both the name never stands empty and nothing is parked.
 
 Parking names are hidden (a leading dot) and never reserved for drivers' own use,
 so no sweep of unfinished uploads can take an object parked here.
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from manifold.drivers.base import ATOMIC_REPLACE
 from manifold.errors import (
     ManifoldError,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -68,6 +71,10 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     existing = await tree.exists(tree.place(dst))
     if existing is not None and not replace:
         raise ObjectExists()
+    if existing is not None and not existing.is_dir:
+        moved = await _move_over(tree, path, dst)
+        if moved is not None:
+            return moved
     steps, via, set_aside = _Steps(tree), name, ""
     try:
         if src_dir != dst_dir:
@@ -124,6 +131,17 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     finally:
         with suppress(ManifoldError):  # gone once the copy took its place
             await tree.remove(beside)
+
+
+async def _move_over(tree: FileTree, path: str, dst: str) -> Obj | None:
+    """The file ``path`` moved over the file at ``dst`` in one step, or None where the
+    storage cannot (no ``move_over``, a folder to move, a server without the means)."""
+    if not tree.moves_over(path, dst) or (await tree.lookup(path))[0].is_dir:
+        return None
+    try:
+        return await tree.move_over(path, dst)
+    except NotSupported:
+        return None
 
 
 async def _put_over(tree: FileTree, path: str, existing: Obj, dst_dir: str) -> bool:

@@ -253,6 +253,24 @@ class FileTree:
         await self.events.moved(path, clean_path(f"{dst_dir}/{split_path(path)[1]}"))
         return obj
 
+    def moves_over(self, path: str, dst: str) -> bool:
+        """Whether the storage holding both ``path`` and ``dst`` replaces a file by a
+        move in one step (its driver has ``move_over``)."""
+        src = self.place(path)
+        return src.same_storage(self.place(dst)) and "move_over" in src.ops.driver.capabilities()
+
+    async def move_over(self, path: str, dst: str) -> Obj:
+        """Give the file ``path`` the full path ``dst`` of the same storage, replacing
+        the file there in one step (``Driver.move_over``)."""
+        place = self.refuse_root(self.place(path), "move")
+        target = self.refuse_root(self.place(dst), "move")
+        if not place.same_storage(target):
+            raise ServerError.across_storages()
+        obj = await place.ops.move_over(place.sub_path, target.sub_path)
+        await self.events.removed(dst)
+        await self.events.moved(path, dst)
+        return obj
+
     async def moves_at_once(self, path: str, dst_dir: str) -> bool:
         """Whether moving ``path`` into ``dst_dir`` is one step of one storage: a file,
         or a folder where the storage holding it (an Alias's: its target's) promises
