@@ -10,8 +10,9 @@
   database whatever the back end).
 
 The pieces are small interfaces (``bus.Bus``, ``locks.Locks`` and the
-``LoginLimiter`` and ``GuessLimiter`` of ``services.auth.limiter``), each with a memory, a database and a
-Redis implementation that one contract test suite checks alike.
+``LoginLimiter`` and ``GuessLimiter`` of ``services.auth.limiter``), each with a
+memory, a database and a Redis implementation that one contract test suite checks
+alike.
 """
 
 from __future__ import annotations
