@@ -51,6 +51,7 @@ from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
 from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
+from manifold.protocols.webdav.shared_locks import lock_store
 from manifold.server import Listener
 from manifold.services.runner import FINISH_SECONDS
 from manifold.web import (
@@ -336,6 +337,7 @@ def _dav_server(services: Services, base: str) -> DavServer:
         services.settings,
         base,
         lambda request: client_address(request, trusted),
+        lock_store(services.state),
     )
 
 
