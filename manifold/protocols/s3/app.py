@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from manifold.db.protocol_repo import S3UploadRepo
 from manifold.errors import ManifoldError
 from manifold.models import Perm, User
 from manifold.protocols.s3 import listings, objects, sigv4, uploads
@@ -234,6 +235,14 @@ def _path(request: Request) -> str:
     return str(request.scope["path"])
 
 
-def s3_app(ops: GuardedOps, settings: SettingsService, users: UserService, temp: Path) -> S3App:
-    """The S3 server over the file services, its multipart parts under ``temp``."""
-    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart"))
+def s3_app(
+    ops: GuardedOps,
+    settings: SettingsService,
+    users: UserService,
+    temp: Path,
+    uploads: S3UploadRepo,
+    holder: str,
+) -> S3App:
+    """The S3 server over the file services, its multipart parts under ``temp`` and
+    their records in ``uploads``, naming this server ``holder``."""
+    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart", uploads, holder))
