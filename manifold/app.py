@@ -48,7 +48,6 @@ from manifold.api.routes import (
 from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
-from manifold.db.protocol_repo import S3UploadRepo
 from manifold.errors import ManifoldError
 from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
@@ -57,6 +56,7 @@ from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.protocols.webdav.shared_locks import lock_store
 from manifold.server import Listener
 from manifold.services.runner import FINISH_SECONDS
+from manifold.state.records import S3UploadRepo
 from manifold.web import (
     BasePath,
     WebPage,

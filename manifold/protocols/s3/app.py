@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from manifold.db.protocol_repo import S3UploadRepo
 from manifold.errors import ManifoldError
 from manifold.models import Perm, User
 from manifold.protocols.s3 import listings, objects, sigv4, uploads
@@ -33,6 +32,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
 from manifold.services.fs.ops import GuardedOps
+from manifold.state.records import S3UploadRepo
 
 log = logging.getLogger("manifold.s3")
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from manifold.concurrency import DISK_POOL, run_in
-from manifold.db.protocol_repo import S3UploadRepo, UploadRow
 from manifold.protocols.s3.errors import S3Error
 from manifold.services.fs.streams import file_stream
+from manifold.state.records import S3UploadRepo, UploadRow
 
 MAX_PART_NUMBER = 10_000
 _ID = re.compile(r"[0-9a-f]{32}")

@@ -19,12 +19,12 @@ import orjson
 import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from manifold.db.protocol_repo import DavLockRepo, LockRow
 from manifold.errors import TemporaryFailure
 from manifold.paths import is_sub_path
 from manifold.protocols.webdav.locks import Lock, LockConflict, LockStore, MemoryLockStore
 from manifold.state import State
 from manifold.state.locks import Locks
+from manifold.state.records import DavLockRepo, LockRow
 
 MUTEX = "webdav-locks"
 MUTEX_TTL = 10.0
