@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -51,8 +53,10 @@ from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
 from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
+from manifold.protocols.webdav.shared_locks import lock_store
 from manifold.server import Listener
 from manifold.services.runner import FINISH_SECONDS
+from manifold.state.records import S3UploadRepo
 from manifold.web import (
     BasePath,
     WebPage,
@@ -336,12 +340,27 @@ def _dav_server(services: Services, base: str) -> DavServer:
         services.settings,
         base,
         lambda request: client_address(request, trusted),
+        lock_store(services.state),
     )
+
+
+def s3_holder(config: Config) -> str:
+    """The name this instance's multipart uploads carry: the same after a restart (its
+    start forgets them), apart for each data folder on one host."""
+    if config.instance_id:
+        return config.instance_id[:191]
+    folder = hashlib.sha256(str(config.data_dir.resolve()).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()[:160]}:{folder}"
 
 
 async def start_s3(services: Services, port: int | None = None) -> Listener:
     """The S3 server on ``port`` (else ``s3_port``), its multipart leftovers cleared."""
-    app = s3_app(services.ops, services.settings, services.users, services.config.data_dir / "temp")
+    config = services.config
+    uploads = S3UploadRepo(services.engine)
+    app = s3_app(
+        services.ops, services.settings, services.users, config.data_dir / "temp", uploads,
+        s3_holder(config),
+    )  # fmt: skip
     await app.store.clear()
     listener = Listener(app, services.config, services.config.s3_port if port is None else port)
     await listener.start()

@@ -25,7 +25,12 @@ from manifold.services.admin.storages import StorageService
 from manifold.services.archive.service import ArchiveService
 from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.credentials import Credentials
-from manifold.services.auth.limiter import GuessLimiter, LoginLimiter, MemoryLoginLimiter
+from manifold.services.auth.limiter import (
+    GuessLimiter,
+    LoginLimiter,
+    MemoryGuessLimiter,
+    MemoryLoginLimiter,
+)
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
@@ -123,8 +128,7 @@ class Services:
         # Drivers that serve other mounts (Alias) get the tree at mount time; the tree
         # resolves through the storages, so this one link is made after both exist.
         storages.tree = tree
-        guesses = GuessLimiter(config.max_login_failures, config.login_lockout_seconds)
-        fs = GuardedReader(tree, metas, guesses)
+        fs = GuardedReader(tree, metas, _guess_limiter(config, state))
         search = SearchService(SearchRepo(engine), settings, storages, fs, metas, state.locks, bus)
         events.subscribe(search)
         storages.on_listed = search.listed
@@ -249,3 +253,8 @@ def _login_limiter(config: Config, state: State, scope: str) -> LoginLimiter:
     if shared is not None:
         return shared
     return MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
+
+
+def _guess_limiter(config: Config, state: State) -> GuessLimiter:
+    limits = (config.max_login_failures, config.login_lockout_seconds)
+    return state.guess_limiter("folder", *limits) or MemoryGuessLimiter(*limits)

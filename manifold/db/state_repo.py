@@ -44,7 +44,12 @@ class ChangeRepo(Repo):
             return int(found or 0)
 
     async def prune(self, before: float) -> None:
-        await self._write(delete(t.changes).where(t.changes.c.created < before))
+        """Drop the rows written before ``before``, except the newest row: SQLite (and
+        MySQL after a restart) would hand out the ids of an emptied table again, below
+        the last id every reader has seen, and readers would skip those rows."""
+        newest = await self.newest()
+        c = t.changes.c
+        await self._write(delete(t.changes).where(c.created < before, c.id < newest))
 
 
 class LeaseRepo(Repo):

@@ -202,3 +202,28 @@ login_failures = Table(
     Column("count", Integer, nullable=False),
     Column("last", Double, nullable=False),
 )
+
+# What the protocol servers share (migration 0008). A WebDAV lock until it is
+# unlocked or ``expires`` (seconds since the epoch) passes.
+dav_locks = Table(
+    "dav_locks",
+    metadata,
+    Column("token", String(64), primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("infinite", Boolean, nullable=False),
+    Column("exclusive", Boolean, nullable=False),
+    Column("owner", Text, nullable=False),
+    Column("timeout", Integer, nullable=False),
+    Column("expires", Double, nullable=False),
+)
+
+# An S3 multipart upload in progress; its parts are on the disk of ``holder``.
+s3_uploads = Table(
+    "s3_uploads",
+    metadata,
+    Column("upload_id", String(32), primary_key=True),
+    Column("bucket", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("initiated", Double, nullable=False),
+    Column("holder", String(191), nullable=False),
+)

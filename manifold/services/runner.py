@@ -27,22 +27,19 @@ This process keeps the tasks it submitted or ran in memory, a cache of their row
 that is fresher than the row while it runs them (progress is written at most once
 per ``flush_interval``, and with the final state). Writes for one task are
 serialised, each writing the task as it is when it runs.
+
+Beside this module: ``task_context`` (what a runner sees), ``task_kinds`` (the kinds'
+registry entries, constants and row helpers) and ``task_leases`` (the background loop
+of progress, heartbeats and polls).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 import secrets
-import socket
-import string
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import suppress
-from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from manifold.db.repos import UserRepo
@@ -59,8 +56,37 @@ from manifold.errors import (
 from manifold.logs import detail_text
 from manifold.models import Task, TaskState, User
 from manifold.services.admin.settings import SettingsService
+from manifold.services.task_context import Live, Recheck, TaskContext, TaskRunner, clean_percent
+from manifold.services.task_kinds import (
+    CANCELED_ERROR,
+    DEFAULT_THREADS,
+    DELETED_CREATOR,
+    FINISH_SECONDS,
+    FLUSH_SECONDS,
+    HEARTBEAT_SECONDS,
+    ID_LENGTH,
+    LEASE_SECONDS,
+    LEFTOVER_SECONDS,
+    POLL_SECONDS,
+    QUEUED,
+    RETRYABLE,
+    STOP_GRACE_SECONDS,
+    TASK_KINDS,
+    Kind,
+    copy_into,
+    default_instance,
+    may_see,
+    new_task,
+    new_task_id,
+    utc_now,
+)
+from manifold.services.task_leases import LeaseLoop
 
 __all__ = [
+    "CANCELED_ERROR",
+    "FINISH_SECONDS",
+    "ID_LENGTH",
+    "LEFTOVER_SECONDS",
     "TASK_KINDS",
     "Recheck",
     "Task",
@@ -68,152 +94,14 @@ __all__ = [
     "TaskRunner",
     "TaskService",
     "TaskState",
+    "clean_percent",
+    "new_task_id",
 ]
 
 log = logging.getLogger("manifold.tasks")
 
-# Every kind the API serves; a kind without a runner answers empty lists.
-TASK_KINDS = (
-    "upload",
-    "copy",
-    "offline_download",
-    "offline_download_transfer",
-    "decompress",
-    "decompress_upload",
-    "move",  # OpenList's: moves into another storage, and S3 folders
-)
-ID_ALPHABET = string.ascii_letters + string.digits + "_-"
-ID_LENGTH = 21
-DEFAULT_THREADS = 5
-STOP_GRACE_SECONDS = 10.0
-# An owner renews its leases every HEARTBEAT_SECONDS; a task whose lease is LEASE_SECONDS
-# old is taken over. Instances look for unheld tasks every POLL_SECONDS.
-LEASE_SECONDS = 30.0
-HEARTBEAT_SECONDS = 5.0
-POLL_SECONDS = 1.0
-FLUSH_SECONDS = 0.5
-# How long the server's shutdown lets running tasks finish before it lets go of them.
-FINISH_SECONDS = 5.0
-# Ids of claimable tasks one poll reads at most.
-POLL_BATCH = 50
-# A spool or work file no task names is removed at start once unchanged this long;
-# a newer one may belong to another process sharing the data folder.
-LEFTOVER_SECONDS = 3600.0
-CANCELED_ERROR = "context canceled"
-QUEUED = frozenset({TaskState.PENDING, TaskState.WAITING_RETRY})
-RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELED})
-# The creator id of a task whose creator was deleted: no user has it, so the task is
-# shown to admins only and a retry fails as the creator's would.
-DELETED_CREATOR = -1
 
-
-def new_task_id() -> str:
-    return "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
-
-
-def clean_percent(percent: float) -> float:
-    """A progress value for the API: NaN (an unknown total) shows as done, as in AList."""
-    if math.isnan(percent):
-        return 100.0
-    return min(100.0, max(0.0, percent))
-
-
-def default_instance() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-@dataclass(slots=True, eq=False)
-class _Live:
-    """A task with what only this process knows: its creator, its run, its lock.
-
-    ``active``: this process holds the row and runs (or is about to run) the task;
-    ``lost``: the row was taken from it (deleted, or claimed after its lease ran out).
-    """
-
-    task: Task
-    creator: User | None = None
-    job: asyncio.Task[Any] | None = None
-    active: bool = False
-    lost: bool = False
-    done_bytes: int = 0
-    dirty: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-class TaskContext:
-    """What a runner sees of its task."""
-
-    def __init__(self, service: TaskService, live: _Live) -> None:
-        self._service = service
-        self._live = live
-        self.task_id = live.task.id
-        self.creator = live.creator
-
-    def set_status(self, status: str) -> None:
-        self._live.task.status = status
-        self._live.dirty = True
-
-    def set_progress(self, percent: float) -> None:
-        self._live.task.progress = clean_percent(percent)
-        self._live.dirty = True
-
-    def set_total(self, total_bytes: int) -> None:
-        self._live.task.total_bytes = max(0, total_bytes)
-        if self._live.done_bytes:
-            self._progress_from_bytes()
-        self._live.dirty = True
-
-    def add_done(self, nbytes: int) -> None:
-        self._live.done_bytes += nbytes
-        self._progress_from_bytes()
-
-    def _progress_from_bytes(self) -> None:
-        total = self._live.task.total_bytes
-        if total > 0:
-            self.set_progress(self._live.done_bytes * 100 / total)
-
-    @property
-    def last_attempt(self) -> bool:
-        """Whether a failure now ends the task (no retry is left)."""
-        task = self._live.task
-        return task.retry >= self._service._spec(task.kind).max_retry
-
-    @property
-    def shutting_down(self) -> bool:
-        """Whether a cancel now is the server stopping (the task resumes after a
-        restart), not someone cancelling the task."""
-        return self._service._stopping
-
-    async def save_payload(self, **values: Any) -> None:
-        """Remember ``values`` in the task's payload, stored at once: what a retry,
-        after a restart too, needs to pick up where this run was (a tool's id)."""
-        self._live.task.payload.update(values)
-        await self._service._persist(self._live)
-
-    async def spawn(
-        self, kind: str, name: str, payload: dict[str, Any], total_bytes: int = 0
-    ) -> Task:
-        """A new task with this task's creator."""
-        return await self._service.submit(kind, name, self.creator, payload, total_bytes)
-
-
-TaskRunner = Callable[[TaskContext, dict[str, Any]], Awaitable[None]]
-# Whether the user may still do what the payload does: the checks a direct request
-# passes, raising the same ``ManifoldError`` it would answer.
-Recheck = Callable[[User, dict[str, Any]], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class _Kind:
-    runner: TaskRunner
-    max_retry: int
-    threads_setting: str
-    recheck: Recheck | None = None
-    queue: deque[str] = field(default_factory=deque)
-    running: int = 0
-
-
-class TaskService:
+class TaskService(LeaseLoop):
     """Tasks for this process's API and runners; see the module's docstring.
 
     ``lease_seconds``, ``heartbeat_seconds``, ``poll_seconds`` and ``flush_interval``
@@ -237,8 +125,8 @@ class TaskService:
         self.lease_seconds = LEASE_SECONDS
         self.heartbeat_seconds = HEARTBEAT_SECONDS
         self.poll_seconds = POLL_SECONDS
-        self._kinds: dict[str, _Kind] = {}
-        self._tasks: dict[str, _Live] = {}
+        self._kinds: dict[str, Kind] = {}
+        self._tasks: dict[str, Live] = {}
         self._jobs: set[asyncio.Task[None]] = set()
         self._tender: asyncio.Task[None] | None = None
         self._closing = False  # no more claims
@@ -256,7 +144,7 @@ class TaskService:
     ) -> None:
         """``recheck`` runs before every retry, with the creator as they are then: a
         task runs again only while its creator may still do what it does."""
-        self._kinds[kind] = _Kind(runner, max_retry, threads_setting, recheck)
+        self._kinds[kind] = Kind(runner, max_retry, threads_setting, recheck)
 
     async def start(self) -> None:
         """Begin claiming: unheld tasks in the table (a stopped instance's, or a dead
@@ -304,9 +192,9 @@ class TaskService:
         total_bytes: int = 0,
     ) -> Task:
         spec = self._spec(kind)
-        task = _new_task(kind, name, creator, payload, total_bytes)
+        task = new_task(kind, name, creator, payload, total_bytes)
         await self._repo.insert(task)
-        self._tasks[task.id] = _Live(task, creator)
+        self._tasks[task.id] = Live(task, creator)
         self._enqueue(spec, task.id)
         return task
 
@@ -315,10 +203,10 @@ class TaskService:
     ) -> list[Task]:
         """Several tasks of one kind, stored in one database write, not one each."""
         spec = self._spec(kind)
-        tasks = [_new_task(kind, name, creator, payload) for name, payload in named_payloads]
+        tasks = [new_task(kind, name, creator, payload) for name, payload in named_payloads]
         await self._repo.insert_many(tasks)
         for task in tasks:
-            self._tasks[task.id] = _Live(task, creator)
+            self._tasks[task.id] = Live(task, creator)
             self._enqueue(spec, task.id)
         return tasks
 
@@ -382,7 +270,7 @@ class TaskService:
         self._check_kind(kind)
         task = await self._repo.get(task_id)
         # Someone else's task answers as a missing one, so ids cannot be probed.
-        if task is None or task.kind != kind or not _may_see(user, task):
+        if task is None or task.kind != kind or not may_see(user, task):
             raise TaskNotFound()
         return self._fresh([task])[0]
 
@@ -435,7 +323,7 @@ class TaskService:
     async def _visible(self, kind: str, user: User, done: bool) -> list[Task]:
         self._check_kind(kind)
         tasks = await self._repo.of_kinds([kind], done=done)
-        return self._fresh([task for task in tasks if _may_see(user, task)])
+        return self._fresh([task for task in tasks if may_see(user, task)])
 
     def _fresh(self, tasks: list[Task]) -> list[Task]:
         """The rows, with this process's own view of what it runs (fresher progress)."""
@@ -446,7 +334,7 @@ class TaskService:
         if live is None:
             return task
         if not live.active:
-            _copy_into(live.task, task)
+            copy_into(live.task, task)
         return live.task
 
     def _check_kind(self, kind: str) -> None:
@@ -475,7 +363,7 @@ class TaskService:
         if live is not None and live.active:
             await self._cancel_here(live)
         elif not task.done:
-            now = _now()
+            now = utc_now()
             if await self._repo.cancel_unheld(task.id, CANCELED_ERROR, now):
                 self._dequeue(task.id)
                 task.state, task.error, task.end_time = TaskState.CANCELED, CANCELED_ERROR, now
@@ -487,11 +375,11 @@ class TaskService:
                 if live is not None and live.active:
                     await self._cancel_here(live)
 
-    async def _cancel_here(self, live: _Live) -> None:
+    async def _cancel_here(self, live: Live) -> None:
         if live.task.state == TaskState.RUNNING and live.job is not None:
             live.task.state = TaskState.CANCELING
             live.job.cancel()
-            await self._persist(live)
+            await self.persist(live)
 
     async def _delete(self, tasks: list[Task]) -> None:
         """Forget tasks; a running one is cancelled first rather than left running unseen
@@ -513,12 +401,12 @@ class TaskService:
         task.state, task.error, task.retry = TaskState.WAITING_RETRY, "", 0
         if not await self._repo.requeue(task, RETRYABLE):
             raise BadRequest("only a failed or canceled task can be retried")
-        live = self._tasks.setdefault(task.id, _Live(task))
-        _copy_into(live.task, task)
+        live = self._tasks.setdefault(task.id, Live(task))
+        copy_into(live.task, task)
         live.creator = creator or live.creator
         self._enqueue(spec, task.id)
 
-    async def _recheck(self, task: Task, spec: _Kind) -> User | None:
+    async def _recheck(self, task: Task, spec: Kind) -> User | None:
         """Run the kind's re-check with the creator reloaded, who then runs the task."""
         if spec.recheck is None or not task.creator_id:
             return None
@@ -530,9 +418,9 @@ class TaskService:
 
     # -- writes of a run -------------------------------------------------------------------
 
-    async def _end(self, live: _Live, state: TaskState, error: str) -> None:
+    async def _end(self, live: Live, state: TaskState, error: str) -> None:
         task = live.task
-        task.state, task.error, task.end_time = state, error, _now()
+        task.state, task.error, task.end_time = state, error, utc_now()
         if state == TaskState.SUCCEEDED:
             task.progress = 100.0
         try:
@@ -540,26 +428,35 @@ class TaskService:
         finally:
             self._announce()
 
-    async def _let_go(self, live: _Live) -> None:
+    async def _let_go(self, live: Live) -> None:
         """Write the outcome of a run (an end, or queued again) and give up the row."""
         async with live.lock:
             live.dirty = False
             await self._repo.finish(live.task, self.owner)
 
-    async def _persist(self, live: _Live) -> None:
+    @property
+    def stopping(self) -> bool:
+        """Whether the service is cancelling its runs to stop."""
+        return self._stopping
+
+    def max_retry(self, kind: str) -> int:
+        return self._spec(kind).max_retry
+
+    async def persist(self, live: Live) -> None:
+        """Write a run's task as it is now."""
         async with live.lock:
             live.dirty = False
             await self._repo.save(live.task, self.owner)
 
     # -- scheduling --------------------------------------------------------------------
 
-    def _spec(self, kind: str) -> _Kind:
+    def _spec(self, kind: str) -> Kind:
         spec = self._kinds.get(kind)
         if spec is None:
             raise NotSupported(f"{kind} tasks can not run on this server")
         return spec
 
-    def _enqueue(self, spec: _Kind, task_id: str) -> None:
+    def _enqueue(self, spec: Kind, task_id: str) -> None:
         if task_id not in spec.queue:
             spec.queue.append(task_id)
         self._pump(spec)
@@ -569,10 +466,10 @@ class TaskService:
             with suppress(ValueError):
                 spec.queue.remove(task_id)
 
-    def _limit(self, spec: _Kind) -> int:
+    def _limit(self, spec: Kind) -> int:
         return max(1, self._settings.get_int(spec.threads_setting, DEFAULT_THREADS))
 
-    def _pump(self, spec: _Kind) -> None:
+    def _pump(self, spec: Kind) -> None:
         """Start queued tasks while the kind has free workers (a setting, read each time)."""
         if self._closing:
             return
@@ -587,22 +484,22 @@ class TaskService:
             self._jobs.add(job)
             job.add_done_callback(self._jobs.discard)
 
-    async def _claim(self, task_id: str) -> tuple[_Live, bool] | None:
-        now = _now()
+    async def _claim(self, task_id: str) -> tuple[Live, bool] | None:
+        now = utc_now()
         claimed = await self._repo.claim(task_id, self.owner, now, self._lease_end(now))
         if claimed is None:
             return None
         task, cancel = claimed
         live = self._tasks.get(task_id)
         if live is None:
-            live = self._tasks[task_id] = _Live(task)
+            live = self._tasks[task_id] = Live(task)
         else:
-            _copy_into(live.task, task)
+            copy_into(live.task, task)
         live.active, live.lost, live.job = True, False, asyncio.current_task()
         return live, cancel or task.state == TaskState.CANCELING
 
-    async def _run(self, task_id: str, spec: _Kind) -> None:
-        live: _Live | None = None
+    async def _run(self, task_id: str, spec: Kind) -> None:
+        live: Live | None = None
         try:
             claimed = await self._claim(task_id)
             if claimed is None:
@@ -629,12 +526,12 @@ class TaskService:
         self._ended.set()
         self._ended = asyncio.Event()
 
-    async def _attempt(self, live: _Live, spec: _Kind) -> None:
+    async def _attempt(self, live: Live, spec: Kind) -> None:
         task = live.task
-        task.state, task.start_time, task.end_time = TaskState.RUNNING, _now(), None
+        task.state, task.start_time, task.end_time = TaskState.RUNNING, utc_now(), None
         task.progress, live.done_bytes = 0.0, 0
         try:
-            await self._persist(live)
+            await self.persist(live)
             if task.retry > 0:
                 live.creator = await self._recheck(task, spec) or live.creator
             if live.creator is None and task.creator_id:
@@ -651,13 +548,13 @@ class TaskService:
         else:
             await self._end(live, TaskState.SUCCEEDED, "")
 
-    async def _failed(self, live: _Live, spec: _Kind, error: str) -> None:
+    async def _failed(self, live: Live, spec: Kind, error: str) -> None:
         task = live.task
         if task.state == TaskState.CANCELING:
             await self._end(live, TaskState.CANCELED, CANCELED_ERROR)
         elif task.retry < spec.max_retry:
             task.retry += 1
-            task.state, task.error, task.end_time = TaskState.WAITING_RETRY, error, _now()
+            task.state, task.error, task.end_time = TaskState.WAITING_RETRY, error, utc_now()
             await self._let_go(live)
         else:
             await self._end(live, TaskState.FAILED, error)
@@ -667,97 +564,3 @@ class TaskService:
         if user is None:
             raise ServerError("the user who created this task no longer exists")
         return user
-
-    # -- the background: progress, leases, and tasks nobody holds ----------------------------
-
-    async def _tend(self) -> None:
-        loop = asyncio.get_running_loop()
-        beat = poll = loop.time()
-        while True:
-            await asyncio.sleep(min(self.flush_interval, self.poll_seconds, self.heartbeat_seconds))
-            now = loop.time()
-            try:
-                await self._flush()
-                if now >= beat:
-                    beat = now + self.heartbeat_seconds
-                    await self._beat()
-                if now >= poll:
-                    poll = now + self.poll_seconds
-                    await self._poll()
-            except Exception as exc:
-                log.warning("could not keep the task table: %s", type(exc).__name__)
-            # A larger worker setting takes effect without waiting for a task to end.
-            for spec in self._kinds.values():
-                self._pump(spec)
-
-    async def _flush(self) -> None:
-        for live in [live for live in self._tasks.values() if live.dirty and live.active]:
-            async with live.lock:
-                live.dirty = False
-                await self._repo.save_progress(live.task, self.owner)
-
-    async def _beat(self) -> None:
-        """Renew the leases of what runs here; cancel what was cancelled or deleted
-        elsewhere, and what another instance took over."""
-        running = {
-            live.task.id: live
-            for live in self._tasks.values()
-            if live.active and live.job is not None
-        }
-        now = _now()
-        held = await self._repo.renew(running, self.owner, now, self._lease_end(now))
-        for task_id, live in running.items():
-            if task_id not in held:
-                log.warning("task %s was taken from this instance; its run stops", task_id)
-                live.lost = True
-                assert live.job is not None
-                live.job.cancel()
-            elif held[task_id] and live.task.state == TaskState.RUNNING:
-                await self._cancel_here(live)
-
-    async def _poll(self) -> None:
-        """Queue the unheld tasks of kinds that have free workers and nothing queued."""
-        if self._closing:
-            return
-        idle = {kind: spec for kind, spec in self._kinds.items() if not spec.queue}
-        free = sum(max(0, self._limit(spec) - spec.running) for spec in idle.values())
-        if not free:
-            return
-        for task_id, kind in await self._repo.claimable(idle, _now(), min(free, POLL_BATCH)):
-            live = self._tasks.get(task_id)
-            if live is None or not live.active:
-                self._enqueue(idle[kind], task_id)
-
-    def _lease_end(self, now: datetime) -> datetime:
-        return now + timedelta(seconds=self.lease_seconds)
-
-
-def _copy_into(kept: Task, fresh: Task) -> None:
-    """Update ``kept`` (the object callers hold) to the row's values."""
-    if kept is not fresh:
-        for item in fields(Task):
-            setattr(kept, item.name, getattr(fresh, item.name))
-
-
-def _new_task(
-    kind: str, name: str, creator: User | None, payload: dict[str, Any], total_bytes: int = 0
-) -> Task:
-    return Task(
-        id=new_task_id(),
-        kind=kind,
-        name=name,
-        created=_now(),
-        creator=creator.username if creator else "",
-        creator_id=creator.id if creator else 0,
-        creator_role=creator.role if creator else -1,
-        total_bytes=max(0, total_bytes),
-        payload=payload,
-    )
-
-
-def _may_see(user: User, task: Task) -> bool:
-    return user.is_admin or (task.creator_id != 0 and task.creator_id == user.id)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)

@@ -10,8 +10,9 @@
   database whatever the back end).
 
 The pieces are small interfaces (``bus.Bus``, ``locks.Locks`` and the
-``LoginLimiter`` of ``services.auth.limiter``), each with a memory, a database and a
-Redis implementation that one contract test suite checks alike.
+``LoginLimiter`` and ``GuessLimiter`` of ``services.auth.limiter``), each with a
+memory, a database and a Redis implementation that one contract test suite checks
+alike.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.config import Config
 from manifold.state.bus import Bus, MemoryBus
-from manifold.state.counters import DatabaseLoginLimiter, RedisLoginLimiter
+from manifold.state.counters import (
+    DatabaseGuessLimiter,
+    DatabaseLoginLimiter,
+    RedisGuessLimiter,
+    RedisLoginLimiter,
+)
 from manifold.state.locks import Locks, MemoryLocks
 from manifold.state.redis_bus import RedisBus
 from manifold.state.redis_locks import RedisLocks
@@ -63,6 +69,17 @@ class State:
             return RedisLoginLimiter(self.redis, scope, max_failures, lockout_seconds)
         if self.kind == "database":
             return DatabaseLoginLimiter(self.engine, scope, max_failures, lockout_seconds)
+        return None
+
+    def guess_limiter(
+        self, scope: str, max_failures: int, lockout_seconds: float
+    ) -> DatabaseGuessLimiter | RedisGuessLimiter | None:
+        """A shared limiter of wrong folder passwords; None for the memory back end
+        (the caller keeps its own ``MemoryGuessLimiter``)."""
+        if self.redis is not None:
+            return RedisGuessLimiter(self.redis, scope, max_failures, lockout_seconds)
+        if self.kind == "database":
+            return DatabaseGuessLimiter(self.engine, scope, max_failures, lockout_seconds)
         return None
 
     async def start(self) -> None:

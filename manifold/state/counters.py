@@ -8,6 +8,9 @@ the name for ``KNOWN_SECONDS``.
 ``RedisLoginLimiter`` in hashes (one per address or name) and sorted sets (a name's
 known addresses). Each limiter has a ``scope`` (the API login and the two-factor
 set-up count apart). Times are the wall clock's: every process reads the same one.
+
+``DatabaseGuessLimiter`` and ``RedisGuessLimiter`` are the ``GuessLimiter`` of wrong
+folder passwords on the same rows and hashes: the address half of a login limiter.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ KNOWN_PER_NAME = 16
 _PURGE_EVERY = 200
 
 
-class DatabaseLoginLimiter:
+class _DatabaseCounts:
     def __init__(
         self,
         engine: AsyncEngine,
@@ -44,29 +47,6 @@ class DatabaseLoginLimiter:
         self.lockout_seconds = lockout_seconds
         self.clock = clock
         self._failures = 0
-
-    async def is_locked(self, address: str, username: str) -> bool:
-        if await self._count(self._bucket("a", address)) >= self.max_failures:
-            return True
-        if await self._is_known(username, address):
-            return False
-        return await self._count(self._bucket("n", username)) >= self.max_failures
-
-    async def record_failure(self, address: str, username: str) -> None:
-        await self._add("a", address, username)
-        await self._add("n", username, address)
-        self._failures += 1
-        if self._failures % _PURGE_EVERY == 0:
-            now = self.clock()
-            await self._repo.purge(now - self.lockout_seconds, now - KNOWN_SECONDS)
-
-    async def record_success(self, address: str, username: str) -> None:
-        await self._repo.remove(_digest(self._bucket("a", address), username))
-        await self._repo.remove(_digest(self._bucket("n", username), address))
-        known = self._bucket("k", username)
-        await self._repo.stamp(
-            known, _digest(known, address), address, self.clock(), KNOWN_PER_NAME
-        )
 
     def _bucket(self, side: str, key: str) -> str:
         return _digest(self._scope, side, key)
@@ -83,12 +63,49 @@ class DatabaseLoginLimiter:
         expired = bool(rows) and self._expired(max(last for _, _, last in rows))
         await self._repo.add(bucket, _digest(bucket, other), other, self.clock(), expired)
 
+    async def _purge_now_and_then(self) -> None:
+        self._failures += 1
+        if self._failures % _PURGE_EVERY == 0:
+            now = self.clock()
+            await self._repo.purge(now - self.lockout_seconds, now - KNOWN_SECONDS)
+
+    def _expired(self, last: float) -> bool:
+        return self.clock() - last >= self.lockout_seconds
+
+
+class DatabaseLoginLimiter(_DatabaseCounts):
+    async def is_locked(self, address: str, username: str) -> bool:
+        if await self._count(self._bucket("a", address)) >= self.max_failures:
+            return True
+        if await self._is_known(username, address):
+            return False
+        return await self._count(self._bucket("n", username)) >= self.max_failures
+
+    async def record_failure(self, address: str, username: str) -> None:
+        await self._add("a", address, username)
+        await self._add("n", username, address)
+        await self._purge_now_and_then()
+
+    async def record_success(self, address: str, username: str) -> None:
+        await self._repo.remove(_digest(self._bucket("a", address), username))
+        await self._repo.remove(_digest(self._bucket("n", username), address))
+        known = self._bucket("k", username)
+        await self._repo.stamp(
+            known, _digest(known, address), address, self.clock(), KNOWN_PER_NAME
+        )
+
     async def _is_known(self, username: str, address: str) -> bool:
         seen = await self._repo.last_of(_digest(self._bucket("k", username), address))
         return seen is not None and self.clock() - seen < KNOWN_SECONDS
 
-    def _expired(self, last: float) -> bool:
-        return self.clock() - last >= self.lockout_seconds
+
+class DatabaseGuessLimiter(_DatabaseCounts):
+    async def is_locked(self, address: str) -> bool:
+        return await self._count(self._bucket("g", address)) >= self.max_failures
+
+    async def record_failure(self, address: str) -> None:
+        await self._add("g", address, "")
+        await self._purge_now_and_then()
 
 
 def _digest(*parts: str) -> str:
@@ -125,7 +142,7 @@ return 1
 """
 
 
-class RedisLoginLimiter:
+class _RedisCounts:
     def __init__(
         self,
         client: aioredis.Redis,
@@ -143,29 +160,6 @@ class RedisLoginLimiter:
         self._clear = client.register_script(_CLEAR)
         self._know = client.register_script(_KNOW)
 
-    async def is_locked(self, address: str, username: str) -> bool:
-        if await self._count(self._key("a", address)) >= self.max_failures:
-            return True
-        if await self._is_known(username, address):
-            return False
-        return await self._count(self._key("n", username)) >= self.max_failures
-
-    async def record_failure(self, address: str, username: str) -> None:
-        now, ttl = repr(self.clock()), int((self.lockout_seconds + 60) * 1000)
-        for key, other in (
-            (self._key("a", address), username),
-            (self._key("n", username), address),
-        ):
-            await self._add(keys=[key], args=["o:" + other, now, self.lockout_seconds, ttl])
-
-    async def record_success(self, address: str, username: str) -> None:
-        await self._clear(keys=[self._key("a", address)], args=["o:" + username])
-        await self._clear(keys=[self._key("n", username)], args=["o:" + address])
-        await self._know(
-            keys=[self._key("k", username)],
-            args=[address, repr(self.clock()), KNOWN_PER_NAME, KNOWN_SECONDS],
-        )
-
     def _key(self, side: str, key: str) -> str:
         return f"{self._prefix}{side}:{key}"
 
@@ -177,6 +171,40 @@ class RedisLoginLimiter:
         counts = [int(value) for name, value in fields.items() if name.startswith(b"o:")]
         return sum(counts)
 
+    async def _count_one(self, key: str, other: str) -> None:
+        ttl = int((self.lockout_seconds + 60) * 1000)
+        now = repr(self.clock())
+        await self._add(keys=[key], args=["o:" + other, now, self.lockout_seconds, ttl])
+
+
+class RedisLoginLimiter(_RedisCounts):
+    async def is_locked(self, address: str, username: str) -> bool:
+        if await self._count(self._key("a", address)) >= self.max_failures:
+            return True
+        if await self._is_known(username, address):
+            return False
+        return await self._count(self._key("n", username)) >= self.max_failures
+
+    async def record_failure(self, address: str, username: str) -> None:
+        await self._count_one(self._key("a", address), username)
+        await self._count_one(self._key("n", username), address)
+
+    async def record_success(self, address: str, username: str) -> None:
+        await self._clear(keys=[self._key("a", address)], args=["o:" + username])
+        await self._clear(keys=[self._key("n", username)], args=["o:" + address])
+        await self._know(
+            keys=[self._key("k", username)],
+            args=[address, repr(self.clock()), KNOWN_PER_NAME, KNOWN_SECONDS],
+        )
+
     async def _is_known(self, username: str, address: str) -> bool:
         seen = await self._client.zscore(self._key("k", username), address)
         return seen is not None and self.clock() - float(seen) < KNOWN_SECONDS
+
+
+class RedisGuessLimiter(_RedisCounts):
+    async def is_locked(self, address: str) -> bool:
+        return await self._count(self._key("g", address)) >= self.max_failures
+
+    async def record_failure(self, address: str) -> None:
+        await self._count_one(self._key("g", address), "")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -34,8 +35,15 @@ _BATCH = 500
 
 
 class DatabaseBus:
-    def __init__(self, engine: AsyncEngine, origin: str, poll: float = POLL_SECONDS) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        origin: str,
+        poll: float = POLL_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._repo = ChangeRepo(engine)
+        self._clock = clock
         self._origin = origin
         self._poll = poll
         self.handlers = Handlers()
@@ -50,7 +58,7 @@ class DatabaseBus:
 
     async def start(self) -> None:
         self._floor = await self._repo.newest()
-        self._polled = time.time()
+        self._polled = self._clock()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
@@ -75,7 +83,7 @@ class DatabaseBus:
         await self.read()
 
     async def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
-        now = time.time()
+        now = self._clock()
         await self._repo.add(
             [(now, self._origin, topic, orjson.dumps(data).decode()) for topic, data in batch]
         )
@@ -92,16 +100,16 @@ class DatabaseBus:
     async def read(self) -> None:
         """Apply the rows written since the last read."""
         async with self._reading:
-            late = time.time() - self._polled > KEEP_SECONDS - 2 * PRUNE_EVERY
+            late = self._clock() - self._polled > KEEP_SECONDS - 2 * PRUNE_EVERY
             while True:
                 rows = await self._repo.after(self._floor, _BATCH)
                 fresh = [row for row in rows if row.id not in self._seen]
                 for row in fresh:
                     await self._apply(row)
-                self._advance(time.time())
+                self._advance(self._clock())
                 if len(rows) < _BATCH or not fresh:
                     break
-            self._polled = time.time()
+            self._polled = self._clock()
             if late:
                 await self.handlers.resync()
 
@@ -132,7 +140,7 @@ class DatabaseBus:
             self._floor, self._gap_since = lowest - 1, None
 
     async def _prune(self) -> None:
-        now = time.time()
+        now = self._clock()
         if now - self._pruned >= PRUNE_EVERY:
             self._pruned = now
             await self._repo.prune(now - KEEP_SECONDS)

@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from manifold.config import Config
-from manifold.services.auth.limiter import LoginLimiter, MemoryLoginLimiter
+from manifold.services.auth.limiter import (
+    GuessLimiter,
+    LoginLimiter,
+    MemoryGuessLimiter,
+    MemoryLoginLimiter,
+)
 from manifold.state import State, open_state
 from manifold.state.bus import RESYNC
 
@@ -49,6 +54,12 @@ class Processes:
     def limiter(self, state: State, scope: str, clock: Clock) -> LoginLimiter:
         shared = state.login_limiter(scope, MAX_FAILURES, LOCKOUT)
         limiter = shared or MemoryLoginLimiter(MAX_FAILURES, LOCKOUT)
+        limiter.clock = clock
+        return limiter
+
+    def guesses(self, state: State, scope: str, clock: Clock) -> GuessLimiter:
+        shared = state.guess_limiter(scope, MAX_FAILURES, LOCKOUT)
+        limiter = shared or MemoryGuessLimiter(MAX_FAILURES, LOCKOUT)
         limiter.clock = clock
         return limiter
 
@@ -266,3 +277,51 @@ async def test_failures_spread_over_processes_add_up(processes: Processes) -> No
         await (a if n % 2 else b).record_failure("198.51.100.1", "admin")
     assert await a.is_locked("198.51.100.7", "admin")
     assert await b.is_locked("198.51.100.1", "bob")
+
+
+# --- wrong folder passwords ---------------------------------------------------------
+
+
+async def test_wrong_guesses_lock_their_address_only(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    guesses = processes.guesses(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES):
+        assert not await guesses.is_locked("198.51.100.1")
+        await guesses.record_failure("198.51.100.1")
+    assert await guesses.is_locked("198.51.100.1")
+    assert not await guesses.is_locked("198.51.100.2")
+
+
+async def test_wrong_guesses_expire_a_lockout_after_the_last(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    guesses = processes.guesses(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES):
+        await guesses.record_failure("198.51.100.1")
+        clock.now += LOCKOUT - 1
+    assert await guesses.is_locked("198.51.100.1")
+    clock.now += 1
+    assert not await guesses.is_locked("198.51.100.1")
+    await guesses.record_failure("198.51.100.1")
+    assert not await guesses.is_locked("198.51.100.1")
+
+
+async def test_wrong_guesses_count_apart_from_logins(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    state = await processes.open()
+    guesses = processes.guesses(state, scope, clock)
+    logins = processes.limiter(state, scope, clock)
+    for _ in range(MAX_FAILURES):
+        await guesses.record_failure("198.51.100.1")
+    assert not await logins.is_locked("198.51.100.1", "admin")
+
+
+async def test_wrong_guesses_spread_over_processes_add_up(processes: Processes) -> None:
+    if not processes.shared:
+        pytest.skip("one process keeps its own counters")
+    clock, scope = Clock(), secrets.token_hex(4)
+    a = processes.guesses(await processes.open(), scope, clock)
+    b = processes.guesses(await processes.open(), scope, clock)
+    for n in range(MAX_FAILURES):
+        await (a if n % 2 else b).record_failure("198.51.100.1")
+    assert await a.is_locked("198.51.100.1")
+    assert await b.is_locked("198.51.100.1")

@@ -5,6 +5,7 @@ change bus delivers within its poll interval on the database, at once on Redis).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from tests.api.fs_helpers import (
 )
 from tests.api.test_auth import LOCKED, login
 from tests.conftest import ADMIN_PASSWORD, Api, open_api
+from tests.protocols.dav_helpers import ALL, Dav
 from tests.state.conftest import database_at
 
 SETUPS = ("sqlite", "postgresql", "redis")
@@ -164,3 +166,63 @@ async def test_wrong_passwords_spread_over_both_lock_the_account(pair: Pair) -> 
     for api in (pair.a, pair.b):
         body = await login(api, "gale", "gale-pw")
         assert (body["code"], body["message"]) == (429, LOCKED)
+
+
+async def test_wrong_folder_passwords_spread_over_both_lock_the_address(
+    pair: Pair, tmp_path: Path
+) -> None:
+    root = make_tree(tmp_path / "files", {"vault/a.txt": "a"})
+    await mount_local(pair.a, "/v", root)
+    await add_meta(pair.a, "/v/vault", password="right-one")
+    await pair.a.make_user("hugo", "hugo-pw", permission=0)
+    await pair.synced()
+    tokens = {id(api): await api.login("hugo", "hugo-pw") for api in (pair.a, pair.b)}
+    limit = pair.a.services.config.max_login_failures
+    for n in range(limit):
+        api = pair.a if n % 2 else pair.b
+        body = await fs_list(api, "/v/vault", token=tokens[id(api)], password=f"guess-{n}")
+        assert body["code"] == 403, body
+    for api in (pair.a, pair.b):
+        body = await fs_list(api, "/v/vault", token=tokens[id(api)], password="right-one")
+        assert body["code"] == 429, body
+
+
+LOCKINFO = (
+    '<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/>'
+    "</D:lockscope><D:locktype><D:write/></D:locktype><D:owner>a</D:owner></D:lockinfo>"
+)
+
+
+async def test_a_webdav_lock_taken_on_one_holds_on_the_other(pair: Pair, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "files", {"doc.txt": "v1"})
+    await mount_local(pair.a, "/w", root)
+    await pair.a.make_user("wendy", "wendy-pw", permission=ALL)
+    await pair.synced()
+    dav_a, dav_b = Dav(pair.a.client, "wendy"), Dav(pair.b.client, "wendy")
+    locked = await dav_a("LOCK", "/w/doc.txt", LOCKINFO, Timeout="Second-60")
+    assert locked.status_code == 200, locked.text
+    token = locked.headers["lock-token"]
+    assert (await dav_b("PUT", "/w/doc.txt", b"v2")).status_code == 423
+    assert (await dav_b("LOCK", "/w/doc.txt", LOCKINFO)).status_code == 423
+    assert (await dav_b("DELETE", "/w")).status_code == 423
+    refreshed = await dav_b("LOCK", "/w/doc.txt", If=f"({token})", Timeout="Second-600")
+    assert refreshed.status_code == 200, refreshed.text
+    assert "Second-600" in refreshed.text
+    assert (await dav_b("PUT", "/w/doc.txt", b"v2", If=f"({token})")).status_code == 204
+    assert (await dav_b("UNLOCK", "/w/doc.txt", Lock_Token=token)).status_code == 204
+    assert (await dav_a("PUT", "/w/doc.txt", b"v3")).status_code == 204
+    assert (root / "doc.txt").read_bytes() == b"v3"
+
+
+async def test_an_expired_webdav_lock_lets_the_other_write(pair: Pair, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "files", {"doc.txt": "v1"})
+    await mount_local(pair.a, "/w", root)
+    await pair.a.make_user("wendy", "wendy-pw", permission=ALL)
+    await pair.synced()
+    dav_a, dav_b = Dav(pair.a.client, "wendy"), Dav(pair.b.client, "wendy")
+    locked = await dav_a("LOCK", "/w/doc.txt", LOCKINFO, Timeout="Second-1")
+    assert locked.status_code == 200, locked.text
+    assert (await dav_b("PUT", "/w/doc.txt", b"v2")).status_code == 423
+    await asyncio.sleep(1.2)  # the lock's second has passed, on every clock
+    assert (await dav_b("PUT", "/w/doc.txt", b"v2")).status_code == 204
+    assert (root / "doc.txt").read_bytes() == b"v2"

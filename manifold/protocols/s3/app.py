@@ -32,6 +32,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
 from manifold.services.fs.ops import GuardedOps
+from manifold.state.records import S3UploadRepo
 
 log = logging.getLogger("manifold.s3")
 
@@ -234,6 +235,14 @@ def _path(request: Request) -> str:
     return str(request.scope["path"])
 
 
-def s3_app(ops: GuardedOps, settings: SettingsService, users: UserService, temp: Path) -> S3App:
-    """The S3 server over the file services, its multipart parts under ``temp``."""
-    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart"))
+def s3_app(
+    ops: GuardedOps,
+    settings: SettingsService,
+    users: UserService,
+    temp: Path,
+    uploads: S3UploadRepo,
+    holder: str,
+) -> S3App:
+    """The S3 server over the file services, its multipart parts under ``temp`` and
+    their records in ``uploads``, naming this server ``holder``."""
+    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart", uploads, holder))

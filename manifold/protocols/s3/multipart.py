@@ -1,18 +1,24 @@
 """Where multipart uploads wait for their completion: a small interface and a local one.
 
-``MultipartStore`` is what the S3 server needs from it, so that several servers can
-later share one (a database and a shared folder) without the handlers changing.
-``LocalMultipartStore`` keeps each upload in a private folder of its own under the
-data folder's ``temp``: ``upload.json`` (bucket, key, start) and one file per part,
-written under a temporary name and renamed when whole, so a part being re-sent never
-shows half. The folder is emptied when the server starts and an upload's folder goes
-when it is completed or aborted.
+``MultipartStore`` is what the S3 server needs from it. ``LocalMultipartStore`` keeps
+each upload's parts in a private folder of its own under the data folder's ``temp``,
+one file per part, written under a temporary
+name and renamed when whole, so a part being re-sent never shows half. The folder is
+emptied when the server starts and an upload's folder goes when it is completed or
+aborted.
+
+Instances that share the database share the uploads' records (table ``s3_uploads``),
+each naming its ``holder``: the instance whose disk has the parts. Any instance lists
+every upload and may abort any (the holder's parts go at its next start); a part, a
+parts listing or the completion sent to an instance other than the holder is refused
+with ``NoSuchUpload`` and a message that says where the upload is, since the parts
+are not there. A load balancer keeps an upload on one instance by keeping a client on
+one (stickiness by source address).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -26,6 +32,7 @@ from typing import IO, Any, Protocol
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.protocols.s3.errors import S3Error
 from manifold.services.fs.streams import file_stream
+from manifold.state.records import S3UploadRepo, UploadRow
 
 MAX_PART_NUMBER = 10_000
 _ID = re.compile(r"[0-9a-f]{32}")
@@ -38,6 +45,7 @@ class Upload:
     bucket: str
     key: str
     initiated: datetime
+    holder: str = ""  # the instance whose disk keeps the parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,55 +88,54 @@ class MultipartStore(Protocol):
 
 
 class LocalMultipartStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, records: S3UploadRepo, holder: str) -> None:
         self._root = root
+        self._records = records
+        self._holder = holder
 
     async def clear(self) -> None:
         await run_in(DISK_POOL, self._reset)
+        await self._records.forget_holder(self._holder)
 
     def _reset(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
         self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     async def create(self, bucket: str, key: str) -> Upload:
-        upload = Upload(secrets.token_hex(16), bucket, key, datetime.now(UTC))
+        upload = Upload(secrets.token_hex(16), bucket, key, datetime.now(UTC), self._holder)
         await run_in(DISK_POOL, self._write_upload, upload)
+        at = upload.initiated.timestamp()
+        await self._records.add(UploadRow(upload.upload_id, bucket, key, at, self._holder))
         return upload
 
     def _write_upload(self, upload: Upload) -> None:
-        folder = self._root / upload.upload_id
         self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        folder.mkdir(mode=0o700)
-        record = {"bucket": upload.bucket, "key": upload.key, "at": upload.initiated.isoformat()}
-        _write_private(folder / "upload.json", json.dumps(record).encode())
+        (self._root / upload.upload_id).mkdir(mode=0o700)
 
     async def get(self, upload_id: str) -> Upload:
-        return await run_in(DISK_POOL, self._read_upload, self._folder(upload_id))
-
-    def _read_upload(self, folder: Path) -> Upload:
-        try:
-            record = json.loads((folder / "upload.json").read_bytes())
-        except (OSError, ValueError) as exc:
-            raise _missing() from exc
-        at = datetime.fromisoformat(record["at"])
-        return Upload(folder.name, record["bucket"], record["key"], at)
+        self._folder(upload_id)  # a malformed id is refused before any query
+        row = await self._records.get(upload_id)
+        if row is None:
+            raise _missing()
+        return _upload_of(row)
 
     async def uploads(self, bucket: str) -> list[Upload]:
-        found = await run_in(DISK_POOL, self._all_uploads)
-        return sorted((u for u in found if u.bucket == bucket), key=lambda u: u.initiated)
+        return [_upload_of(row) for row in await self._records.of_bucket(bucket)]
 
-    def _all_uploads(self) -> list[Upload]:
-        found = []
-        for folder in self._root.iterdir() if self._root.is_dir() else ():
-            try:
-                found.append(self._read_upload(folder))
-            except S3Error:
-                continue  # aborted meanwhile
-        return found
+    async def _held_here(self, upload_id: str) -> Path:
+        """The folder of an upload whose parts this instance keeps."""
+        upload = await self.get(upload_id)
+        if upload.holder != self._holder:
+            raise S3Error(
+                "NoSuchUpload",
+                f"The parts of this multipart upload are kept by another server "
+                f"({upload.holder}); send every request of an upload to the server that "
+                "started it.",
+            )
+        return self._folder(upload_id)
 
     async def put_part(self, upload_id: str, number: int, stream: AsyncIterator[bytes]) -> Part:
-        folder = self._folder(upload_id)
-        await self.get(upload_id)
+        folder = await self._held_here(upload_id)
         temp = folder / f".{secrets.token_hex(8)}.partial"
         digest = hashlib.md5(usedforsecurity=False)
         file = await run_in(DISK_POOL, _open_private, temp)
@@ -146,12 +153,15 @@ class LocalMultipartStore:
         return part
 
     async def parts(self, upload_id: str) -> list[Part]:
-        await self.get(upload_id)
-        return await run_in(DISK_POOL, self._read_parts, self._folder(upload_id))
+        return await run_in(DISK_POOL, self._read_parts, await self._held_here(upload_id))
 
     def _read_parts(self, folder: Path) -> list[Part]:
         found: dict[int, Part] = {}
-        for path in folder.iterdir():
+        try:
+            paths = list(folder.iterdir())
+        except FileNotFoundError:
+            raise _missing() from None  # completed or aborted meanwhile
+        for path in paths:
             match = _PART.fullmatch(path.name)
             if match is None:
                 continue
@@ -172,12 +182,18 @@ class LocalMultipartStore:
                 yield data
 
     async def remove(self, upload_id: str) -> None:
+        await self._records.remove(upload_id)
         await run_in(DISK_POOL, shutil.rmtree, self._folder(upload_id), True)
 
     def _folder(self, upload_id: str) -> Path:
         if not _ID.fullmatch(upload_id):
             raise _missing()
         return self._root / upload_id
+
+
+def _upload_of(row: UploadRow) -> Upload:
+    at = datetime.fromtimestamp(row.initiated, UTC)
+    return Upload(row.upload_id, row.bucket, row.key, at, row.holder)
 
 
 def _missing() -> S3Error:
@@ -191,11 +207,6 @@ def _missing() -> S3Error:
 def _open_private(path: Path) -> IO[bytes]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     return os.fdopen(fd, "wb")
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    with _open_private(path) as file:
-        file.write(data)
 
 
 def _write_hashed(file: IO[bytes], digest: Any, data: bytes) -> None:

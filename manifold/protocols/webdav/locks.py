@@ -1,9 +1,10 @@
 """WebDAV write locks (RFC 4918 sections 6-7) and the ``If`` header.
 
 ``LockStore`` is what the server needs of a lock table; ``MemoryLockStore`` keeps
-one in this process. Several instances behind one name need a shared store with
-the same five methods. Paths are full virtual paths (the caller's base path
-joined), so two users with different base paths see the same locks on one file.
+one in this process, and ``shared_locks`` has the database and Redis stores that
+several processes share (``lock_store`` picks one by the state back end). Paths are
+full virtual paths (the caller's base path joined), so two users with different base
+paths see the same locks on one file.
 
 A lock covers its own path, and with depth infinity every path below it. A write
 to a covered path must name one of the covering locks' tokens in its ``If`` header
@@ -39,6 +40,11 @@ class Lock:
     def covers(self, path: str) -> bool:
         return path == self.path or (self.infinite and is_sub_path(self.path, path))
 
+    def conflicts(self, other: Lock) -> bool:
+        """Whether ``other`` cannot be taken while this lock is held."""
+        overlap = self.covers(other.path) or (other.infinite and is_sub_path(other.path, self.path))
+        return overlap and (self.exclusive or other.exclusive)
+
 
 class LockConflict(Exception):
     """Another lock prevents the one asked for."""
@@ -71,10 +77,7 @@ class MemoryLockStore:
 
     async def create(self, lock: Lock) -> None:
         for held in self._live():
-            overlap = held.covers(lock.path) or (
-                lock.infinite and is_sub_path(lock.path, held.path)
-            )
-            if overlap and (held.exclusive or lock.exclusive):
+            if held.conflicts(lock):
                 raise LockConflict(held.token)
         self._locks[lock.token] = lock
 

@@ -189,7 +189,7 @@ class ArchiveService:
         if not caller.user.can(Perm.READ_ARCHIVES):
             raise PermissionDenied()
         full = self._fs.resolve(caller, path)
-        meta = self._fs.check_access(caller, full, password)
+        meta = await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if full == "/":  # an empty path: what AList answers for the root
             raise StorageNotFound(f"failed get storage: {StorageNotFound.none_added().message}")

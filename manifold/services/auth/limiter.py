@@ -17,9 +17,9 @@ at the address the owner uses (where the address lock still counts every failure
 folder password is a login of its own, and without a limit a guest could guess it at
 request rate.
 
-``LoginLimiter`` is the interface; ``MemoryLoginLimiter`` keeps state in this
-process; ``manifold.state.counters`` has the database and Redis ones that several
-processes share.
+``LoginLimiter`` and ``GuessLimiter`` are the interfaces; ``MemoryLoginLimiter`` and
+``MemoryGuessLimiter`` keep state in this process; ``manifold.state.counters`` has the
+database and Redis ones that several processes share.
 """
 
 from __future__ import annotations
@@ -43,6 +43,16 @@ class LoginLimiter(Protocol):
     async def record_failure(self, address: str, username: str) -> None: ...
 
     async def record_success(self, address: str, username: str) -> None: ...
+
+
+class GuessLimiter(Protocol):
+    """Wrong guesses of a secret other than a login (a folder password), per address:
+    ``max_failures`` of them lock the address out of further guesses until
+    ``lockout_seconds`` after the last one."""
+
+    async def is_locked(self, address: str) -> bool: ...
+
+    async def record_failure(self, address: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -143,26 +153,24 @@ class MemoryLoginLimiter(_Window):
                 del table[key]
 
 
-class GuessLimiter(_Window):
-    """Wrong guesses of a secret other than a login (a folder password), per address.
-
-    ``max_failures`` wrong guesses from an address lock it out of further guesses
-    until ``lockout_seconds`` after the last one. Kept in this process; several
-    instances need a shared implementation of these two methods.
-    """
+class MemoryGuessLimiter(_Window):
+    """``GuessLimiter`` in this process."""
 
     def _start(self) -> None:
         self._failures: dict[str, tuple[int, float]] = {}
 
-    def is_locked(self, address: str) -> bool:
+    async def is_locked(self, address: str) -> bool:
+        return self._locked(address)
+
+    def _locked(self, address: str) -> bool:
         count, last = self._failures.get(address, (0, 0.0))
         if count and self.clock() - last >= self.lockout_seconds:
             del self._failures[address]
             return False
         return count >= self.max_failures
 
-    def record_failure(self, address: str) -> None:
-        self.is_locked(address)  # drops an expired count first
+    async def record_failure(self, address: str) -> None:
+        self._locked(address)  # drops an expired count first
         count, _ = self._failures.get(address, (0, 0.0))
         self._failures[address] = (count + 1, self.clock())
         if len(self._failures) > _MAX_TRACKED:

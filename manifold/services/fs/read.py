@@ -133,7 +133,7 @@ class GuardedReader:
         base = clean_path(caller.user.base_path)
         return base != "/" and self.tree.find(base) is not None
 
-    def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
+    async def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         """The nearest meta of ``path``, once the caller may enter it; a wrong folder
         password counts against the caller's address (``GuessLimiter``), and an address
         with too many is refused every guess, right or wrong, for a while."""
@@ -141,11 +141,11 @@ class GuardedReader:
         if access.can_access(caller.user, meta, path, ""):
             return meta
         guesses = self.guesses
-        if password and guesses is not None and guesses.is_locked(caller.client):
+        if password and guesses is not None and await guesses.is_locked(caller.client):
             raise TooManyAttempts()
         if not access.can_access(caller.user, meta, path, password):
             if password and guesses is not None:
-                guesses.record_failure(caller.client)
+                await guesses.record_failure(caller.client)
             raise PasswordRequired()
         return meta
 
@@ -159,7 +159,7 @@ class GuardedReader:
         refresh: bool = False,
     ) -> Listing:
         full = self.resolve(caller, path)
-        meta = self.check_access(caller, full, password)
+        meta = await self.check_access(caller, full, password)
         await self.confine(caller, full)
         write = access.can_write(caller.user, meta, full)
         if refresh and not write:
@@ -201,7 +201,7 @@ class GuardedReader:
 
     async def get(self, caller: Caller, path: str, password: str) -> Found:
         full = self.resolve(caller, path)
-        meta = self.check_access(caller, full, password)
+        meta = await self.check_access(caller, full, password)
         await self.confine(caller, full)
         obj, provider = await self.get_path(full)
         return Found(
@@ -223,7 +223,7 @@ class GuardedReader:
         asks this on every request.
         """
         full = self.resolve(caller, path)
-        self.check_access(caller, full, password)
+        await self.check_access(caller, full, password)
         await self.confine(caller, full)
         return (await self.get_path(full))[0], full
 
@@ -269,7 +269,7 @@ class GuardedReader:
         else:
             full = self.resolve(caller, path)
             await self.confine(caller, full)
-        meta = self.check_access(caller, full, password)
+        meta = await self.check_access(caller, full, password)
         objs, _ = await self.list_path(full)
         objs = self.visible(objs, full, access.hides(meta, full, caller.user))
         return [o for o in objs if o.is_dir]
@@ -277,7 +277,7 @@ class GuardedReader:
     async def other(self, caller: Caller, path: str, password: str, method: str, data: Any) -> Any:
         """A driver-specific operation (``/api/fs/other``); most drivers have none."""
         full = self.resolve(caller, path)
-        self.check_access(caller, full, password)
+        await self.check_access(caller, full, password)
         await self.confine(caller, full)
         return await self.tree.other(full, method, data)
 

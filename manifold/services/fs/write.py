@@ -64,7 +64,7 @@ class GuardedWriter:
     async def folder(self, caller: Caller, path: str, password: str = "") -> str:
         """The full path of a folder the caller names, after the access check."""
         full = self._fs.resolve(caller, path)
-        self._fs.check_access(caller, full, password)
+        await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         return full
 
@@ -74,7 +74,7 @@ class GuardedWriter:
         full = clean_path(f"{folder}/{name}")
         if split_path(full) != (folder, name) or not is_sub_path(caller.user.base_path, full):
             raise PermissionDenied()
-        self._fs.check_access(caller, full, password)
+        await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         return full
 
@@ -118,8 +118,8 @@ class GuardedWriter:
         parent, _ = split_path(full)
         # The folder written in is checked as a remove checks it: a password without
         # p_sub, or a hide rule, guards the folder's contents against writes too.
-        self._fs.check_access(caller, parent, password)
-        self._fs.check_access(caller, full, password)
+        await self._fs.check_access(caller, parent, password)
+        await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if not self.can_write_in(caller, parent):
             raise PermissionDenied()
@@ -138,8 +138,8 @@ class GuardedWriter:
         self.require(caller, Perm.RENAME)
         full = self._fs.resolve(caller, path)
         parent, old_name = split_path(full)
-        self._fs.check_access(caller, parent, password)  # as in mkdir
-        self._fs.check_access(caller, full, password)
+        await self._fs.check_access(caller, parent, password)  # as in mkdir
+        await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
         if name != old_name:
             validate_new_name(name)
@@ -517,7 +517,7 @@ class GuardedWriter:
         """What ``folder`` and ``child`` check, for a path already joined to a base path."""
         if not is_sub_path(caller.user.base_path, full):
             raise PermissionDenied()
-        self._fs.check_access(caller, full, password)
+        await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
 
     def task_recheck(
