@@ -26,8 +26,8 @@ from manifold.models import Link, Obj
 from manifold.services.auth.sign import sign_path, verify_sign
 from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api
-from tests.drivers.alist_v3_server import self_signed
 from tests.drivers.inert import InertDriver
+from tests.fixtures.certs import self_signed
 
 CONTENT = bytes(range(256)) * 4  # 1024 bytes, every byte value
 UNICODE_NAME = "résumé 文件.bin"

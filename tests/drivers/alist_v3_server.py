@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from manifold.models import Perm
 from manifold.server import uvicorn_config
 from tests.api.live_server import serving
 from tests.conftest import ADMIN_PASSWORD, start_services
+from tests.fixtures.certs import self_signed
 from tests.fixtures.processes import Daemon, free_port, port_open
 
 MOUNT = "/store"
@@ -139,19 +139,6 @@ class RemoteProcess:
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.daemon.stop)
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 that no authority signed, and its key."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 @asynccontextmanager

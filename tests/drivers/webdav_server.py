@@ -3,19 +3,13 @@ Digest, optionally over TLS with a self-signed certificate) and rclone (Basic)."
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from tests.fixtures.certs import self_signed
 from tests.fixtures.processes import Daemon, free_port, port_open
 
 WSGIDAV = str(Path(sys.executable).with_name("wsgidav"))
@@ -96,34 +90,3 @@ def rclone(base: Path) -> DavServer:
     env_home = {"HOME": str(folder), "PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null"}
     daemon = Daemon("rclone", argv, lambda: port_open(port), folder / "server.log", env=env_home)
     return DavServer("rclone", f"http://127.0.0.1:{port}", root, daemon, USER, PASSWORD)
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 signed by itself, and its key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=7))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ftplib
-import ipaddress
 import json
 import socket
 import ssl
@@ -13,11 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from manifold.container import Services
 from manifold.models import Perm, Storage
@@ -99,37 +92,6 @@ def read(ftp: ftplib.FTP, name: str, rest: int | None = None) -> bytes:
     parts: list[bytes] = []
     ftp.retrbinary(f"RETR {name}", parts.append, rest=rest)
     return b"".join(parts)
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, written to ``folder``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=30))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 def trusting(cert: Path) -> ssl.SSLContext:

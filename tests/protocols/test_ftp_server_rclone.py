@@ -13,7 +13,8 @@ import pytest
 
 from manifold.container import Services
 from tests.api.fs_helpers import make_tree
-from tests.protocols.ftp_helpers import blocking, live_ftp, mount, self_signed, user
+from tests.fixtures.certs import self_signed
+from tests.protocols.ftp_helpers import blocking, live_ftp, mount, user
 
 pytestmark = pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone is not installed")
 CONTENT = bytes(range(256)) * 64

@@ -13,6 +13,7 @@ from manifold.config import ConfigError
 from manifold.container import Services
 from manifold.protocols.ftp import start_ftp
 from tests.api.fs_helpers import make_tree
+from tests.fixtures.certs import self_signed
 from tests.protocols.ftp_helpers import (
     ImplicitFTP,
     blocking,
@@ -20,7 +21,6 @@ from tests.protocols.ftp_helpers import (
     live_ftp,
     mount,
     read,
-    self_signed,
     trusting,
     user,
 )
