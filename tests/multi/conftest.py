@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ SOON = 1.0  # a change on one instance applies on the other within this
 WAIT = 60.0  # only a guard against a hang
 
 THROTTLED_FTP = """\
+import logging
 import sys
 
 from pyftpdlib.authorizers import DummyAuthorizer
@@ -45,6 +45,7 @@ from pyftpdlib.handlers import FTPHandler, ThrottledDTPHandler
 from pyftpdlib.servers import FTPServer
 
 port, root, user, password, low, rate = sys.argv[1:7]
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 ThrottledDTPHandler.read_limit = ThrottledDTPHandler.write_limit = int(rate)
 authorizer = DummyAuthorizer()
 authorizer.add_user(user, password, root, perm="elradfmwMT")
@@ -105,8 +106,8 @@ def start_nginx(base: Path, upstreams: list[int]) -> tuple[Daemon, int]:
 
 def manifold_daemon(name: str, data: Path, port: int, workers: int = 1) -> Daemon:
     env = {**os.environ, "MANIFOLD_ADMIN_PASSWORD": ADMIN_PASSWORD, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "manifold", "server", "--data", str(data),
-            "--host", "127.0.0.1", "--port", str(port), "--no-ui", "--workers", str(workers)]  # fmt: skip
+    argv = [sys.executable, "-m", "manifold", "server", "--data", str(data), "--no-ui",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]  # fmt: skip
     return Daemon(name, argv, lambda: port_open(port), data.parent / f"{name}.log", env=env)
 
 
@@ -168,8 +169,7 @@ class Cluster:
     b: Node
     lb: Node
     daemons: dict[str, Daemon]
-    ftp_root: Path
-    ftp_port: int
+    ftp: FtpServer
     admin: str = ""  # the admin's token
     made: list[str] = field(default_factory=list)
 
@@ -193,18 +193,47 @@ class Cluster:
         return name, int(found["id"])
 
 
-def _ftp_daemon(root: Path) -> tuple[Daemon, int]:
+@dataclass(frozen=True)
+class FtpServer:
+    root: Path
+    port: int
+    log: Path
+
+    def storage(self, mount_path: str) -> dict[str, Any]:
+        """The body of a storage create call that mounts this server's root."""
+        addition = {"address": f"127.0.0.1:{self.port}", "username": FTP_USER,
+                    "password": FTP_PASSWORD, "root_folder_path": "/"}  # fmt: skip
+        return {"mount_path": mount_path, "driver": "FTP", "addition": json.dumps(addition),
+                "cache_expiration": 30}  # fmt: skip
+
+    def reads(self, path: str) -> list[bool]:
+        """For each download of ``path`` (relative to the root), whether it completed."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        found = [line for line in lines if " RETR " in line and f"{self.root}/{path} " in line]
+        return [" completed=1 " in line for line in found]
+
+
+@pytest.fixture(scope="session")
+def throttled_ftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FtpServer]:
+    """An FTP server sending and taking FTP_BYTES_PER_SECOND per transfer."""
+    base = tmp_path_factory.mktemp("ftp")
+    root = base / "files"
+    root.mkdir()
     port, low = free_port(), free_port() // 2 + 20000
-    script = root.parent / "ftpd.py"
-    script.write_text(textwrap.dedent(THROTTLED_FTP))
+    script = base / "ftpd.py"
+    script.write_text(THROTTLED_FTP)
     argv = [sys.executable, str(script), str(port), str(root), FTP_USER, FTP_PASSWORD,
             str(low), str(FTP_BYTES_PER_SECOND)]  # fmt: skip
-    return Daemon("ftp", argv, lambda: port_open(port), root.parent / "ftp.log"), port
+    daemon = Daemon("ftp", argv, lambda: port_open(port), base / "ftp.log").start()
+    yield FtpServer(root, port, base / "ftp.log")
+    daemon.stop()
 
 
 @pytest.fixture(scope="session")
 def cluster(
-    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+    tmp_path_factory: pytest.TempPathFactory,
+    redis_server: RedisServer,
+    throttled_ftp: FtpServer,
 ) -> Iterator[Cluster]:
     if not have_postgres():
         pytest.fail("PostgreSQL is not installed: run the test command from README.md")
@@ -212,10 +241,6 @@ def cluster(
     postgres = start_postgres(base / "pg")
     daemons: dict[str, Daemon] = {}
     try:
-        ftp_root = base / "ftp"
-        ftp_root.mkdir()
-        daemons["ftp"], ftp_port = _ftp_daemon(ftp_root)
-        daemons["ftp"].start()
         shared = {
             "database_url": postgres.url,
             "redis_url": redis_server.url,
@@ -235,15 +260,10 @@ def cluster(
             Node("b", f"http://127.0.0.1:{ports['b']}"),
             Node("nginx", f"http://127.0.0.1:{lb_port}"),
             daemons,
-            ftp_root,
-            ftp_port,
+            throttled_ftp,
         )
         found.admin = found.a.login("admin", ADMIN_PASSWORD)
-        addition = {"address": f"127.0.0.1:{ftp_port}", "username": FTP_USER,
-                    "password": FTP_PASSWORD, "root_folder_path": "/"}  # fmt: skip
-        storage = {"mount_path": "/ftp", "driver": "FTP", "addition": json.dumps(addition),
-                   "cache_expiration": 30}  # fmt: skip
-        found.a.ok("/api/admin/storage/create", storage, found.admin)
+        found.a.ok("/api/admin/storage/create", throttled_ftp.storage("/ftp"), found.admin)
         yield found
     finally:
         for daemon in daemons.values():

@@ -20,8 +20,8 @@ def ftp_folder(cluster: Cluster, files: dict[str, bytes]) -> str:
     """A new folder on the FTP server; its path in the tree."""
     name = cluster.unique("f")
     for file, data in files.items():
-        (cluster.ftp_root / name).mkdir(exist_ok=True)
-        (cluster.ftp_root / name / file).write_bytes(data)
+        (cluster.ftp.root / name).mkdir(exist_ok=True)
+        (cluster.ftp.root / name / file).write_bytes(data)
     return f"/ftp/{name}"
 
 
@@ -51,9 +51,9 @@ def test_a_password_change_on_one_revokes_tokens_on_both(cluster: Cluster) -> No
     cluster.b.ok("/api/me/update", {"username": name, "password": "new-secret-pw-2"}, old)
     for node in (cluster.a, cluster.b, cluster.lb, cluster.lb):
         assert node.call("/api/me", token=old)["code"] == 401, node
-    assert cluster.a.call("/api/auth/login", {"username": name, "password": PASSWORD})[
-        "code"
-    ] == 400
+    assert (
+        cluster.a.call("/api/auth/login", {"username": name, "password": PASSWORD})["code"] == 400
+    )
     fresh = cluster.a.login(name, "new-secret-pw-2")
     assert cluster.b.ok("/api/me", token=fresh)["username"] == name
 
@@ -177,5 +177,7 @@ def test_a_copy_whose_instance_is_killed_is_finished_by_the_other(
         copied = (target / "big.bin").read_bytes()
         assert hashlib.sha256(copied).digest() == hashlib.sha256(data).digest()
         assert sorted(p.name for p in target.iterdir()) == ["big.bin"]
+        # Read twice from the FTP server: by a until it died, then all of it by b.
+        assert cluster.ftp.reads(f"{source[5:]}/big.bin") == [False, True]
     finally:
         cluster.daemons["a"].start()
