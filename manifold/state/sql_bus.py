@@ -74,6 +74,9 @@ class DatabaseBus:
         await self._outbox.flush()
         await self.read()
 
+    async def flush(self) -> None:
+        await self._outbox.flush()
+
     async def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
         now = time.time()
         await self._repo.add(
