@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -157,6 +158,12 @@ class Node:
         data = self.ok("/api/auth/login", {"username": username, "password": password})
         return str(data["token"])
 
+    def shows(self, name: str, token: str) -> bool:
+        """Whether ``name`` is among the root's entries (no storage at all: not)."""
+        answer = self.call("/api/fs/list", {"path": "/", "per_page": 0}, token)
+        content = answer["data"]["content"] if answer["code"] == 200 else []
+        return any(entry["name"] == name for entry in content or [])
+
     def names(self, path: str, token: str, password: str = "") -> list[str]:
         body = {"path": path, "page": 1, "per_page": 0, "password": password}
         content = self.ok("/api/fs/list", body, token)["content"] or []
@@ -235,8 +242,8 @@ def cluster(
     redis_server: RedisServer,
     throttled_ftp: FtpServer,
 ) -> Iterator[Cluster]:
-    if not have_postgres():
-        pytest.fail("PostgreSQL is not installed: run the test command from README.md")
+    if not have_postgres() or shutil.which("nginx") is None:
+        pytest.fail("PostgreSQL or nginx is not installed: run the test command from README.md")
     base = tmp_path_factory.mktemp("multi")
     postgres = start_postgres(base / "pg")
     daemons: dict[str, Daemon] = {}
