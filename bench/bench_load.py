@@ -97,6 +97,8 @@ MIXES = {
         "write": 6,  # the next of mkdir, rename, remove in the client's own folder
     },
 }
+# Each kind of the busy mix alone (bench_scale --per-kind: what one core carries of it).
+MIXES |= {f"only {kind}": {kind: 1} for kind in MIXES["busy"]}
 BAD_LOGIN_SHARE = 0.3  # of a bad-login client's requests
 EXPECTED = {"login fail": {400, 429}}
 JSON_HEADERS = {"Content-Type": "application/json"}

@@ -23,7 +23,7 @@ from manifold import VERSION_STRING
 from manifold.api import envelope
 from manifold.api.asgi import CatchAll, FastBody, ManifoldApp, RouteTable
 from manifold.api.deps import client_address, get_admin
-from manifold.api.guards import RequestGuard
+from manifold.api.guards import RequestGuard, ToldFirst
 from manifold.api.observe import Observer
 from manifold.api.openapi import no_body
 from manifold.api.routes import (
@@ -319,6 +319,8 @@ def create_app(config: Config, services: Services | None = None, listeners: bool
     }
     if base != "/":
         app.add_middleware(BasePath, base=base)
+    if services.state.shared:
+        app.add_middleware(ToldFirst, bus=services.state.bus)
     app.router.middleware_stack = RouteTable(app.router)
     if services.metrics is not None or config.log_format == "json":
         app.observer = Observer(

@@ -95,6 +95,8 @@ class Config:
     redis_url: str = ""
     # This instance's name in task leases and change messages; "" is host:pid.
     instance_id: str = ""
+    # A task whose instance stopped renewing its lease for this long is run by another.
+    task_lease_seconds: int = 30
 
     @property
     def effective_database_url(self) -> str:
@@ -133,6 +135,7 @@ _FILE_KEYS = (
     "log_format",
     "redis_url",
     "instance_id",
+    "task_lease_seconds",
 )
 _INT_KEYS = {
     "port",
@@ -145,6 +148,7 @@ _INT_KEYS = {
     "sftp_port",
     "workers",
     "shutdown_seconds",
+    "task_lease_seconds",
 }
 _LIST_KEYS = {"cors_origins", "trusted_proxies"}
 _BOOL_KEYS = {"ui", "webdav", "cluster"}

@@ -135,6 +135,7 @@ class Services:
         tasks = TaskService(
             TaskRepo(engine), settings, repos.UserRepo(engine), instance=config.instance_id
         )
+        tasks.set_lease(config.task_lease_seconds)
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)

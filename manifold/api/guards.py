@@ -5,6 +5,9 @@
     bytes silently replaced and naming some other file;
   - a request body over ``max_request_body`` is refused before it is read whole
     (uploads stream to disk and are exempt).
+- ``ToldFirst``: with shared state, an answer starts only once the changes its request
+  posted to the bus (a listing a write patched) are sent, so that a request that
+  follows it to another instance finds them there.
 - ``NOSNIFF``: the header every answer carries (``CatchAll`` and the fast paths add it)
   so browsers never guess a content type and run a downloaded file as a page of this site.
 
@@ -14,6 +17,7 @@ the real status elsewhere (downloads), as ``/d`` and ``/p`` answer their errors.
 
 from __future__ import annotations
 
+from typing import Protocol
 from urllib.parse import unquote_to_bytes
 
 from starlette.datastructures import Headers
@@ -105,3 +109,30 @@ def _utf8_url(scope: Scope) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+class Outgoing(Protocol):
+    """The part of the change bus ``ToldFirst`` uses."""
+
+    async def flush(self) -> None: ...
+
+
+class ToldFirst:
+    """Holds each answer's start until the bus has sent what was posted meanwhile
+    (installed only when other processes share the state)."""
+
+    def __init__(self, app: ASGIApp, bus: Outgoing) -> None:
+        self.app = app
+        self.bus = bus
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def told_first(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await self.bus.flush()
+            await send(message)
+
+        await self.app(scope, receive, told_first)

@@ -133,6 +133,11 @@ class TaskService(LeaseLoop):
         self._stopping = False  # runs are being cancelled
         self._ended = asyncio.Event()
 
+    def set_lease(self, seconds: float) -> None:
+        """A lease of ``seconds`` (at least one), renewed every sixth of it."""
+        self.lease_seconds = max(1.0, float(seconds))
+        self.heartbeat_seconds = min(HEARTBEAT_SECONDS, self.lease_seconds / 6)
+
     def register(
         self,
         kind: str,

@@ -47,6 +47,9 @@ class Bus(Protocol):
 
     async def sync(self) -> None: ...
 
+    async def flush(self) -> None:
+        """Wait until what this process posted has been sent (not yet applied)."""
+
     async def start(self) -> None:
         """Begin sending and receiving (after the database is migrated)."""
 
@@ -125,6 +128,9 @@ class MemoryBus:
         self.handlers.subscribe(topic, handler)
 
     async def sync(self) -> None:
+        return None
+
+    async def flush(self) -> None:
         return None
 
     async def start(self) -> None:

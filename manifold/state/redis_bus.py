@@ -64,6 +64,9 @@ class RedisBus:
     def subscribe(self, topic: str, handler: Handler) -> None:
         self.handlers.subscribe(topic, handler)
 
+    async def flush(self) -> None:
+        await self._outbox.flush()
+
     async def sync(self) -> None:
         """Our own marker comes back after every message published before it (Redis
         delivers a channel's messages in the order it took them)."""

@@ -82,6 +82,9 @@ class DatabaseBus:
         await self._outbox.flush()
         await self.read()
 
+    async def flush(self) -> None:
+        await self._outbox.flush()
+
     async def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
         now = self._clock()
         await self._repo.add(
