@@ -218,8 +218,11 @@ async def started(api: Api, task_id: str) -> None:
     raise AssertionError("the download never started")
 
 
-async def task_ident(api: Api, task_id: str) -> str:
-    for _ in range(200):
+async def task_ident(api: Api, task_id: str, within: float = 60.0) -> str:
+    """The tool's id of the download, once the task handed it over (a loaded machine
+    can take many seconds)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while asyncio.get_running_loop().time() < deadline:
         ident = (await api.services.tasks.load(task_id)).payload.get("ident")
         if ident:
             return str(ident)
