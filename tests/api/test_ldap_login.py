@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(not ldapserver.available(), reason="slapd is not
 
 DISABLED = "Current user is disabled, replace please"
 NOT_FOUND = "failed find user in LDAP: no entry matches the username"
+SPELLING = "failed find user in LDAP: give the username as the directory spells it"
 LOCKED = (
     "Too many unsuccessful sign-in attempts have been made using an incorrect "
     "username or password, Try again later."
@@ -125,6 +126,17 @@ async def test_a_name_with_a_filter_character_logs_in(api: Api, slapd: LdapServe
     body = await ldap_login(api, "o*brien", USERS["o*brien"])
     assert body["code"] == 200, body
     assert "o*brien" in await users(api)
+
+
+@pytest.mark.parametrize("username", ["CAROL", "Carol", " carol", "carol "])
+async def test_a_name_the_directory_matches_loosely_is_refused(
+    api: Api, slapd: LdapServer, username: str
+) -> None:
+    await configure(api, slapd)
+    # A local account of that spelling is someone else's, whom carol must not reach.
+    await api.make_user(username, "local-pw")
+    body = await ldap_login(api, username, USERS["carol"])
+    assert (body["code"], body["message"]) == (400, SPELLING), body
 
 
 async def test_a_name_found_twice_answers_a_clear_error(api: Api, slapd: LdapServer) -> None:

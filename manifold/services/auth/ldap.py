@@ -14,6 +14,9 @@ always verified against the system's authorities (``SSL_CERT_FILE`` names anothe
 bundle), host name included; AList skips that check and so offers no setting to turn
 it back off.
 
+The name given must also be one of the entry's values exactly: the directory matches
+``Bob`` and `` bob`` to ``bob``, but here those are three different accounts.
+
 Failures are ``errors.py`` classes: a wrong password or a username the directory does
 not know is the user's (400); a server that cannot be reached, refuses the manager,
 or finds the username more than once is the configuration's (500), and its detail
@@ -47,6 +50,7 @@ log = logging.getLogger("manifold.ldap")
 TIMEOUT = 10
 NOT_FOUND = "failed find user in LDAP: no entry matches the username"
 INCORRECT = "password is incorrect"
+SPELLING = "failed find user in LDAP: give the username as the directory spells it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,7 @@ def _find(server: ldap3.Server, directory: Directory, username: str) -> str:
         log.error("LDAP refused the manager DN %r", directory.manager_dn)
         raise ServerError("failed to bind to LDAP as the manager") from exc
     try:
-        conn.search(directory.search_base, query, ldap3.SUBTREE, attributes=[])
+        conn.search(directory.search_base, query, ldap3.SUBTREE, attributes=[ldap3.ALL_ATTRIBUTES])
         entries = [e for e in conn.response or () if e.get("type") == "searchResEntry"]
     except ldap_errors.LDAPInvalidFilterError as exc:
         raise ServerError("ldap_user_search_filter is not a valid LDAP filter") from exc
@@ -112,7 +116,20 @@ def _find(server: ldap3.Server, directory: Directory, username: str) -> str:
             f"LDAP search found {len(entries)} entries for this username; "
             "ldap_user_search_filter must match exactly one"
         )
+    if not _spelled_as_stored(entries[0], username):
+        raise BadRequest(SPELLING)
     return str(entries[0]["dn"])
+
+
+def _spelled_as_stored(entry: dict[str, Any], username: str) -> bool:
+    """Whether one of the entry's values is ``username`` exactly. Directories match
+    names without regard to case or extra spaces, but accounts here are told apart by
+    them: ``Bob`` must not log in as the local ``Bob`` with the directory's ``bob``."""
+    for values in (entry.get("attributes") or {}).values():
+        for value in values if isinstance(values, list) else [values]:
+            if value == username:
+                return True
+    return False
 
 
 def _connection(server: ldap3.Server, directory: Directory, dn: str, password: str) -> Any:
