@@ -115,6 +115,7 @@ ROUTES: tuple[Route, ...] = (
     Route(ANY, "/api/public/offline_download_tools", settings.offline_download_tools),
     Route(POST, "/api/auth/login", auth.login),
     Route(POST, "/api/auth/login/hash", auth.login_hash),
+    Route(POST, "/api/auth/login/ldap", auth.login_ldap),
     Route(GET, "/api/auth/logout", auth.logout),
     Route(POST, "/api/auth/2fa/generate", auth.generate_2fa),
     Route(POST, "/api/auth/2fa/verify", auth.verify_2fa),

@@ -87,6 +87,8 @@ PASSWORD_POOL = Pool("manifold-passwords", 2)
 DOWNLOAD_POOL = Pool("manifold-downloads", 8)
 # Thumbnails: decoding images and video frames (ffmpeg), seconds at worst.
 MEDIA_POOL = Pool("manifold-media", 2)
+# LDAP logins: connect, search and bind, each bounded by a timeout.
+LDAP_POOL = Pool("manifold-ldap", 4)
 # Searches on an SQLite file: each thread keeps its own read connection.
 SQLITE_POOL = Pool("manifold-sqlite", 4)
 

@@ -176,4 +176,5 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         "archive_max_ratio",
         "archive_max_entries",
         "move_task_threads_num",
+        "ldap_start_tls",
     ]

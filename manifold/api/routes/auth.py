@@ -33,6 +33,12 @@ async def login_hash(body: LoginBody, request: Request, services: ServicesDep) -
     return ok({"token": token})
 
 
+async def login_ldap(body: LoginBody, request: Request, services: ServicesDep) -> Response:
+    client = client_address(request, services.config.trusted_proxies)
+    token = await services.auth.login_ldap(body.username, body.password, body.otp_code, client)
+    return ok({"token": token})
+
+
 async def logout(caller: CallerDep, services: ServicesDep) -> Response:
     await services.auth.logout(caller)
     return ok()

@@ -378,6 +378,15 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     SettingDefault("archive_max_entries", "200000", _N, Group.TRAFFIC, _PRIV),
     # Move tasks (OpenList's kind and setting): how many run at once.
     SettingDefault("move_task_threads_num", _DEFAULT_WORKERS, _N, Group.TRAFFIC, _PRIV),
+    # LDAP: upgrade an ldap:// connection with StartTLS (ldaps:// is TLS from the start).
+    SettingDefault(
+        "ldap_start_tls",
+        "false",
+        _B,
+        Group.LDAP,
+        _PRIV,
+        help="Upgrade ldap:// connections with StartTLS; the certificate is verified",
+    ),
 )
 
 

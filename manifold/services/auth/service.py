@@ -13,8 +13,9 @@ import qrcode
 
 from manifold.concurrency import CPU_POOL, run_in
 from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorRequired, Unauthorized
-from manifold.models import User
+from manifold.models import Role, User
 from manifold.services.admin.settings import SettingsService
+from manifold.services.auth import ldap, ldap_login
 from manifold.services.auth.limiter import LoginLimiter
 from manifold.services.auth.passwords import needs_upgrade, static_hash, verify_static_async
 from manifold.services.auth.tokens import TokenService
@@ -72,6 +73,34 @@ class AuthService:
         await self.limiter.record_success(client, name)
         if needs_upgrade(user.pwd_hash):
             await self._users.upgrade_hash(user, hashed)
+        return self._tokens.issue(user)
+
+    async def login_ldap(self, username: str, password: str, otp_code: str, client: str) -> str:
+        """A login the directory checks (``ldap_*`` settings); the lock-out is shared.
+
+        Unlike AList, the local admin and guest are not reached through the directory
+        (whoever holds its entry of that name would hold them), and a disabled user or
+        one with 2FA is treated as at the password login.
+        """
+        if not self._settings.get_bool("ldap_login_enabled"):
+            raise Forbidden("ldap is not enabled")
+        self._users.notice_changes(now=True)
+        local = await self._users.by_name(username) if username else None
+        name = _limit_key(local, username)
+        if await self.limiter.is_locked(client, name):
+            raise TooManyAttempts()
+        await self.limiter.record_failure(client, name)
+        if not username:
+            raise BadRequest("username is empty")
+        await ldap.check_password(ldap_login.directory(self._settings), username, password)
+        user = local or await ldap_login.register(self._users, self._settings, username)
+        if user.role in (Role.ADMIN, Role.GUEST):
+            raise Forbidden("login via ldap is not allowed")
+        if user.otp_secret and not _otp_ok(user.otp_secret, otp_code):
+            raise TwoFactorRequired()
+        if user.disabled:
+            raise Forbidden(DISABLED)
+        await self.limiter.record_success(client, name)
         return self._tokens.issue(user)
 
     async def logout(self, caller: Caller) -> None:
