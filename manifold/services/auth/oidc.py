@@ -122,17 +122,10 @@ class OidcClient:
         self, found: Discovery, raw: str, client_id: str, nonce: str
     ) -> dict[str, Any]:
         """The claims of ``raw`` if it is a valid ID token for this flow."""
-        try:
-            header = jwt.get_unverified_header(raw)
-        except jwt.PyJWTError as exc:
-            raise BadRequest(f"invalid id_token: {exc}") from None
-        algorithm = str(header.get("alg", ""))
-        if algorithm not in ALGORITHMS & found.algorithms:
-            raise BadRequest(f"id_token algorithm {algorithm!r} is not accepted")
-        key = await self._key(found, str(header.get("kid", "")))
+        algorithm, kid = signed_with(found, raw)
+        key = await self._key(found, kid)
         claims = check_id_token(raw, key, algorithm, found.issuer, client_id)
-        if not secrets.compare_digest(str(claims.get("nonce", "")).encode(), nonce.encode()):
-            raise BadRequest("id_token nonce does not match this sign-in")
+        check_nonce(claims, nonce)
         return claims
 
     async def _key(self, found: Discovery, kid: str) -> jwt.PyJWK:
@@ -165,6 +158,23 @@ class OidcClient:
             detail = body.get("error", "") if isinstance(body, dict) else ""
             raise BadRequest(f"the provider answered {response.status_code} {detail}".rstrip())
         return body
+
+
+def signed_with(found: Discovery, raw: str) -> tuple[str, str]:
+    """The algorithm and key id of an ID token, if the algorithm is one accepted."""
+    try:
+        header = jwt.get_unverified_header(raw)
+    except jwt.PyJWTError as exc:
+        raise BadRequest(f"invalid id_token: {exc}") from None
+    algorithm = str(header.get("alg", ""))
+    if algorithm not in ALGORITHMS & found.algorithms:
+        raise BadRequest(f"id_token algorithm {algorithm!r} is not accepted")
+    return algorithm, str(header.get("kid", ""))
+
+
+def check_nonce(claims: dict[str, Any], nonce: str) -> None:
+    if not secrets.compare_digest(str(claims.get("nonce", "")).encode(), nonce.encode()):
+        raise BadRequest("id_token nonce does not match this sign-in")
 
 
 def check_id_token(
