@@ -7,6 +7,8 @@ last page hands the result to the page that opened it, and to no other origin.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from fastapi import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -16,6 +18,20 @@ from manifold.services.auth.sso import BIND_COOKIE, FLOW_COOKIE, FLOW_SECONDS, F
 from manifold.web import base_path_of
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+def _described(query: tuple[str, ...], cookies: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The inputs these handlers read from the request, for ``app.openapi()``."""
+    text = {"type": "string"}
+    places = [("query", name) for name in query] + [("cookie", name) for name in cookies]
+    return {"parameters": [{"name": n, "in": where, "schema": text} for where, n in places]}
+
+
+START_INPUT = _described(("method",))
+# ``code`` (``authCode`` from Dingtalk) and ``state``, or the provider's ``error``.
+CALLBACK_INPUT = _described(
+    ("method", "code", "authCode", "state", "iss", "error", "error_description"), (FLOW_COOKIE,)
+)
 
 
 async def start(request: Request, services: ServicesDep) -> Response:
