@@ -31,9 +31,11 @@ from manifold.services.auth.limiter import (
     MemoryGuessLimiter,
     MemoryLoginLimiter,
 )
+from manifold.services.auth.oidc import OidcClient
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
+from manifold.services.auth.sso import SsoService
 from manifold.services.auth.tokens import DatabaseRevocationStore, TokenService
 from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
@@ -66,6 +68,8 @@ class Services:
     settings: SettingsService
     users: UserService
     auth: AuthService
+    # Single sign-on through an OAuth 2 platform or an OpenID Connect provider.
+    sso: SsoService
     # The one credential check of the protocol servers (WebDAV, FTP, SFTP).
     credentials: Credentials
     metas: MetaService
@@ -155,6 +159,9 @@ class Services:
             settings=settings,
             users=users,
             auth=AuthService(users, tokens, settings, limiter, setup_limiter),
+            sso=SsoService(
+                settings, users, tokens, OidcClient(http), config.jwt_secret, config.site_url
+            ),
             credentials=Credentials(users, limiter, settings, sshkeys),
             metas=metas,
             sshkeys=sshkeys,

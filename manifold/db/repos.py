@@ -57,6 +57,12 @@ class UserRepo(Repo):
         rows = await self._rows(select(t.users).where(t.users.c.username == username))
         return User(**rows[0]._mapping) if rows else None
 
+    async def by_sso_id(self, sso_id: str) -> User | None:
+        """The first user bound to a single sign-on identity."""
+        stmt = select(t.users).where(t.users.c.sso_id == sso_id).order_by(t.users.c.id).limit(1)
+        rows = await self._rows(stmt)
+        return User(**rows[0]._mapping) if rows else None
+
     async def by_role(self, role: int) -> User | None:
         stmt = select(t.users).where(t.users.c.role == role).order_by(t.users.c.id).limit(1)
         rows = await self._rows(stmt)

@@ -8,6 +8,7 @@ Every API answer the page receives is recorded; a test fails on any code other t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -82,7 +83,7 @@ class Site:
         return str(self.api("/api/auth/login", body, token="")["data"]["token"])
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -90,10 +91,23 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    with serve(tmp_path_factory, free_port()) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def serve(
+    tmp_path_factory: pytest.TempPathFactory, port: int, env: dict[str, str] | None = None
+) -> Iterator[Site]:
+    """``manifold server`` on ``port`` with ``env`` added to its environment."""
     data = tmp_path_factory.mktemp("browser-data")
     files = tmp_path_factory.mktemp("browser-files")
-    port = _free_port()
-    env = {**os.environ, "MANIFOLD_ADMIN_PASSWORD": ADMIN_PASSWORD, "MANIFOLD_LOG_LEVEL": "warning"}
+    env = {
+        **os.environ,
+        "MANIFOLD_ADMIN_PASSWORD": ADMIN_PASSWORD,
+        "MANIFOLD_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
     command = [sys.executable, "-m", "manifold", "server", "--data", str(data), "--port", str(port)]
     log = (data / "server.log").open("wb")
     server = subprocess.Popen(

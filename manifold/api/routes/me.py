@@ -9,6 +9,7 @@ from manifold.api.deps import CallerDep, ServicesDep, get_caller
 from manifold.api.envelope import ok, paged
 from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import Forbidden
+from manifold.services.auth.sso import BIND_COOKIE
 
 
 class ProfileBody(RequestBody):
@@ -28,10 +29,15 @@ async def me(request: Request) -> Response:
     return ok(user_json(caller.user, with_otp=True))
 
 
-async def update_me(body: ProfileBody, caller: CallerDep, services: ServicesDep) -> Response:
+async def update_me(
+    body: ProfileBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
     if caller.user.is_guest:
         raise Forbidden("Guest user can not update profile")
-    await services.users.update_profile(caller.user, body.username, body.password, body.sso_id)
+    # A new single sign-on identity arrives as a ticket from this browser's sign-in.
+    bind_cookie = request.cookies.get(BIND_COOKIE, "")
+    sso_id = await services.sso.binding(caller.user, body.sso_id, bind_cookie)
+    await services.users.update_profile(caller.user, body.username, body.password, sso_id)
     return ok()
 
 

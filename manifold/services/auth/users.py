@@ -87,6 +87,10 @@ class UserService:
             self._by_name[username] = user
         return user
 
+    async def by_sso_id(self, sso_id: str) -> User | None:
+        """The user bound to a single sign-on identity; never cached (a sign-in is rare)."""
+        return await self._repo.by_sso_id(sso_id) if sso_id else None
+
     async def get(self, user_id: int) -> User:
         user = await self._repo.get(user_id)
         if user is None:
