@@ -10,10 +10,16 @@ from starlette.responses import Response
 
 from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok
+from manifold.api.openapi import no_body, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.schemas import RequestBody
 from manifold.container import Services
 from manifold.services.auth.passkeys import RelyingParty, fingerprint, listed_id
+
+# The relying party comes from the request's host unless ``site_url`` names it.
+SITE_INPUT = no_body("Host", "X-Forwarded-Host", "X-Forwarded-Proto")
+# The browser's ``PublicKeyCredential.toJSON()``, with the ceremony's ``session``.
+ANSWER_INPUT = raw_body("application/json", {"type": "object"}, {"session": True})
 
 
 class DeleteBody(RequestBody):
