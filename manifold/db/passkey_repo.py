@@ -10,7 +10,7 @@ import base64
 import hashlib
 from typing import Any
 
-from sqlalchemy import Row, and_, delete, insert, select, update
+from sqlalchemy import Row, and_, delete, func, insert, select, update
 
 from manifold.db import tables as t
 from manifold.db.engine import writing
@@ -96,8 +96,9 @@ def _passkey(row: Row[Any]) -> Passkey:
 class ChallengeRepo(Repo):
     """Challenges as rows, so that every instance on the database sees them."""
 
-    async def put(self, session: str, challenge: Challenge, now: float) -> None:
-        """Keep ``challenge`` under ``session``, dropping those expired by ``now``."""
+    async def put(self, session: str, challenge: Challenge, now: float, most: int) -> bool:
+        """Keep ``challenge`` under ``session``, dropping those expired by ``now``;
+        False, keeping nothing, when ``most`` live ones are kept already."""
         table = t.webauthn_challenges
         values = {
             "session": session,
@@ -110,7 +111,11 @@ class ChallengeRepo(Repo):
         }
         async with writing(self.engine) as conn:
             await conn.execute(delete(table).where(table.c.expires <= now))
+            live = (await conn.execute(select(func.count()).select_from(table))).scalar_one()
+            if live >= most:
+                return False
             await conn.execute(insert(table).values(**values))
+        return True
 
     async def take(self, session: str, now: float) -> Challenge | None:
         """The challenge under ``session``, removed: of two calls for one, one gets it."""

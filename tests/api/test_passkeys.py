@@ -330,12 +330,25 @@ async def test_guests_and_strangers_cannot_register(api: Api) -> None:
 async def test_a_challenge_expires(services: Services) -> None:
     store = ChallengeRepo(services.engine)
     now = time.time()
-    await store.put("s1", Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300), now)
+    challenge = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300)
+    assert await store.put("s1", challenge, now, most=2)
     assert await store.take("s1", now + 301) is None
-    await store.put("s2", Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300), now)
+    assert await store.put("s2", challenge, now, most=2)
     taken = await store.take("s2", now + 1)
     assert taken is not None and taken.challenge == b"c" * 32
     assert await store.take("s2", now + 1) is None
+
+
+async def test_unfinished_challenges_are_kept_up_to_a_limit(services: Services) -> None:
+    store = ChallengeRepo(services.engine)
+    now = time.time()
+    challenge = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300)
+    assert await store.put("a", challenge, now, most=2)
+    assert await store.put("b", challenge, now, most=2)
+    assert not await store.put("c", challenge, now, most=2)
+    assert await store.take("c", now) is None
+    # Expired ones make room.
+    assert await store.put("d", challenge, now + 301, most=2)
 
 
 @pytest.fixture

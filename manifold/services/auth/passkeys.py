@@ -43,7 +43,7 @@ from webauthn.helpers.structs import (
 
 from manifold.concurrency import CPU_POOL, run_in
 from manifold.db.passkey_repo import PasskeyRepo
-from manifold.errors import BadRequest, Forbidden, ServerError
+from manifold.errors import BadRequest, Forbidden, ServerError, TooManyAttempts
 from manifold.models import Challenge, Passkey, User
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.tokens import TokenService
@@ -51,6 +51,9 @@ from manifold.services.auth.users import UserService
 
 ENABLED_SETTING = "webauthn_login_enabled"
 CHALLENGE_SECONDS = 300
+# Ceremonies begun and not finished, at most: beginning a login needs no account, and a
+# flood of them must not fill the database.
+CHALLENGES_KEPT = 10_000
 TIMEOUT_MS = 120_000
 REGISTER, LOGIN = "register", "login"
 EXPIRED = "passkey request expired or already used, please try again"
@@ -59,7 +62,9 @@ EXPIRED = "passkey request expired or already used, please try again"
 class ChallengeStore(Protocol):
     """Where begun ceremonies wait for their answer; shared by every instance."""
 
-    async def put(self, session: str, challenge: Challenge, now: float) -> None: ...
+    async def put(self, session: str, challenge: Challenge, now: float, most: int) -> bool:
+        """Keep ``challenge``; False when ``most`` unexpired ones are kept already."""
+        ...
 
     async def take(self, session: str, now: float) -> Challenge | None:
         """The challenge under ``session``, removed; None if absent or expired."""
@@ -229,7 +234,8 @@ class PasskeyService:
         now = time.time()
         session = secrets.token_urlsafe(32)
         challenge = Challenge(purpose, user_id, raw, rp.id, rp.origin, now + CHALLENGE_SECONDS)
-        await self._challenges.put(session, challenge, now)
+        if not await self._challenges.put(session, challenge, now, CHALLENGES_KEPT):
+            raise TooManyAttempts("too many passkey requests in progress, try again later")
         return session
 
     async def _take(self, session: str, purpose: str, user_id: int | None) -> Challenge:
