@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
 from manifold.db.stats import task_counts
@@ -32,6 +33,7 @@ from manifold.services.auth.limiter import (
     MemoryLoginLimiter,
 )
 from manifold.services.auth.oidc import OidcClient
+from manifold.services.auth.passkeys import PasskeyService
 from manifold.services.auth.service import AuthService
 from manifold.services.auth.sign import Signer
 from manifold.services.auth.sshkeys import SshKeyService
@@ -70,6 +72,7 @@ class Services:
     auth: AuthService
     # Single sign-on through an OAuth 2 platform or an OpenID Connect provider.
     sso: SsoService
+    passkeys: PasskeyService
     # The one credential check of the protocol servers (WebDAV, FTP, SFTP).
     credentials: Credentials
     metas: MetaService
@@ -113,7 +116,10 @@ class Services:
         bus = state.bus
         settings = SettingsService(repos.SettingRepo(engine), bus)
         changes = UserChanges(config.data_dir)
-        users = UserService(repos.UserRepo(engine), repos.SshKeyRepo(engine), changes, bus)
+        passkeys = PasskeyRepo(engine)
+        users = UserService(
+            repos.UserRepo(engine), repos.SshKeyRepo(engine), changes, bus, passkeys
+        )
         revocations = DatabaseRevocationStore(repos.RevocationRepo(engine), bus)
         tokens = TokenService(config.jwt_secret, config.token_expires_in, revocations)
         limiter = _login_limiter(config, state, "login")
@@ -162,6 +168,7 @@ class Services:
             sso=SsoService(
                 settings, users, tokens, OidcClient(http), config.jwt_secret, config.site_url
             ),
+            passkeys=PasskeyService(passkeys, ChallengeRepo(engine), users, tokens, settings),
             credentials=Credentials(users, limiter, settings, sshkeys),
             metas=metas,
             sshkeys=sshkeys,

@@ -106,6 +106,35 @@ class SshKey:
     last_used_time: datetime
 
 
+@dataclass(slots=True)
+class Passkey:
+    """A user's WebAuthn credential; ids and keys are as the authenticator gave them."""
+
+    id: int
+    user_id: int
+    credential_id: bytes
+    public_key: bytes
+    sign_count: int
+    aaguid: str
+    transports: list[str]
+    created: float
+    last_used: float
+
+
+@dataclass(frozen=True, slots=True)
+class Challenge:
+    """A WebAuthn ceremony begun: what the browser must sign, for whom and where.
+
+    ``user_id`` is 0 for a login that lets the authenticator say who it is."""
+
+    purpose: str
+    user_id: int
+    challenge: bytes
+    rp_id: str
+    origin: str
+    expires: float
+
+
 # ``Obj.thumb`` of an object whose thumbnail this server makes (the driver's ``link``
 # with ``LinkArgs.type == "thumb"``); the API turns it into a signed ``/d`` URL.
 THUMB_SELF = "self"

@@ -227,3 +227,35 @@ s3_uploads = Table(
     Column("initiated", Double, nullable=False),
     Column("holder", String(191), nullable=False),
 )
+
+# Passkeys (migration 0009): a user's WebAuthn credentials, found at login by
+# ``credential_key`` (the SHA-256 of the credential id, which may be up to 1023 bytes
+# long: too long for a unique index everywhere). ``sign_count`` only ever grows.
+passkeys = Table(
+    "passkeys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user_id", Integer, nullable=False, index=True),
+    Column("credential_key", String(64), nullable=False, unique=True),
+    Column("credential_id", Text, nullable=False),
+    Column("public_key", Text, nullable=False),
+    Column("sign_count", BigInteger, nullable=False, default=0),
+    Column("aaguid", String(36), nullable=False, default=""),
+    Column("transports", Text, nullable=False, default=""),
+    Column("created", Double, nullable=False),
+    Column("last_used", Double, nullable=False, default=0.0),
+)
+
+# A WebAuthn ceremony begun and not yet finished: the challenge the browser must sign,
+# kept here rather than handed to the client, until it is taken once or ``expires``.
+webauthn_challenges = Table(
+    "webauthn_challenges",
+    metadata,
+    Column("session", String(64), primary_key=True),
+    Column("purpose", String(16), nullable=False),
+    Column("user_id", Integer, nullable=False),
+    Column("challenge", String(128), nullable=False),
+    Column("rp_id", String(255), nullable=False),
+    Column("origin", Text, nullable=False),
+    Column("expires", Double, nullable=False, index=True),
+)

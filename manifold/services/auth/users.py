@@ -14,6 +14,7 @@ import string
 import time
 from dataclasses import dataclass, replace
 
+from manifold.db.passkey_repo import PasskeyRepo
 from manifold.db.repos import SshKeyRepo, UserRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
@@ -49,8 +50,11 @@ class UserService:
         keys: SshKeyRepo,
         marks: UserChanges | None = None,
         bus: Bus | None = None,
+        passkeys: PasskeyRepo | None = None,
     ) -> None:
         self._repo = repo
+        # A deleted user's passkeys go with it: a later user may get the same id.
+        self._passkeys = passkeys
         # Other processes drop a user changed here (``forget``) when they hear of it.
         self._bus: Bus = bus or MemoryBus()
         self._keys = keys
@@ -173,6 +177,8 @@ class UserService:
         if user.role in (Role.ADMIN, Role.GUEST):
             raise ServerError("cannot delete admin or guest")
         await self._keys.delete_for_user(user.id)
+        if self._passkeys is not None:
+            await self._passkeys.delete_for_user(user.id)
         await self._repo.delete(user.id)
         self.forget(user.username)
         await self._bus.publish("user", {"name": user.username})
