@@ -68,9 +68,12 @@ OTHER_INPUT = bound(OtherBody)
 
 
 async def list_fs(request: Request) -> Response:
+    return await list_body(request, await bind(request, ListBody, LIST_FORM_ALIASES))
+
+
+async def list_body(request: Request, body: ListBody) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
-    body = await bind(request, ListBody, LIST_FORM_ALIASES)
     listing = await services.reader.list(
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
@@ -112,9 +115,12 @@ def raw_url(request: Request, services: Services, found: Found) -> str:
 
 
 async def get_fs(request: Request) -> Response:
+    return await get_body(request, await bind(request, GetBody))
+
+
+async def get_body(request: Request, body: GetBody) -> Response:
     services = get_services(request)
     caller = await get_caller(request)
-    body = await bind(request, GetBody)
     found = await services.reader.get(caller, body.path, body.password)
     parent, _ = split_path(found.path)
     # AList types the object itself by its extension alone, even a folder.

@@ -135,6 +135,16 @@ _DEFAULT_WORKERS = "5"
 _S, _T, _N, _B, _SEL = "string", "text", "number", "bool", "select"
 _PUB, _PRIV, _RO = Flag.PUBLIC, Flag.PRIVATE, Flag.READONLY
 
+# The text the page shows (and copies) once a share link is made: a Handlebars
+# template the page fills in.
+_SHARE_SUMMARY = (
+    '{{creator}} shares {{#each files}}{{#if @first}}"{{filename this}}"{{/if}}'
+    "{{#if @last}}{{#unless (eq @index 0)}} and {{@index}} more{{/unless}}{{/if}}"
+    "{{/each}} on {{site_title}}: {{base_url}}/@s/{{id}}"
+    "{{#if pwd}} (password: {{pwd}}){{/if}}"
+    "{{#if expires}}, open until {{dateLocaleString expires}}{{/if}}"
+)
+
 _SITE_ITEMS = (
     # Filled with the running version at start; never taken from the database.
     SettingDefault(VERSION_KEY, "", _S, Group.SITE, _RO),
@@ -195,11 +205,16 @@ _PREVIEW_ITEMS = (
     SettingDefault("preview_archives_by_default", "true", _B, Group.PREVIEW, _PUB),
     SettingDefault("readme_autorender", "true", _B, Group.PREVIEW, _PUB),
     SettingDefault("filter_readme_scripts", "true", _B, Group.PREVIEW, _PUB),
+    # OpenList v4's share link settings, read by the page.
+    SettingDefault("share_preview_download_by_default", "true", _B, Group.PREVIEW, _PUB),
+    SettingDefault("share_preview_archives_by_default", "false", _B, Group.PREVIEW, _PUB),
 )
 
 _GLOBAL_ITEMS = (
     SettingDefault("hide_files", r"/\/README.md/i", _T, Group.GLOBAL, _PUB),
     SettingDefault("package_download", "true", _B, Group.GLOBAL, _PUB),
+    SettingDefault("share_archive_preview", "false", _B, Group.GLOBAL, _PUB),
+    SettingDefault("share_summary_content", _SHARE_SUMMARY, _T, Group.GLOBAL, _PUB),
     SettingDefault("customize_head", "", _T, Group.GLOBAL, _PRIV, pre_default=_OLD_CUSTOMIZE_HEAD),
     SettingDefault("customize_body", "", _T, Group.GLOBAL, _PRIV),
     SettingDefault(
