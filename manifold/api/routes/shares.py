@@ -14,21 +14,21 @@ from urllib.parse import quote
 
 import orjson
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
 from manifold.api import envelope
 from manifold.api.binding import bind
-from manifold.api.deps import ServicesDep, client_address, get_services
+from manifold.api.deps import ServicesDep, client_address, get_caller, get_services
 from manifold.api.envelope import ok, paged
 from manifold.api.fs_render import FolderStyle, file_type
 from manifold.api.fs_time import ORJSON_TIME, iso_time
+from manifold.api.routes import fs
 from manifold.api.routes.fs import (
     LIST_FORM_ALIASES,
     GetBody,
     ListBody,
     api_url,
-    get_body,
-    list_body,
 )
 from manifold.api.routes.tasks import TaskCallerDep
 from manifold.api.schemas import Int64, PageNumber, RequestBody
@@ -56,8 +56,9 @@ class ShareBody(RequestBody):
     order_direction: str = ""
     extract_folder: str = ""
     creator: str = ""
-    allow_preview: bool = True
-    allow_download: bool = True
+    # Off by default as a missing key must be: the page sends neither.
+    no_preview: bool = False
+    no_download: bool = False
 
     def as_input(self) -> ShareInput:
         return ShareInput(
@@ -76,8 +77,8 @@ class ShareBody(RequestBody):
             order_by=self.order_by,
             order_direction=self.order_direction,
             extract_folder=self.extract_folder,
-            allow_preview=self.allow_preview,
-            allow_download=self.allow_download,
+            allow_preview=not self.no_preview,
+            allow_download=not self.no_download,
         )
 
 
@@ -111,8 +112,8 @@ def share_json(view: ShareView) -> dict[str, Any]:
         "order_by": s.order_by,
         "order_direction": s.order_direction,
         "extract_folder": s.extract_folder,
-        "allow_preview": s.allow_preview,
-        "allow_download": s.allow_download,
+        "no_preview": not s.allow_preview,
+        "no_download": not s.allow_download,
         "creator": creator.username if creator else "",
         "creator_role": creator.role if creator else 0,
     }
@@ -164,18 +165,24 @@ def is_share_path(path: str) -> bool:
 
 async def list_fs(request: Request) -> Response:
     """``/api/fs/list``: a share's folder under ``/@s``, the file tree elsewhere."""
-    body = await bind(request, ListBody, LIST_FORM_ALIASES)
+    try:
+        body = await bind(request, ListBody, LIST_FORM_ALIASES)
+    except RequestValidationError:
+        return await fs.list_fs(request)  # the file tree's order: the caller, then the body
     if is_share_path(body.path):
         return await list_shared(request, body)
-    return await list_body(request, body)
+    return await fs.list_as(request, await get_caller(request), body)
 
 
 async def get_fs(request: Request) -> Response:
     """``/api/fs/get``: a share's object under ``/@s``, the file tree elsewhere."""
-    body = await bind(request, GetBody)
+    try:
+        body = await bind(request, GetBody)
+    except RequestValidationError:
+        return await fs.get_fs(request)
     if is_share_path(body.path):
         return await get_shared(request, body)
-    return await get_body(request, body)
+    return await fs.get_as(request, await get_caller(request), body)
 
 
 def _split(path: str) -> tuple[str, str]:

@@ -205,16 +205,11 @@ _PREVIEW_ITEMS = (
     SettingDefault("preview_archives_by_default", "true", _B, Group.PREVIEW, _PUB),
     SettingDefault("readme_autorender", "true", _B, Group.PREVIEW, _PUB),
     SettingDefault("filter_readme_scripts", "true", _B, Group.PREVIEW, _PUB),
-    # OpenList v4's share link settings, read by the page.
-    SettingDefault("share_preview_download_by_default", "true", _B, Group.PREVIEW, _PUB),
-    SettingDefault("share_preview_archives_by_default", "false", _B, Group.PREVIEW, _PUB),
 )
 
 _GLOBAL_ITEMS = (
     SettingDefault("hide_files", r"/\/README.md/i", _T, Group.GLOBAL, _PUB),
     SettingDefault("package_download", "true", _B, Group.GLOBAL, _PUB),
-    SettingDefault("share_archive_preview", "false", _B, Group.GLOBAL, _PUB),
-    SettingDefault("share_summary_content", _SHARE_SUMMARY, _T, Group.GLOBAL, _PUB),
     SettingDefault("customize_head", "", _T, Group.GLOBAL, _PRIV, pre_default=_OLD_CUSTOMIZE_HEAD),
     SettingDefault("customize_body", "", _T, Group.GLOBAL, _PRIV),
     SettingDefault(
@@ -345,6 +340,14 @@ _OFFLINE_TOOL_ITEMS = (
     SettingDefault("transmission_seedtime", "0", _N, Group.OFFLINE_DOWNLOAD, _PRIV),
 )
 
+# OpenList v4's settings for share links that its page reads (public, as there).
+SHARE_SETTINGS: tuple[SettingDefault, ...] = (
+    SettingDefault("share_preview_download_by_default", "true", _B, Group.PREVIEW, _PUB),
+    SettingDefault("share_preview_archives_by_default", "false", _B, Group.PREVIEW, _PUB),
+    SettingDefault("share_archive_preview", "false", _B, Group.GLOBAL, _PUB),
+    SettingDefault("share_summary_content", _SHARE_SUMMARY, _T, Group.GLOBAL, _PUB),
+)
+
 # AList v3.45's settings, in its order.
 ALIST_SETTINGS: tuple[SettingDefault, ...] = (
     *_SITE_ITEMS,
@@ -393,6 +396,8 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     SettingDefault("archive_max_entries", "200000", _N, Group.TRAFFIC, _PRIV),
     # Move tasks (OpenList's kind and setting): how many run at once.
     SettingDefault("move_task_threads_num", _DEFAULT_WORKERS, _N, Group.TRAFFIC, _PRIV),
+    # OpenList v4's share link settings, which its page reads.
+    *SHARE_SETTINGS,
 )
 
 
