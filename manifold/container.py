@@ -16,6 +16,7 @@ from manifold.db.engine import migrate, open_engine
 from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
+from manifold.db.share_repo import ShareRepo
 from manifold.db.stats import task_counts
 from manifold.db.task_repo import TaskRepo
 from manifold.drivers.registry import DriverRegistry, builtin_registry
@@ -55,6 +56,7 @@ from manifold.services.fs.write import GuardedWriter
 from manifold.services.offline.service import OfflineService
 from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
+from manifold.services.shares import ShareService
 from manifold.sharing import listen
 from manifold.state import State, open_state
 from manifold.vfs.storage_ops import MemoryListCache
@@ -97,6 +99,8 @@ class Services:
     tasks: TaskService
     search: SearchService
     scan: ScanService
+    # Share links (OpenList v4's ``/api/share``, ``/@s``, ``/sd``).
+    shares: ShareService
     # What this process shares with the others (``manifold.state``): the change bus,
     # run-once locks and login counters; in memory when it runs alone.
     state: State
@@ -182,6 +186,9 @@ class Services:
             tasks=tasks,
             search=search,
             scan=ScanService(tree),
+            shares=ShareService(
+                ShareRepo(engine), users, fs, _guess_limiter(config, state, "share")
+            ),
             events=events,
             tree=tree,
             http=http,
@@ -270,6 +277,6 @@ def _login_limiter(config: Config, state: State, scope: str) -> LoginLimiter:
     return MemoryLoginLimiter(config.max_login_failures, config.login_lockout_seconds)
 
 
-def _guess_limiter(config: Config, state: State) -> GuessLimiter:
+def _guess_limiter(config: Config, state: State, scope: str = "folder") -> GuessLimiter:
     limits = (config.max_login_failures, config.login_lockout_seconds)
-    return state.guess_limiter("folder", *limits) or MemoryGuessLimiter(*limits)
+    return state.guess_limiter(scope, *limits) or MemoryGuessLimiter(*limits)

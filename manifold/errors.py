@@ -17,6 +17,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   ├── PermissionDenied            "permission denied"
     │   ├── RelativePath                "access using relative path is not allowed"
     │   ├── PasswordRequired            meta password missing or wrong
+    │   ├── WrongShareCode              a share link's password missing or wrong
     │   └── FileExists                  "file [<name>] exists": a taken name, no overwrite
     ├── NotFound (404)
     │   └── TaskNotFound                "task not found"
@@ -32,7 +33,9 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── UnknownArchiveFormat        no archive format recognised in the file
         ├── SearchNotAvailable          the search_index setting is none (or unknown)
         ├── TemporaryFailure            a back end is unreachable; worth retrying
-        └── UpstreamStatus              a relayed URL answered an HTTP error
+        ├── UpstreamStatus              a relayed URL answered an HTTP error
+        ├── ShareNotFound               no share link has the id
+        └── ShareInvalid                disabled, expired, used up or out of its creator's reach
 
 Protocol front ends (WebDAV, SFTP, FTP, S3) map these classes onto their own
 status codes from this same tree.
@@ -106,6 +109,10 @@ class RelativePath(Forbidden):
 
 class PasswordRequired(Forbidden):
     default_message = "password is incorrect or you have no permission"
+
+
+class WrongShareCode(Forbidden):
+    default_message = "wrong share code"
 
 
 class FileExists(Forbidden):
@@ -231,3 +238,11 @@ class UpstreamStatus(ServerError):
     def __init__(self, status: int) -> None:
         super().__init__(f"http request failure, status: {status}")
         self.status = status
+
+
+class ShareNotFound(ServerError):
+    default_message = "the share does not exist"
+
+
+class ShareInvalid(ServerError):
+    default_message = "the share has expired or is no longer valid"

@@ -35,6 +35,9 @@ class Perm(IntFlag):
     FTP_MANAGE = 1 << 11
     READ_ARCHIVES = 1 << 12
     DECOMPRESS = 1 << 13
+    # OpenList v4's bits: make share links, and choose a share link's id.
+    SHARE = 1 << 14
+    SHARE_CUSTOM_ID = 1 << 15
 
 
 ADMIN_DEFAULT_PERMISSION = 0x30FF
@@ -321,3 +324,29 @@ class OtherArgs:
     obj: Obj
     method: str
     data: Any = None
+
+
+@dataclass(slots=True)
+class Share:
+    """A share link: a window onto ``files`` (full virtual paths) that its creator
+    opens to anyone holding the id (and ``pwd``, when set)."""
+
+    id: str
+    files: list[str]
+    creator_id: int
+    # Seconds since the epoch; None never expires.
+    expires: float | None = None
+    pwd: str = field(default="", repr=False)
+    accessed: int = 0
+    # 0 for no limit.
+    max_accessed: int = 0
+    disabled: bool = False
+    remark: str = ""
+    readme: str = ""
+    header: str = ""
+    order_by: str = ""
+    order_direction: str = ""
+    extract_folder: str = ""
+    # What a visitor may do: see names and details (preview), fetch the bytes (download).
+    allow_preview: bool = True
+    allow_download: bool = True

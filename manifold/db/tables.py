@@ -259,3 +259,27 @@ webauthn_challenges = Table(
     Column("origin", Text, nullable=False),
     Column("expires", Double, nullable=False, index=True),
 )
+
+
+# Share links (migration 0010): ``files`` is a JSON list of full virtual paths,
+# ``expires`` seconds since the epoch (NULL: never).
+shares = Table(
+    "shares",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("files", Text, nullable=False),
+    Column("creator_id", Integer, nullable=False, index=True),
+    Column("expires", Double, nullable=True),
+    Column("pwd", Text, nullable=False, default=""),
+    Column("accessed", Integer, nullable=False, default=0),
+    Column("max_accessed", Integer, nullable=False, default=0),
+    Column("disabled", Boolean, nullable=False, default=False),
+    Column("remark", Text, nullable=False, default=""),
+    Column("readme", Text, nullable=False, default=""),
+    Column("header", Text, nullable=False, default=""),
+    Column("order_by", String(16), nullable=False, default=""),
+    Column("order_direction", String(16), nullable=False, default=""),
+    Column("extract_folder", String(16), nullable=False, default=""),
+    Column("allow_preview", Boolean, nullable=False, default=True),
+    Column("allow_download", Boolean, nullable=False, default=True),
+)

@@ -14,7 +14,14 @@ from tests.conftest import Api, open_api, start_services
 from tests.settings_reference import EXPECTED_PUBLIC, OFFLINE_TOOL_KEYS, SITE_KEYS
 
 # AList's public settings, and Manifold's own version beside AList's ``version``.
-PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"}
+# Beside AList's: Manifold's version and OpenList's share link settings.
+SHARE_KEYS = {
+    "share_preview_download_by_default",
+    "share_preview_archives_by_default",
+    "share_archive_preview",
+    "share_summary_content",
+}
+PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"} | SHARE_KEYS
 
 # Manifold's own version after every AList setting: AList's keep their places.
 SITE_GROUP = [*SITE_KEYS, "manifold_version"]
@@ -52,7 +59,7 @@ async def test_public_settings_needs_no_token(api: Api) -> None:
     assert body["code"] == 200
     assert body["message"] == "success"
     assert set(body["data"]) == PUBLIC_KEYS
-    assert len(body["data"]) == 37
+    assert len(body["data"]) == 37 + len(SHARE_KEYS)
 
 
 async def test_public_settings_values_are_strings(api: Api) -> None:

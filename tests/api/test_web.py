@@ -221,10 +221,7 @@ async def test_openlist_pages_get_stable_answers(web: Api) -> None:
     shares = await web.post("/api/share/list", {"page": 1, "per_page": 20}, token=token)
     assert shares == {"code": 200, "message": "success", "data": {"content": [], "total": 0}}
     created = await web.post("/api/share/create", {"files": ["/a"]}, token=token)
-    assert (created["code"], created["message"]) == (
-        500,
-        "sharing is not available on this server yet",
-    )
+    assert created["code"] == 500  # no such file: share links have tests of their own
     progress = await web.get("/api/admin/scan/progress", token=token)
     assert progress["data"] == {"obj_count": 0, "is_done": True}
     moves = await web.get("/api/task/move/undone", token=token)

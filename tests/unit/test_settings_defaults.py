@@ -6,6 +6,7 @@ import re
 from manifold.services.admin.settings_defaults import (
     ALIST_SETTINGS,
     DEFAULT_SETTINGS,
+    SHARE_SETTINGS,
     TOKEN_KEY,
     VERSION_KEY,
     Flag,
@@ -58,7 +59,8 @@ def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
 
 def test_public_keys_match_reference_set() -> None:
     assert len(EXPECTED_PUBLIC) == 36
-    assert public_keys() == EXPECTED_PUBLIC | {"manifold_version"}
+    shares = {item.key for item in SHARE_SETTINGS}
+    assert public_keys() == EXPECTED_PUBLIC | {"manifold_version"} | shares
 
 
 def test_no_default_is_deprecated() -> None:
@@ -177,4 +179,5 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         "archive_max_entries",
         "move_task_threads_num",
         "ldap_start_tls",
+        *(item.key for item in SHARE_SETTINGS),
     ]

@@ -31,7 +31,10 @@ from manifold.errors import (
     ManifoldError,
     NotFound,
     ObjectNotFound,
+    ShareInvalid,
+    ShareNotFound,
     StorageNotFound,
+    TooManyAttempts,
     Unauthorized,
     UpstreamStatus,
 )
@@ -47,6 +50,9 @@ _STATUS: dict[type[ManifoldError], int] = {
     NotFound: 404,
     ObjectNotFound: 404,
     StorageNotFound: 404,
+    ShareNotFound: 404,
+    ShareInvalid: 410,
+    TooManyAttempts: 429,
 }
 _NO_CACHE = {
     "Referrer-Policy": "no-referrer",
@@ -176,3 +182,29 @@ def _guarded(redirect: bool) -> Callable[[str, Request, Services], Awaitable[Res
 
 download = _guarded(redirect=True)
 proxy = _guarded(redirect=False)
+
+
+async def shared(
+    share_id: str, request: Request, services: ServicesDep, path: str = ""
+) -> Response:
+    """``/sd/<id>/<path>``: a shared file, always streamed by this server (a storage's
+    own URL would outlive the share). A GET that starts at the file's first byte takes
+    one of the share's accesses; a HEAD or a later range takes none."""
+    try:
+        query = request.query_params
+        client = client_address(request, services.config.trusted_proxies)
+        counts = request.method == "GET" and _from_start(request.headers.get("range", ""))
+        _, full = await services.shares.download(
+            share_id, "/" + path, query.get("pwd", ""), client, counts
+        )
+        downloads = _downloads(request, services)
+        target = downloads.target_at(await services.reader.storage_place(full))
+        return await _proxy(request, services, downloads, target)
+    except ManifoldError as exc:
+        return error(exc.code, exc.message, status=_status(exc))
+
+
+def _from_start(range_header: str) -> bool:
+    """Whether a request with this Range header reads from the first byte."""
+    spec = range_header.strip().lower()
+    return not spec or spec.startswith("bytes=0-")

@@ -24,6 +24,7 @@ from manifold.api.openapi import bound
 from manifold.api.schemas import PageNumber, RequestBody
 from manifold.container import Services
 from manifold.paths import split_path
+from manifold.services.auth.service import Caller
 from manifold.services.fs.read import Found
 
 
@@ -68,9 +69,12 @@ OTHER_INPUT = bound(OtherBody)
 
 
 async def list_fs(request: Request) -> Response:
-    services = get_services(request)
     caller = await get_caller(request)
-    body = await bind(request, ListBody, LIST_FORM_ALIASES)
+    return await list_as(request, caller, await bind(request, ListBody, LIST_FORM_ALIASES))
+
+
+async def list_as(request: Request, caller: Caller, body: ListBody) -> Response:
+    services = get_services(request)
     listing = await services.reader.list(
         caller, body.path, body.password, body.page, body.per_page, body.refresh
     )
@@ -112,9 +116,12 @@ def raw_url(request: Request, services: Services, found: Found) -> str:
 
 
 async def get_fs(request: Request) -> Response:
-    services = get_services(request)
     caller = await get_caller(request)
-    body = await bind(request, GetBody)
+    return await get_as(request, caller, await bind(request, GetBody))
+
+
+async def get_as(request: Request, caller: Caller, body: GetBody) -> Response:
+    services = get_services(request)
     found = await services.reader.get(caller, body.path, body.password)
     parent, _ = split_path(found.path)
     # AList types the object itself by its extension alone, even a folder.

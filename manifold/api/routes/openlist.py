@@ -1,7 +1,5 @@
-"""Addresses the OpenList web frontend calls beyond AList v3.45: shares (none yet, so
-empty lists, and actions answer one clear error that says the feature is not here,
-never a 404 or a crash) and the manual scan of the Indexes page, with OpenList's
-request and answers.
+"""Addresses the OpenList web frontend calls beyond AList v3.45: the manual scan of
+the Indexes page, with OpenList's request and answers (share links: ``shares.py``).
 """
 
 from __future__ import annotations
@@ -13,26 +11,15 @@ from starlette.responses import Response
 
 from manifold.api.binding import bind
 from manifold.api.deps import ServicesDep
-from manifold.api.envelope import error, ok
+from manifold.api.envelope import ok
 from manifold.api.openapi import bound
-from manifold.api.routes.tasks import TaskCallerDep
 from manifold.api.schemas import RequestBody
-
-SHARES_MISSING = "sharing is not available on this server yet"
 
 
 class ScanBody(RequestBody):
     path: str = ""  # the root when missing or empty
     # Listings a second at most; 0 for no limit.
     limit: float = 0
-
-
-async def share_list(_: TaskCallerDep) -> Response:
-    return ok({"content": [], "total": 0})
-
-
-async def share_action(_: TaskCallerDep) -> Response:
-    return error(500, SHARES_MISSING)
 
 
 SCAN_INPUT = bound(ScanBody)

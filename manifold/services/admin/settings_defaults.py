@@ -135,6 +135,16 @@ _DEFAULT_WORKERS = "5"
 _S, _T, _N, _B, _SEL = "string", "text", "number", "bool", "select"
 _PUB, _PRIV, _RO = Flag.PUBLIC, Flag.PRIVATE, Flag.READONLY
 
+# The text the page shows (and copies) once a share link is made: a Handlebars
+# template the page fills in.
+_SHARE_SUMMARY = (
+    '{{creator}} shares {{#each files}}{{#if @first}}"{{filename this}}"{{/if}}'
+    "{{#if @last}}{{#unless (eq @index 0)}} and {{@index}} more{{/unless}}{{/if}}"
+    "{{/each}} on {{site_title}}: {{base_url}}/@s/{{id}}"
+    "{{#if pwd}} (password: {{pwd}}){{/if}}"
+    "{{#if expires}}, open until {{dateLocaleString expires}}{{/if}}"
+)
+
 _SITE_ITEMS = (
     # Filled with the running version at start; never taken from the database.
     SettingDefault(VERSION_KEY, "", _S, Group.SITE, _RO),
@@ -330,6 +340,14 @@ _OFFLINE_TOOL_ITEMS = (
     SettingDefault("transmission_seedtime", "0", _N, Group.OFFLINE_DOWNLOAD, _PRIV),
 )
 
+# OpenList v4's settings for share links that its page reads (public, as there).
+SHARE_SETTINGS: tuple[SettingDefault, ...] = (
+    SettingDefault("share_preview_download_by_default", "true", _B, Group.PREVIEW, _PUB),
+    SettingDefault("share_preview_archives_by_default", "false", _B, Group.PREVIEW, _PUB),
+    SettingDefault("share_archive_preview", "false", _B, Group.GLOBAL, _PUB),
+    SettingDefault("share_summary_content", _SHARE_SUMMARY, _T, Group.GLOBAL, _PUB),
+)
+
 # AList v3.45's settings, in its order.
 ALIST_SETTINGS: tuple[SettingDefault, ...] = (
     *_SITE_ITEMS,
@@ -387,6 +405,8 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
         _PRIV,
         help="Upgrade ldap:// connections with StartTLS; the certificate is verified",
     ),
+    # OpenList v4's share link settings, which its page reads.
+    *SHARE_SETTINGS,
 )
 
 
