@@ -433,7 +433,9 @@ class Driver(ABC, Generic[OptionsT]):
         * ``url``: where the bytes can be fetched (an S3 presigned URL, another
           AList's link), with ``expires_in``, the seconds it stays valid. ``/d``
           redirects the client there; ``/p`` fetches it, sending ``headers`` too (a
-          redirect cannot carry them: a back end that needs them sets ``only_proxy``).
+          redirect cannot carry them: a back end that needs them sets ``only_proxy``),
+          and fetches it without checking its TLS certificate only when ``verify`` is
+          False (set by a driver whose storage turned checks off, labelled unsafe).
         * ``reader``: a range reader, for back ends with neither (SFTP, FTP, SMB,
           WebDAV behind a login); the server streams the bytes through it, opening a
           range at a time and closing it early when the client goes.
