@@ -136,6 +136,14 @@ async def test_registration_options_name_the_site_and_the_user(
     assert [c["id"] for c in public["excludeCredentials"]] == [b64url(device.credentials[0].id)]
 
 
+async def test_a_host_that_is_no_host_name_is_a_bad_request(api: Api) -> None:
+    await enable(api)
+    token = await api.login()
+    for route in ("webauthn_begin_registration", "webauthn_begin_login"):
+        answer = await api.get(AUTHN + route, token=token, headers={"Host": "[]"})
+        assert (answer["code"], answer["message"]) == (400, "invalid host"), route
+
+
 async def test_site_url_names_the_relying_party(api: Api) -> None:
     api.services.config.site_url = "https://files.example.com/manifold"
     await enable(api)

@@ -14,6 +14,7 @@ from manifold.api.openapi import no_body, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.schemas import RequestBody
 from manifold.container import Services
+from manifold.errors import BadRequest
 from manifold.services.auth.passkeys import RelyingParty, fingerprint, listed_id
 
 # The relying party comes from the request's host unless ``site_url`` names it.
@@ -29,9 +30,13 @@ class DeleteBody(RequestBody):
 def relying_party(request: Request, services: Services) -> RelyingParty:
     """The site's host is the relying party id, as AList has it: from ``site_url``,
     else from the request (a trusted proxy's forwarded host counts)."""
-    url = urlsplit(api_url(request, services))
+    try:
+        url = urlsplit(api_url(request, services))
+        host = url.hostname or ""
+    except ValueError as exc:  # a Host header such as "[]"
+        raise BadRequest("invalid host") from exc
     name = services.settings.get("site_title") or "Manifold"
-    return RelyingParty(url.hostname or "", f"{url.scheme}://{url.netloc}", name)
+    return RelyingParty(host, f"{url.scheme}://{url.netloc}", name)
 
 
 async def begin_registration(
