@@ -154,7 +154,7 @@ class Services:
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
         Moves(writer, transfers).register(tasks)
-        archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", http, settings)
+        archives = ArchiveService(fs, metas, writer, config.data_dir / "temp", settings=settings)
         archives.register(tasks)
         offline = OfflineService(settings, writer, config.data_dir / "temp")
         offline.register(tasks)
@@ -193,7 +193,7 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
-            ops=GuardedOps(fs, writer, http, downloads),
+            ops=GuardedOps(fs, writer, downloads),
             dav_props=DeadProps(DavPropRepo(engine)),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),

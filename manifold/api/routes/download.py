@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from urllib.parse import quote
 
-import httpx
 from fastapi import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -137,22 +136,18 @@ async def _proxy(
         # range at a time, for an upstream that ignores or mishandles them.
         return await _read(request, obj, _ranged(replace(link, url=url), services))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
-    return await open_upstream(_client(link, services), request.method, url, headers)
-
-
-def _client(link: Link, services: Services) -> httpx.AsyncClient:
-    """The pool that fetches ``link``: without certificate checks only for a link of a
-    storage whose admin turned them off (``Link.verify``)."""
-    return services.http if link.verify else services.storages.resources.http(verify=False)
+    return await open_upstream(
+        services.tree.pool_for(link) or services.http, request.method, url, headers
+    )
 
 
 def _ranged(link: Link, services: Services) -> Link:
     """A reader over ``link``'s URL (sent with its headers): the response's own headers
     are this server's, never the upstream's."""
-    client = _client(link, services)
+    client = services.tree.pool_for(link)
 
     def reader(offset: int, length: int | None) -> AsyncIterator[bytes]:
-        return open_range(link, offset, length, client=client, unverified=client)
+        return open_range(link, offset, length, client=client)
 
     return Link(reader=reader)
 

@@ -42,8 +42,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from manifold.concurrency import ARCHIVE_POOL, SingleFlight, run_in
 from manifold.config import make_private
 from manifold.drivers.base import ArchiveEntry
@@ -134,7 +132,6 @@ class ArchiveService:
         metas: MetaService,
         writer: GuardedWriter,
         temp_dir: Path,
-        http: httpx.AsyncClient | None = None,
         settings: SettingsService | None = None,
     ) -> None:
         self._fs = fs
@@ -142,7 +139,6 @@ class ArchiveService:
         self._metas = metas
         self._writer = writer
         self._temp_dir = temp_dir
-        self._http = http
         self._catalogs: OrderedDict[tuple[str, int, datetime], Catalog] = OrderedDict()
         self._scans: SingleFlight[Catalog] = SingleFlight()
 
@@ -247,7 +243,8 @@ class ArchiveService:
         obj, link, _ = await self._fs.link(path, LinkArgs())
         if obj.is_dir:
             raise ServerError("not a file")
-        return Source(link, obj.size, obj.name, asyncio.get_running_loop(), self._http), obj
+        loop = asyncio.get_running_loop()
+        return Source(link, obj.size, obj.name, loop, self._fs.tree.pool_for(link)), obj
 
     def check_sign(self, path: str, sign: str, signer: Signer) -> None:
         """``/ae`` links carry an archive sign where ``/d`` links of the path carry one."""

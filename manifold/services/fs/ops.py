@@ -22,8 +22,6 @@ import builtins
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 
-import httpx
-
 from manifold.errors import InvalidRequest, NotAFile, PermissionDenied
 from manifold.models import LinkArgs, Obj, Perm
 from manifold.paths import split_path
@@ -50,12 +48,10 @@ class GuardedOps:
         self,
         fs: GuardedReader,
         writer: GuardedWriter,
-        http: httpx.AsyncClient | None = None,
         downloads: DownloadService | None = None,
     ) -> None:
         self._fs = fs
         self._writer = writer
-        self._http = http
         # The download rules ``/d`` and ``/p`` follow too (``redirect``).
         self.downloads = downloads
 
@@ -95,7 +91,7 @@ class GuardedOps:
         self._protocol_allows(caller, write=False)
         found = await self._fs.get(caller, path, password)
         obj, link, _ = await self._fs.link(found.path, LinkArgs(ip=caller.client))
-        return obj, open_range(link, offset, length, client=self._http)
+        return obj, open_range(link, offset, length, client=self._fs.tree.pool_for(link))
 
     async def open_reader(self, caller: Caller, path: str, password: str = "") -> ReadHandle:
         """The file at ``path``, resolved and linked once, to read at any offset until
@@ -103,7 +99,7 @@ class GuardedOps:
         self._protocol_allows(caller, write=False)
         _, full = await self._fs.stat(caller, path, password)
         obj, link, _ = await self._fs.link(full, LinkArgs(ip=caller.client))
-        return await ReadHandle.open(obj, link, self._http)
+        return await ReadHandle.open(obj, link, self._fs.tree.pool_for(link))
 
     async def redirect(self, caller: Caller, path: str, password: str = "") -> str | None:
         """Where to send a client for the file's bytes, by the storage's
@@ -249,7 +245,7 @@ class GuardedOps:
         if not start:
             return 0, None
         _, link, _ = await self._fs.link(place.path, LinkArgs(ip=caller.client))
-        return start, open_range(link, 0, start, client=self._http)
+        return start, open_range(link, 0, start, client=self._fs.tree.pool_for(link))
 
     @staticmethod
     def _protocol_allows(caller: Caller, write: bool) -> None:

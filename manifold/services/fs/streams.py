@@ -43,10 +43,9 @@ async def link_stream(
     link: Link,
     chunk: int = CHUNK,
     client: httpx.AsyncClient | None = None,
-    unverified: httpx.AsyncClient | None = None,
 ) -> AsyncIterator[bytes]:
     """All the bytes behind a link, in chunks of at most ``chunk`` bytes."""
-    async for data in open_range(link, 0, None, client=client, unverified=unverified, chunk=chunk):
+    async for data in open_range(link, 0, None, client=client, chunk=chunk):
         yield data
 
 
@@ -56,15 +55,15 @@ async def open_range(
     length: int | None = None,
     *,
     client: httpx.AsyncClient | None = None,
-    unverified: httpx.AsyncClient | None = None,
     chunk: int = CHUNK,
 ) -> AsyncGenerator[bytes, None]:
     """Bytes ``[offset, offset + length)`` behind ``link`` (``length`` None: to the end).
 
-    An offset past the end gives no bytes. ``client`` is the server's pooled client,
-    ``unverified`` its pool without certificate checks, for a link whose ``verify`` is
-    False; without the one needed (tools, tests) a client is made for this read alone. A URL that
-    answers 404 or 410 raises ``ObjectNotFound``; other failures ``TemporaryFailure``.
+    An offset past the end gives no bytes. ``client`` is the pool that fetches a URL
+    link, the one ``FileTree.pool_for`` chooses for it; without one (tools, tests) a
+    client is made for this read alone, checking certificates as ``Link.verify`` says.
+    A URL that answers 404 or 410 raises ``ObjectNotFound``; other failures
+    ``TemporaryFailure``.
     """
     if offset < 0 or (length is not None and length < 0):
         raise InvalidRequest("a range starts and lasts at least 0 bytes")
@@ -75,8 +74,7 @@ async def open_range(
     elif link.file_path:
         source = file_stream(link.file_path, chunk, offset, length)
     elif link.url:
-        pool = client if link.verify else unverified
-        source = _url_range(link, offset, length, pool, chunk)
+        source = _url_range(link, offset, length, client, chunk)
     else:
         raise ObjectNotFound("link has neither a file, a URL nor a reader")
     async for data in source:

@@ -202,6 +202,13 @@ class FileTree:
         except ObjectNotFound:
             return None
 
+    def pool_for(self, link: Link) -> httpx.AsyncClient | None:
+        """The pool that fetches ``link``'s URL: the server's own, or the one without
+        certificate checks for a link of a storage whose admin turned them off
+        (``Link.verify``); None for a tree built without a pool (a read then makes its
+        own client)."""
+        return self._http if link.verify else self._storages.resources.http(verify=False)
+
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
         """How to fetch the bytes of the file at ``path``."""
         place = self.place(path)
@@ -399,8 +406,7 @@ class FileTree:
         ``overwrite`` a file already there is kept (``ObjectExists``).
         """
         obj, link, _ = await self.link(path, LinkArgs())
-        unverified = self._storages.resources.http(verify=False) if not link.verify else None
-        stream = link_stream(link, client=self._http, unverified=unverified)
+        stream = link_stream(link, client=self.pool_for(link))
         if counted is not None:
             stream = counted(stream)
         upload = Upload(name or split_path(path)[1], stream, obj.size, obj.modified, overwrite)
