@@ -8,6 +8,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     ManifoldError (500)
     ├── BadRequest (400)
     │   ├── InvalidRequest              request body or query failed validation
+    │   │   └── NameTooLong             a new name over 255 bytes (UTF-8)
     │   ├── IndexRunning                a search index build or update is under way
     │   └── IndexNotRunning
     ├── Unauthorized (401)
@@ -27,6 +28,7 @@ folder password", and messages ending in "object not found" mean a missing path)
         │   └── ParentNotFound          a strict write under a missing folder
         ├── NotAFolder / NotAFile
         ├── ObjectExists
+        ├── Overlapping                 a destination that is its source, inside it or holds it
         ├── StorageNotFound
         ├── NotSupported                the driver lacks the capability
         ├── AliasLoop                   an Alias reached again through its own target
@@ -74,6 +76,14 @@ class BadRequest(ManifoldError):
 
 class InvalidRequest(BadRequest):
     default_message = "request invalid"
+
+
+class NameTooLong(InvalidRequest):
+    """A new name longer than file systems keep (255 bytes in UTF-8): refused before
+    any back end sees it, since its "name too long" reads as a failure worth retrying."""
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__(f"file name too long: {len(name.encode())} bytes, at most 255")
 
 
 class IndexRunning(BadRequest):
@@ -205,6 +215,11 @@ class NotAFile(ServerError):
 
 class ObjectExists(ServerError):
     default_message = "object already exists"
+
+
+class Overlapping(ServerError):
+    """A move, copy or replace whose destination is its source, lies inside it or holds
+    it: refused before anything is touched (the API keeps AList's 500)."""
 
 
 class StorageNotFound(ServerError):

@@ -104,7 +104,7 @@ async def test_regex_rename_matches_off_the_event_loop(
     admin: Api, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While a folder's names are being matched, /ping still answers."""
-    from manifold.services.fs import patterns
+    from manifold.policy import patterns
 
     matching, release = threading.Event(), threading.Event()
     renames = patterns.renames

@@ -73,10 +73,11 @@ ALLOWED = {
     "drivers": set(),
     "db": set(),
     "vfs": {"drivers"},
-    "services": {"db", "vfs", "drivers", "state"},
+    "policy": set(),
+    "services": {"db", "vfs", "drivers", "state", "policy"},
     "state": {"db"},
     "api": {"services", "vfs", "container", "web"},
-    "protocols": {"services", "vfs", "state"},
+    "protocols": {"services", "vfs", "state", "policy"},
 }
 
 
@@ -149,3 +150,36 @@ def test_no_two_modules_import_each_other_even_through_others() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+# The services' own order, lowest first: each sub-package (or module) of ``services``
+# imports, as run, only those before it. The meta rules and name patterns that the
+# settings, the metas and the file tree all apply live below them all, in ``policy``.
+SERVICES_ORDER = ["task_context", "task_kinds", "task_leases", "admin", "auth", "runner", "fs",
+                  "search", "archive", "offline", "shares"]  # fmt: skip
+
+
+def _services_unit(path: Path) -> str:
+    return path.relative_to(PACKAGE / "services").parts[0].removesuffix(".py")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in modules("services") if _services_unit(p) != "__init__"],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_each_service_imports_only_the_services_before_it(path: Path) -> None:
+    unit = _services_unit(path)
+    assert unit in SERVICES_ORDER, f"{unit} has no place in SERVICES_ORDER"
+    below = set(SERVICES_ORDER[: SERVICES_ORDER.index(unit) + 1])
+    runtime = {
+        node.module
+        for node in _runtime_nodes(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    above = {
+        module
+        for module in runtime
+        if module.startswith("manifold.services.") and module.split(".")[2] not in below
+    }
+    assert above == set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from manifold.errors import BadRequest
-from manifold.services.fs.patterns import (
+from manifold.policy.patterns import (
     MAX_NAME_BYTES,
     MAX_PATTERN_BYTES,
     MAX_TEMPLATE_BYTES,

@@ -8,13 +8,13 @@ import pytest
 
 from manifold import VERSION_STRING
 from manifold.models import SettingItem
+from manifold.policy.patterns import PatternError
 from manifold.services.admin.settings import (
     SettingsService,
     compile_privacy_regs,
     merge_defaults,
 )
 from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag, SettingDefault
-from manifold.services.fs.patterns import PatternError
 
 OLD_HEAD = next(d.pre_default or "" for d in DEFAULT_SETTINGS if d.key == "customize_head")
 DEFAULT_REGS = next(d.value for d in DEFAULT_SETTINGS if d.key == "privacy_regs")

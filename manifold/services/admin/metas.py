@@ -13,7 +13,7 @@ from manifold.db.repos import MetaRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import Meta
 from manifold.paths import clean_path
-from manifold.services.fs import access
+from manifold.policy import access
 from manifold.state.bus import Bus, MemoryBus
 
 

@@ -22,6 +22,7 @@ from manifold import API_LEVEL, VERSION_STRING
 from manifold.db.repos import SettingRepo
 from manifold.errors import BadRequest, ServerError
 from manifold.models import SettingItem
+from manifold.policy.patterns import Pattern, PatternError
 from manifold.services.admin.settings_defaults import (
     DEFAULT_SETTINGS,
     MANIFOLD_VERSION_KEY,
@@ -30,7 +31,6 @@ from manifold.services.admin.settings_defaults import (
     Flag,
     SettingDefault,
 )
-from manifold.services.fs.patterns import Pattern, PatternError
 from manifold.state.bus import Bus, MemoryBus
 
 _ALNUM = string.ascii_letters + string.digits

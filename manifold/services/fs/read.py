@@ -27,10 +27,10 @@ from manifold.errors import (
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
 from manifold.paths import clean_path, join_base, split_path
+from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.limiter import GuessLimiter
 from manifold.services.auth.service import Caller
-from manifold.services.fs import access
 from manifold.services.fs.confine import Confinement, RealPlace
 from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.memo import DerivedMemo

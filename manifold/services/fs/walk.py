@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from manifold.errors import AliasLoop, PermissionDenied, ServerError
 from manifold.models import Meta, Obj, Perm
 from manifold.paths import clean_path, is_sub_path
+from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
-from manifold.services.fs import access
 from manifold.services.fs.confine import RealPlace
 from manifold.services.fs.read import GuardedReader
 

@@ -38,9 +38,9 @@ from manifold.paths import (
     validate_name,
     validate_new_name,
 )
+from manifold.policy import access, patterns
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
-from manifold.services.fs import access, patterns
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.tree import FileTree, Place, copy_task_name, move_task_name
 from manifold.services.fs.walk import TreeWalker

@@ -32,11 +32,11 @@ from manifold.db.search_repo import IndexWrite, NameMatch, Node, NodeQuery, Sear
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
 from manifold.paths import clean_path, is_sub_path, join_base, split_path
+from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.admin.storages import StorageService
 from manifold.services.auth.service import Caller
-from manifold.services.fs import access
 from manifold.services.fs.read import GuardedReader
 from manifold.services.search.indexer import Indexer, IndexSink, Progress
 from manifold.state.bus import Bus

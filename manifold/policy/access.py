@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from manifold.models import Meta, Perm, User
 from manifold.paths import is_sub_path, split_path
-from manifold.services.fs.patterns import Pattern, PatternError
+from manifold.policy.patterns import Pattern, PatternError
 
 Hides = tuple[Pattern, ...]
 
