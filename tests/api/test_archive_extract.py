@@ -98,7 +98,13 @@ async def test_existing_files_are_replaced_only_when_asked(api: Api, home: Path)
     tasks = await extract_as(api, token, "a.zip")
     assert (home / "bob/ok.txt").read_bytes() == b"old"
     assert statuses(tasks) == ["skipped /ok.txt: file exists"]
-    await extract_as(api, token, "a.zip", overwrite=True)
+    # Replacing a file needs the remove bit, which bob lacks.
+    tasks = await extract_as(api, token, "a.zip", overwrite=True)
+    assert (home / "bob/ok.txt").read_bytes() == b"old"
+    assert "skipped /ok.txt: permission denied" in statuses(tasks)
+    remover = int(BITS | Perm.REMOVE)
+    await api.make_user("rob", USER_PW, permission=remover, base_path="/home/bob")
+    await extract_as(api, await api.login("rob", USER_PW), "a.zip", overwrite=True)
     assert (home / "bob/ok.txt").read_bytes() == b"new"
 
 

@@ -251,3 +251,54 @@ async def test_recursive_move_never_touches_a_file_hidden_from_the_caller(
     assert (root / "r/x.txt").read_text() == "hidden"
     assert (root / "r/src/x.txt").read_text() == "new"
     assert (root / "r/y.txt").read_text() == "y"
+
+
+@pytest.mark.parametrize("route", ["/api/fs/move", "/api/fs/copy"])
+async def test_a_file_onto_the_folder_holding_it_is_refused(
+    api: Api, root: Path, route: str
+) -> None:
+    make_tree(root, {"a/a": "inner file"})
+    body = await api.post(
+        route, {"src_dir": "/s/a", "dst_dir": "/s", "names": ["a"], "overwrite": True}
+    )
+    assert (body["code"], body["message"]) == (
+        500,
+        "the destination holds the source: it cannot be replaced by it",
+    )
+    assert (root / "a" / "a").read_text() == "inner file"
+    assert (root / "a" / "keep.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("route", ["/api/fs/move", "/api/fs/copy"])
+async def test_overwrite_never_replaces_a_folder_by_a_file(
+    api: Api, root: Path, route: str
+) -> None:
+    make_tree(root, {"b/in/kept.txt": "kept"})
+    body = await api.post(
+        route, {"src_dir": "/s/a/in", "dst_dir": "/s/b", "names": ["x.txt"], "overwrite": True}
+    )
+    assert body["code"] == 200, body
+    (root / "a" / "in" / "in").write_text("a file named like the folder")
+    body = await api.post(
+        route, {"src_dir": "/s/a/in", "dst_dir": "/s/b", "names": ["in"], "overwrite": True}
+    )
+    assert (body["code"], body["message"]) == (403, "file [in] exists")
+    assert (root / "b" / "in" / "kept.txt").read_text() == "kept"
+
+
+async def test_replacing_a_file_needs_the_remove_permission(api: Api, root: Path) -> None:
+    make_tree(root, {"b/keep.txt": "older", "b/new.txt": "new", "b/empty.txt": ""})
+    await api.make_user("kim", "kim-password-1", permission=0x78, base_path="/s")
+    token = await api.login("kim", "kim-password-1")
+    move = {"src_dir": "/a", "dst_dir": "/b", "names": ["keep.txt"], "overwrite": True}
+    body = await api.post("/api/fs/move", move, token=token)
+    assert (body["code"], body["message"]) == (403, "permission denied")
+    over = {"path": "/b/new.txt", "name": "keep.txt", "overwrite": True}
+    body = await api.post("/api/fs/rename", over, token=token)
+    assert (body["code"], body["message"]) == (403, "permission denied")
+    assert (root / "b" / "keep.txt").read_text() == "older"
+    assert (root / "a" / "keep.txt").read_text() == "keep"
+    onto_empty = {"path": "/b/new.txt", "name": "empty.txt", "overwrite": True}
+    body = await api.post("/api/fs/rename", onto_empty, token=token)
+    assert body["code"] == 200, body  # an empty file loses nothing
+    assert (root / "b" / "empty.txt").read_text() == "new"

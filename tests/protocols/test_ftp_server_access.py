@@ -184,3 +184,31 @@ async def test_failed_logins_count_toward_the_api_lock_out(services: Services, p
     for _ in range(services.config.max_login_failures):
         assert (await blocking(login_reply, port, "victim", "wrong")).startswith("530")
     assert (await blocking(login_reply, port, "victim", "victim-pw")).startswith("530 Too many")
+
+
+async def test_rnto_replaces_only_a_file_and_only_with_the_remove_bit(
+    services: Services, port: int, disk: Path
+) -> None:
+    make_tree(disk, {"t/f.txt": "f", "t/g.txt": "g", "t/full/in.txt": "in", "t/e.txt": ""})
+    keeper = int(Perm.FTP_READ | Perm.FTP_MANAGE) | (FILE_BITS & ~int(Perm.REMOVE))
+    await user(services, "keeper", permission=keeper)
+    await user(services, "owner")
+    kept = await blocking(
+        attempt, port, "keeper", "keeper-pw", "RNFR /local/t/f.txt", "RNTO /local/t/g.txt"
+    )
+    assert kept[1].startswith("550")
+    onto_folder = await blocking(
+        attempt, port, "owner", "owner-pw", "RNFR /local/t/f.txt", "RNTO /local/t/full"
+    )
+    assert onto_folder[1].startswith("550")
+    onto_parent = await blocking(
+        attempt, port, "owner", "owner-pw", "RNFR /local/t/full/in.txt", "RNTO /local/t/full"
+    )
+    assert onto_parent[1].startswith("550")
+    assert (disk / "t" / "g.txt").read_text() == "g"
+    assert (disk / "t" / "full" / "in.txt").read_text() == "in"
+    emptied = await blocking(
+        attempt, port, "keeper", "keeper-pw", "RNFR /local/t/f.txt", "RNTO /local/t/e.txt"
+    )
+    assert emptied[1].startswith("250")
+    assert (disk / "t" / "e.txt").read_text() == "f"

@@ -11,6 +11,7 @@ import asyncssh
 import pytest
 
 from manifold.container import Services
+from manifold.models import Perm
 from tests.protocols.sftp_helpers import (
     SFTP_BITS,
     SFTP_READ,
@@ -278,6 +279,52 @@ async def test_rename_keeps_a_taken_name_and_posix_rename_replaces_it(live: Live
         assert await sftp.listdir("/local/a") == [".", "..", "two.txt"]
         await sftp.rename("/local/a/two.txt", "/local/docs/three.txt")
     assert (live.disk / "docs" / "three.txt").read_bytes() == b"one"
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        ("/local/t/f.txt", "/local/t/full"),  # a file onto a folder with contents
+        ("/local/t/f.txt", "/local/t/void"),  # onto an empty folder
+        ("/local/t/full/in.txt", "/local/t/full"),  # onto its own folder
+        ("/local/t/full/deep/g.txt", "/local/t"),  # onto an ancestor
+        ("/local/t/full", "/local/t"),  # a folder onto its parent
+        ("/local/t/full", "/local/t/f.txt"),  # a folder onto a file
+    ],
+)
+async def test_posix_rename_never_replaces_a_folder_or_an_ancestor(
+    live: Live, src: str, dst: str
+) -> None:
+    t = live.disk / "t"
+    for path, text in {"f.txt": "f", "full/in.txt": "in", "full/deep/g.txt": "g"}.items():
+        (t / path).parent.mkdir(parents=True, exist_ok=True)
+        (t / path).write_text(text)
+    (t / "void").mkdir()
+    before = snapshot(live.disk)
+    async with live.sftp("sam") as sftp:
+        with pytest.raises(asyncssh.SFTPError):
+            await sftp.posix_rename(src, dst)
+    assert snapshot(live.disk) == before
+    assert (t / "void").is_dir()
+
+
+async def test_posix_rename_over_a_file_needs_the_remove_permission(live: Live) -> None:
+    await add_user(live.services, "kept", permission=WRITER & ~int(Perm.REMOVE))
+    (live.disk / "docs" / "old.txt").write_text("old")
+    (live.disk / "docs" / "new.txt").write_text("new")
+    (live.disk / "docs" / "empty.txt").write_text("")
+    async with live.sftp("kept") as sftp:
+        with pytest.raises(asyncssh.SFTPPermissionDenied):
+            await sftp.remove("/local/docs/old.txt")
+        with pytest.raises(asyncssh.SFTPPermissionDenied):
+            await sftp.posix_rename("/local/docs/new.txt", "/local/docs/old.txt")
+        assert (live.disk / "docs" / "old.txt").read_text() == "old"
+        await sftp.posix_rename("/local/docs/new.txt", "/local/docs/empty.txt")
+    assert (live.disk / "docs" / "empty.txt").read_text() == "new"
 
 
 async def test_rmdir_removes_only_an_empty_folder(live: Live) -> None:

@@ -20,7 +20,7 @@ import pytest
 from manifold.container import Services
 from manifold.drivers.local.driver import LocalDriver
 from manifold.drivers.local.meta import CONFIG, Addition
-from manifold.errors import NotSupported, ObjectNotFound
+from manifold.errors import FileExists, NotSupported, ObjectNotFound
 from manifold.models import Obj, Storage
 from tests.api.fs_helpers import make_tree
 from tests.conftest import open_api
@@ -93,12 +93,20 @@ async def test_a_move_over_a_file_never_leaves_the_name_empty(
 async def test_a_folder_and_a_file_replace_each_other_the_old_way(
     services: Services, disk: Path
 ) -> None:
-    """Only a file replaces a file in one step; a folder over a file, or a file over a
-    folder, is replaced as before (set aside, then removed), leaving nothing parked."""
+    """Only a file replaces a file in one step; where a request replaces folders too
+    (WebDAV's ``Overwrite: T``), a folder over a file, or a file over a folder, is
+    replaced as before (set aside, then removed), leaving nothing parked."""
     make_tree(disk / "y", {"folder/inside.txt": "in", "other/": ""})
-    await services.ops.rename(caller(), "/a/y/folder", "/a/y/report.txt", overwrite=True)
+    with pytest.raises(FileExists):
+        await services.ops.rename(caller(), "/a/y/folder", "/a/y/report.txt", overwrite=True)
+    assert (disk / "y" / "report.txt").is_file()
+    await services.ops.rename(
+        caller(), "/a/y/folder", "/a/y/report.txt", overwrite=True, folders=True
+    )
     assert (disk / "y" / "report.txt" / "inside.txt").read_text() == "in"
-    await services.ops.rename(caller(), "/a/x/report.txt", "/a/y/other", overwrite=True)
+    await services.ops.rename(
+        caller(), "/a/x/report.txt", "/a/y/other", overwrite=True, folders=True
+    )
     assert (disk / "y" / "other").read_text() == "first"
     assert sorted(p.name for p in (disk / "y").iterdir()) == ["other", "report.txt"]
     assert parked(disk / "x") == []

@@ -17,6 +17,7 @@ from manifold.container import Services
 from manifold.errors import (
     FileExists,
     ManifoldError,
+    Overlapping,
     PasswordRequired,
     PermissionDenied,
     RelativePath,
@@ -310,7 +311,7 @@ async def test_overwrite_replaces_only_the_exact_destination(
     assert sorted(p.name for p in (a / "y").iterdir()) == ["copy.txt", "final.txt", "report.txt"]
 
 
-async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
+async def test_a_copy_task_with_overwrite_replaces_a_file_and_merges_a_folder(
     services: Services, disks: tuple[Path, Path]
 ) -> None:
     _, b = disks
@@ -324,7 +325,7 @@ async def test_a_copy_task_with_overwrite_replaces_a_file_and_a_folder(
         await services.tasks.wait_done(pending[0].id)
     assert (b / "readme.txt").read_text() == "hello"
     assert (b / "deep" / "x.bin").stat().st_size == 3000
-    assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt"]
+    assert sorted(p.name for p in (b / "docs").iterdir()) == ["deep", "readme.txt", "stale.txt"]
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
@@ -365,6 +366,6 @@ async def test_a_copy_never_replaces_the_folder_holding_its_source(
         await writer.copy(who, "/al/x", "/a", ["x"], True)
     with pytest.raises(ServerError, match="the destination holds the source"):
         await services.ops.copy(who, "/a/x/x", "/a/x", True)
+    with pytest.raises(Overlapping, match="the destination holds the source"):
+        await services.ops.rename(who, "/a/x/x", "/a/x", True, folders=True)
     assert (a / "x" / "x").read_text() == "inner file"
-    await services.ops.rename(who, "/a/x/x", "/a/x", True)  # a move takes it out first
-    assert (a / "x").read_text() == "inner file"

@@ -30,6 +30,7 @@ CODES: dict[type[errors.ManifoldError], str] = {
     errors.NotAFolder: "550",
     errors.NotAFile: "550",
     errors.ObjectExists: "550",
+    errors.Overlapping: "550",
     errors.NotSupported: "504",
     errors.AliasLoop: "550",
     errors.TemporaryFailure: "450",

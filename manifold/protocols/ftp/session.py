@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound
+from manifold.errors import NotAFile, NotAFolder
 from manifold.models import Obj
-from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.handles import ReadHandle, WriteHandle
 from manifold.services.fs.ops import GuardedOps
@@ -77,20 +76,10 @@ class Session:
         await self.ops.remove(self.caller, path, self.password, strict=True)
 
     async def rename(self, src: str, dst: str) -> None:
-        """``src`` to the exact path ``dst``, replacing a file there (never a folder).
+        """``src`` to the exact path ``dst``: RNTO replaces a file by a file, never a
+        folder, as the rule book (``services.fs.rules``) decides for every protocol.
 
         Between two storages the rename runs as a move task, which ends before this
         returns (each file copied whole, then its source removed).
         """
-        replaced = await self._existing(dst)
-        if replaced is not None and (replaced.is_dir or dst == src):
-            raise ObjectExists()
         await self.ops.rename(self.caller, src, dst, True, self.password, strict=True)
-
-    async def _existing(self, path: str) -> Obj | None:
-        if not split_path(path)[1]:
-            return None
-        try:
-            return await self.stat(path)
-        except ObjectNotFound:
-            return None

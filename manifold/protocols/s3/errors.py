@@ -60,6 +60,7 @@ MAPPED: dict[type[errors.ManifoldError], str] = {
     errors.NotAFolder: "NoSuchKey",
     errors.NotAFile: "NoSuchKey",
     errors.ObjectExists: "OperationAborted",
+    errors.Overlapping: "InvalidRequest",
     errors.NotSupported: "NotImplemented",
     errors.TemporaryFailure: "ServiceUnavailable",
 }

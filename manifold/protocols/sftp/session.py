@@ -163,7 +163,9 @@ class TreeSession(asyncssh.SFTPServer):
         await self._move(oldpath, newpath, overwrite=False)
 
     async def posix_rename(self, oldpath: bytes, newpath: bytes) -> None:
-        """posix-rename@openssh.com: a taken name is replaced."""
+        """posix-rename@openssh.com: a file at the taken name is replaced (with the
+        remove permission); a folder never is, nor an ancestor of the source, as the
+        rule book (``services.fs.rules``) decides for every protocol."""
         await self._move(oldpath, newpath, overwrite=True)
 
     async def readlink(self, path: bytes) -> bytes:

@@ -27,6 +27,7 @@ STATUS: dict[type[errors.ManifoldError], int] = {
     errors.NotAFolder: 409,
     errors.NotAFile: 405,
     errors.ObjectExists: 412,
+    errors.Overlapping: 409,
     errors.NotSupported: 501,
     errors.AliasLoop: 508,
     errors.TemporaryFailure: 503,

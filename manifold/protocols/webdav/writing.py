@@ -16,7 +16,6 @@ from starlette.responses import Response
 
 from manifold.errors import ObjectExists, ObjectNotFound
 from manifold.models import Obj
-from manifold.paths import is_sub_path
 from manifold.protocols.webdav import locking, render
 from manifold.protocols.webdav.exchange import Exchange, Shared
 from manifold.protocols.webdav.hrefs import OutsideMount
@@ -98,6 +97,10 @@ async def move(dav: Shared, ex: Exchange) -> Response:
 
 
 async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
+    """COPY or MOVE as the rule book decides (``services.fs.rules``): ``Overwrite: T``
+    asks to replace what stands at the destination, file or folder, as RFC 4918 has
+    it; a destination inside the source or holding it is refused (409) before
+    anything is touched, and replacing needs the remove permission."""
     dst = _destination(dav, ex)
     depth = ex.header("depth", "infinity").strip().lower()
     if depth not in ("0", "infinity") or (move and depth != "infinity"):
@@ -107,31 +110,28 @@ async def _transfer(dav: Shared, ex: Exchange, move: bool) -> Response:
     if src_full == dst_full:
         raise DavError(403, message="source and destination are the same")
     source = await dav.ops.stat(ex.caller, ex.path)
-    if source.is_dir and is_sub_path(src_full, dst_full):
-        raise DavError(409, message="a folder cannot go inside itself")
     existing = await stat_or_none(dav, ex, dst)
-    if existing is not None and not overwrite:
-        raise DavError(412)
     if move:
         await locking.check_write(dav, ex, ex.path, deep=True)
     await locking.check_write(dav, ex, dst, deep=True)
-    if existing is not None and (existing.is_dir or source.is_dir):
-        # RFC 4918: the destination is deleted first, not merged into.
-        await dav.ops.remove(ex.caller, dst)
-        await _forget(dav, dst_full)
-    replace = existing is not None
+    shallow = not move and depth == "0" and source.is_dir
     if move:
         # Into another storage this waits for the move task that does it.
-        await dav.ops.rename(ex.caller, ex.path, dst, overwrite=replace, strict=True)
+        await dav.ops.rename(
+            ex.caller, ex.path, dst, overwrite=overwrite, strict=True, folders=True
+        )
+    else:
+        await dav.ops.copy(
+            ex.caller, ex.path, dst, overwrite, strict=True, folders=True, shallow=shallow
+        )
+    if existing is not None:
+        await _forget(dav, dst_full)
+    if move:
         await dav.props.move(src_full, dst_full)
         await locking.forget_below(dav, src_full)
-    elif depth == "0" and source.is_dir:
-        await dav.ops.mkdir(ex.caller, dst, strict=True)
-        await dav.props.copy(src_full, dst_full, deep=False)
     else:
-        await dav.ops.copy(ex.caller, ex.path, dst, overwrite=replace, strict=True)
-        await dav.props.copy(src_full, dst_full)
-    return Response(status_code=204 if replace else 201)
+        await dav.props.copy(src_full, dst_full, deep=not shallow)
+    return Response(status_code=204 if existing is not None else 201)
 
 
 def _destination(dav: Shared, ex: Exchange) -> str:

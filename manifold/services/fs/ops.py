@@ -29,6 +29,7 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.handles import ReadHandle, WriteHandle
 from manifold.services.fs.read import GuardedReader
+from manifold.services.fs.rules import Replace
 from manifold.services.fs.streams import open_range
 from manifold.services.fs.tree import Place
 from manifold.services.fs.write import GuardedWriter
@@ -139,16 +140,21 @@ class GuardedOps:
         password: str = "",
         *,
         strict: bool = False,
+        folders: bool = False,
     ) -> Obj:
         """Give ``src`` the exact path ``dst``: a rename, a move, or both, touching
-        nothing else on the way.
+        nothing else on the way. ``overwrite`` replaces a file by a file, and with
+        ``folders`` (WebDAV's ``Overwrite: T``) anything by anything, as the rule
+        book (``services.fs.rules``) allows.
 
         Into another storage, or a folder of a storage that moves folders key by key
         (S3), it runs as a move task, and returns once the task has ended (a protocol
         answers a MOVE when it is done).
         """
         self._protocol_allows(caller, write=True)
-        return await self._writer.move_to(caller, src, dst, overwrite, password, strict=strict)
+        return await self._writer.move_to(
+            caller, src, dst, Replace.of(overwrite, folders), password, strict=strict
+        )
 
     async def copy(
         self,
@@ -159,10 +165,17 @@ class GuardedOps:
         password: str = "",
         *,
         strict: bool = False,
+        folders: bool = False,
+        shallow: bool = False,
     ) -> Obj:
-        """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole."""
+        """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole;
+        ``overwrite`` and ``folders`` as for ``rename``. ``shallow`` (WebDAV's COPY of a
+        folder with ``Depth: 0``) makes the folder without its contents."""
         self._protocol_allows(caller, write=True)
-        return await self._writer.copy_to(caller, src, dst, overwrite, password, strict=strict)
+        replace = Replace.of(overwrite, folders)
+        return await self._writer.copy_to(
+            caller, src, dst, replace, password, strict=strict, shallow=shallow
+        )
 
     async def remove(
         self, caller: Caller, path: str, password: str = "", *, strict: bool = False

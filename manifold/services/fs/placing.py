@@ -7,7 +7,8 @@ them replaces a taken name. Here these steps are combined so that
 * nothing but the destination path itself is ever touched: a namesake of the old
   name in the destination folder is passed by under a parking name, not cleared;
 * the destination being the source itself, reached through any link or Alias, is a
-  no-op, and a destination inside the source is refused before any step;
+  no-op, and a destination inside the source or holding it is refused before any
+  step (``rules.overlap``);
 * an object replaced at the destination is only set aside while the new one takes
   its place, and removed after; when a step fails, the steps before it are undone.
   A file copied over a file on a storage whose put replaces in one step
@@ -33,17 +34,17 @@ from manifold.errors import (
     NotSupported,
     ObjectExists,
     ObjectNotFound,
+    Overlapping,
     PermissionDenied,
     ServerError,
 )
 from manifold.models import Obj
 from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.services.fs.rules import HOLDS_SOURCE, overlap
 
 if TYPE_CHECKING:
     from manifold.services.fs.tree import FileTree
 
-INTO_ITSELF = "the destination folder is a subfolder of the source folder"
-HOLDS_SOURCE = "the destination holds the source: a copy cannot replace it"
 # Aliases of aliases followed before the chain counts as a loop.
 MAX_HOPS = 16
 
@@ -71,6 +72,8 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     existing = await tree.exists(tree.place(dst))
     if existing is not None and not replace:
         raise ObjectExists()
+    if existing is not None:
+        await refuse_holding(tree, dst, path)
     if existing is not None and not existing.is_dir:
         moved = await _move_over(tree, path, dst)
         if moved is not None:
@@ -153,22 +156,15 @@ async def _put_over(tree: FileTree, path: str, existing: Obj, dst_dir: str) -> b
 
 async def is_itself(tree: FileTree, path: str, dst: str) -> bool:
     """Whether ``dst`` is the object at ``path`` itself, reached by whatever path;
-    ``ServerError`` when ``dst`` lies inside it (a folder into its own subtree)."""
-    if clean_path(path) == clean_path(dst):
-        return True
-    real, real_dst = await backing_path(tree, path), await backing_path(tree, dst)
-    if real == real_dst:
-        return True
-    if is_sub_path(real, real_dst):
-        raise ServerError(INTO_ITSELF)
-    return False
+    ``Overlapping`` when ``dst`` lies inside it or holds it (``rules.overlap``)."""
+    return await overlap(tree, path, dst)
 
 
 async def refuse_holding(tree: FileTree, dst: str, path: str) -> None:
-    """``ServerError`` when the folder ``dst``, to be replaced by a copy, holds the
-    source ``path`` (a move takes the source out first; a copy would lose it)."""
+    """``Overlapping`` when the folder ``dst``, to be replaced, holds the source
+    ``path``: replacing it would take the source with it."""
     if is_sub_path(await backing_path(tree, dst), await backing_path(tree, path)):
-        raise ServerError(HOLDS_SOURCE)
+        raise Overlapping(HOLDS_SOURCE)
 
 
 async def backing_path(tree: FileTree, path: str, hops: int = 0) -> str:

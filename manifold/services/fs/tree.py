@@ -314,6 +314,10 @@ class FileTree:
         """Whether ``dst`` is the object at ``path`` itself (``placing.is_itself``)."""
         return await placing.is_itself(self, path, dst)
 
+    async def backing_path(self, path: str) -> str:
+        """Where ``path`` really is, Aliases and links followed (``placing.backing_path``)."""
+        return await placing.backing_path(self, path)
+
     async def refuse_holding(self, dst: str, path: str) -> None:
         """Refuse to replace ``dst`` when it holds ``path`` (``placing.refuse_holding``)."""
         await placing.refuse_holding(self, dst, path)

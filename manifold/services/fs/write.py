@@ -41,7 +41,9 @@ from manifold.paths import (
 from manifold.policy import access, patterns
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
+from manifold.services.fs import rules
 from manifold.services.fs.read import GuardedReader
+from manifold.services.fs.rules import Replace
 from manifold.services.fs.tree import FileTree, Place, copy_task_name, move_task_name
 from manifold.services.fs.walk import TreeWalker
 from manifold.services.runner import Recheck, TaskService
@@ -146,7 +148,7 @@ class GuardedWriter:
         dst = await self.child(caller, parent, name, password)
         self.tree.refuse_root(self.place(full), "rename")
         await self.walker.guard_whole(caller, full, password)
-        await self._refuse_taken(caller, full, dst, overwrite, password)
+        await self._decide(caller, full, dst, Replace.of(overwrite), password)
         if dst != full and not await self.tree.moves_at_once(full, parent):
             return await self._move_task(caller, full, dst, password, overwrite)
         return await self.tree.rename_to(full, dst, overwrite)
@@ -156,13 +158,14 @@ class GuardedWriter:
         caller: Caller,
         src: str,
         dst: str,
-        overwrite: bool,
+        replace: Replace,
         password: str = "",
         *,
         strict: bool = False,
     ) -> Obj:
         """Give ``src`` the full path ``dst`` (a protocol's MOVE): the move bit to change
-        folders, the rename bit to change names. What a move task does (to another
+        folders, the rename bit to change names, and what stands at ``dst`` replaced
+        only as ``replace`` and the rule book allow. What a move task does (to another
         storage; a folder of S3) runs as one, and this returns once it has ended.
         ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing."""
         full, target = await self._ends(caller, src, dst, password)
@@ -174,8 +177,9 @@ class GuardedWriter:
         if name != new_name:
             self.require(caller, Perm.RENAME)
         self.tree.refuse_root(self.place(full), "move" if src_dir != dst_dir else "rename")
-        await self._refuse_taken(caller, full, target, overwrite, password)
-        if await self.tree.is_itself(full, target) or await self.tree.moves_at_once(full, dst_dir):
+        itself, existing = await self._decide(caller, full, target, replace, password)
+        overwrite = existing is not None
+        if itself or await self.tree.moves_at_once(full, dst_dir):
             return await self.tree.rename_to(full, target, overwrite)
         task = await self._move_task(caller, full, target, password, overwrite)
         ended = await self.tasks.wait_done(task.id)
@@ -188,21 +192,29 @@ class GuardedWriter:
         caller: Caller,
         src: str,
         dst: str,
-        overwrite: bool,
+        replace: Replace,
         password: str = "",
         *,
         strict: bool = False,
+        shallow: bool = False,
     ) -> Obj:
-        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole;
-        ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing."""
+        """Copy ``src`` to the full path ``dst`` and return the copy once it is whole,
+        replacing what stands there only as ``replace`` and the rule book allow;
+        ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing;
+        ``shallow``: a folder is copied without its contents."""
         self.require(caller, Perm.COPY)
         full, target = await self._ends(caller, src, dst, password)
         if strict:
             await self.require_parent(target)
         self.tree.refuse_root(self.place(full), "copy")
-        await self._source_exists(full)
-        await self._refuse_taken(caller, full, target, overwrite, password)
-        return await self.tree.copy_to(full, target, overwrite)
+        itself, existing = await self._decide(caller, full, target, replace, password)
+        if itself:
+            return (await self.tree.lookup(full))[0]
+        if shallow and (await self.tree.lookup(full))[0].is_dir:
+            if existing is not None:
+                await self.tree.remove(target)
+            return await self.tree.make_dir(target)
+        return await self.tree.copy_to(full, target, existing is not None)
 
     async def batch_rename(
         self,
@@ -258,7 +270,8 @@ class GuardedWriter:
         """Move within a storage at once; to another storage, and a folder of a storage
         that moves folders key by key (S3), as one move task per name."""
         self.require(caller, Perm.MOVE)
-        pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
+        replace = Replace.of(overwrite)
+        pairs = await self._pairs(caller, src_dir, dst_dir, names, replace, password)
         for src, _ in pairs:
             self.tree.refuse_root(self.place(src), "move")
         tasks: builtins.list[Task] = []
@@ -281,17 +294,23 @@ class GuardedWriter:
     ) -> builtins.list[Task]:
         """Copy within a storage at once; across storages as one copy task per name."""
         self.require(caller, Perm.COPY)
-        pairs = await self._pairs(caller, src_dir, dst_dir, names, overwrite, password)
+        merge = Replace(files=overwrite, merge=overwrite)
+        pairs = await self._pairs(caller, src_dir, dst_dir, names, merge, password)
         for src, _ in pairs:
             self.tree.refuse_root(self.place(src), "copy")
             await self._source_exists(src)
         tasks: builtins.list[Task] = []
         for src, dst in await self._targets(pairs):
             dst_folder = split_path(dst)[0]
-            if self.tree.copies_natively(self.place(src), self.place(dst_folder)):
+            # A folder copied onto a folder merges into it (a copy task's way: each
+            # level made if missing, each file put over its namesake).
+            existing = await self.exists(self.place(dst)) if overwrite else None
+            merging = existing is not None and existing.is_dir
+            native = self.tree.copies_natively(self.place(src), self.place(dst_folder))
+            if native and not merging:
                 await self.tree.copy_to(src, dst, overwrite)
                 continue
-            if overwrite:
+            if overwrite and not merging:
                 await self._clear_for_task(src, dst)
             tasks.append(await self.submit_copy(caller, src, dst_folder, password, overwrite))
         return tasks
@@ -304,7 +323,7 @@ class GuardedWriter:
         self.require(caller, Perm.COPY)
         src_dir, name = split_path(clean_path(src))
         [(full, dst_folder)] = await self._pairs(
-            caller, src_dir, dst_dir, [name], overwrite, password
+            caller, src_dir, dst_dir, [name], Replace.of(overwrite), password
         )
         self.tree.refuse_root(self.place(full), "copy")
         await self._source_exists(full)
@@ -425,6 +444,8 @@ class GuardedWriter:
         present = (await self._fs.list_path(dst_folder, refresh=True))[0]
         taken = {o.name for o in present}
         folders = {o.name for o in present if o.is_dir}
+        # A file that a clash would replace goes only as the rule book lets it go.
+        kept = {o.name for o in present if not rules.may_replace(caller.user, o)}
         withheld = {
             name for name in taken if not self._may_enter(caller, dst_folder, name, password)
         }
@@ -442,6 +463,8 @@ class GuardedWriter:
                     continue
                 if policy == "cancel" or name in folders:
                     raise FileExists(name)
+                if name in kept:
+                    raise PermissionDenied()
             taken.add(name)
             moves.append(path)
         pairs = [(path, clean_path(f"{dst_folder}/{split_path(path)[1]}")) for path in moves]
@@ -506,9 +529,10 @@ class GuardedWriter:
             raise PermissionDenied()
         if strict:
             await self.require_parent(full)
-        existing = await self.exists(place)
-        if existing is not None and (existing.is_dir or not overwrite):
-            raise FileExists()
+        try:
+            await rules.destination(self.tree, caller.user, full, Replace.of(overwrite), None)
+        except FileExists:
+            raise FileExists() from None  # AList's put says only "file exists"
         return place, name
 
     # --- tasks run again: the checks their request passed, for the user as they are now
@@ -559,7 +583,7 @@ class GuardedWriter:
         src_dir: str,
         dst_dir: str,
         names: builtins.list[str],
-        overwrite: bool,
+        replace: Replace,
         password: str,
     ) -> builtins.list[tuple[str, str]]:
         """Checked (source path, destination folder) pairs; clashes refused up front."""
@@ -572,13 +596,16 @@ class GuardedWriter:
             src = await self.child(caller, src_folder, name, password)
             dst = await self.child(caller, dst_folder, name, password)
             await self.walker.guard_whole(caller, src, password, self._carries_links(src, dst))
-            if dst != src:
-                await self._guard_replaced(caller, dst, overwrite, password)
             pairs.append((src, dst_folder))
-        if not overwrite:
-            for name in names:
-                if await self.exists(self.place(f"{dst_folder}/{name}")) is not None:
-                    raise FileExists(name)
+        # Every name is decided before the first changes (AList: taken names first).
+        for src, _ in pairs:
+            dst = clean_path(f"{dst_folder}/{split_path(src)[1]}")
+            if not replace.files and await self.exists(self.place(dst)) is not None:
+                await self.tree.is_itself(src, dst)  # an overlap answers as such
+                raise FileExists(split_path(dst)[1])
+        for src, _ in pairs:
+            dst = clean_path(f"{dst_folder}/{split_path(src)[1]}")
+            await self._decide(caller, src, dst, replace, password)
         return pairs
 
     async def _ends(self, caller: Caller, src: str, dst: str, password: str) -> tuple[str, str]:
@@ -648,26 +675,23 @@ class GuardedWriter:
         if await self.exists(self.place(src)) is None:
             raise ObjectNotFound(f"failed get src [{src}] file: object not found")
 
-    async def _refuse_taken(
-        self, caller: Caller, src: str, dst: str, overwrite: bool, password: str
-    ) -> None:
-        """AList's check: without ``overwrite`` a taken ``dst`` other than ``src`` is
-        refused; with it, what ``dst`` holds goes, so it must be removable whole."""
-        if dst == src:
-            return
-        if not overwrite and await self.exists(self.place(dst)) is not None:
-            raise FileExists(split_path(dst)[1])
-        await self._guard_replaced(caller, dst, overwrite, password)
+    async def _decide(
+        self, caller: Caller, src: str, dst: str, replace: Replace, password: str
+    ) -> tuple[bool, Obj | None]:
+        """The rule book's answer for putting ``src`` at ``dst``: whether ``dst`` is the
+        source itself, and what stands there to be replaced. A folder that is to go must
+        be removable whole by the caller, as a remove checks it."""
+        if await self.tree.is_itself(src, dst):
+            return True, None
+        source = await self.exists(self.place(src))
+        if source is None:
+            raise ObjectNotFound(f"failed get src [{src}] file: object not found")
+        existing = await rules.destination(self.tree, caller.user, dst, replace, source)
+        if existing is not None:
+            await self.walker.guard_whole(caller, dst, password, links=False)
+        return False, existing
 
     def _may_enter(self, caller: Caller, folder: str, name: str, password: str) -> bool:
         """Whether the caller may reach ``folder/name`` (its hide rules and passwords)."""
         path = clean_path(f"{folder}/{name}")
         return access.can_access(caller.user, self._metas.nearest(path), path, password)
-
-    async def _guard_replaced(
-        self, caller: Caller, dst: str, overwrite: bool, password: str
-    ) -> None:
-        """An object ``overwrite`` would replace is removed: refused as its removal is,
-        when it carries entries withheld from the caller."""
-        if overwrite and await self.exists(self.place(dst)) is not None:
-            await self.walker.guard_whole(caller, dst, password, links=False)
