@@ -2,10 +2,10 @@
 ``GuardedOps`` and the one credential check.
 
 aioftp runs each connection (greeting, a task per command, the ordered replies,
-``ABOR``, ``REST``, ``QUIT``); the commands that touch the tree, the login, TLS and
-the data connections are this module's, registered as ``ftp_<verb>`` methods, and
-every error they meet is answered through ``replies.CODES``. The data connections and
-their transfers are ``data``'s.
+``ABOR``, ``REST``, ``QUIT``; ``connections`` ends one quietly when the client goes);
+the commands that touch the tree, the login, TLS and the data connections are this
+module's, registered as ``ftp_<verb>`` methods, and every error they meet is answered
+through ``replies.CODES``. The data connections and their transfers are ``data``'s.
 
 TLS as AList offers it: implicit (the listener speaks TLS from the first byte) or
 explicit (``AUTH TLS`` upgrades the control connection in place; ``PROT P`` protects
@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import aioftp
 from aioftp import Connection, ThrottleStreamIO
 
 from manifold.errors import ManifoldError, NotAFile
 from manifold.models import Obj
 from manifold.protocols.ftp.channel import DataChannel
+from manifold.protocols.ftp.connections import GONE, ControlConnections
 from manifold.protocols.ftp.data import NoFreePort, open_passive, start_transfer
 from manifold.protocols.ftp.listing import facts, list_line, stamp
 from manifold.protocols.ftp.ports import PortPair
@@ -69,7 +69,7 @@ Command = Callable[["FtpServer", Connection, State, str], Awaitable[None]]
 Handler = Callable[[Connection, str], Awaitable[bool]]
 
 
-class FtpServer(aioftp.Server):
+class FtpServer(ControlConnections):
     def __init__(self, ops: GuardedOps, credentials: Credentials, options: FtpOptions) -> None:
         super().__init__(
             idle_timeout=IDLE_SECONDS,
@@ -94,19 +94,6 @@ class FtpServer(aioftp.Server):
     async def greeting(self, connection: Connection, rest: str | object) -> bool:
         connection.state = State(tls=self.options.implicit_tls)
         return await super().greeting(connection, "")
-
-    async def parse_command(  # type: ignore[override]
-        self, stream: aioftp.StreamIO, censor_commands: tuple[str] = ("pass",)
-    ) -> tuple[str, str] | bool:
-        """The verb and its argument, which keeps its spaces (names may end in one)."""
-        line = await stream.readline()
-        if not line:
-            # The client went away: False ends the connection as QUIT does (its
-            # transfers aborted), without the error aioftp logs for a reset.
-            return False
-        text = line.decode(self.encoding, errors="replace").removesuffix("\n")
-        verb, _, rest = text.removesuffix("\r").partition(" ")
-        return verb.lower(), rest
 
     def _answering(
         self, verb: str, command: Callable[[Connection, State, str], Awaitable[None]]
@@ -134,7 +121,13 @@ class FtpServer(aioftp.Server):
         elif state.tls:
             connection.response("503", "the connection is already protected")
         else:
-            await self._start_tls(connection.command_connection, self.options.tls)
+            try:
+                await self._start_tls(connection.command_connection, self.options.tls)
+            except GONE:
+                # The handshake failed: nothing more can be said on this connection,
+                # and closing it ends it as the client leaving does.
+                connection.command_connection.close()
+                return
             state.tls = True
 
     @staticmethod
