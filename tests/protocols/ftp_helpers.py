@@ -7,6 +7,7 @@ import ftplib
 import json
 import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -86,6 +87,20 @@ class ImplicitFTP(ftplib.FTP_TLS):
         self.file = self.sock.makefile("r", encoding=self.encoding)
         self.welcome = self.getresp()
         return self.welcome
+
+
+def reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a reset (RST) rather than an orderly end, as a client
+    killed or giving a connection up does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def drop_control(ftp: ftplib.FTP) -> None:
+    """Reset the control connection of ``ftp`` (its reader is closed first, else
+    the socket would stay open behind it)."""
+    ftp.file.close()
+    reset(ftp.sock)
 
 
 def read(ftp: ftplib.FTP, name: str, rest: int | None = None) -> bytes:

@@ -1,9 +1,11 @@
 """rclone's ftp backend against the FTP server, over explicit TLS: lsjson, copyto,
-cat with --offset/--count, moveto, deletefile."""
+cat with --offset/--count, moveto, deletefile; ranged reads (each closing its data
+connection early, as rclone's multi-stream downloads do) logged without tracebacks."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -74,3 +76,31 @@ async def test_rclone_over_explicit_tls(services: Services, tmp_path: Path) -> N
     assert seen["range"] == CONTENT[1000:1500]
     assert seen["after"] == ["docs", "moved", "moved/up.bin"]
     assert (root / "moved" / "up.bin").read_bytes() == CONTENT
+
+
+def ranges(env: dict[str, str]) -> list[bytes]:
+    return [
+        rclone(env, "cat", "--offset", str(offset), "--count", "100000", "m:local/big.bin")
+        for offset in (0, 1 << 20, 5 << 20, 9 << 20)
+    ]
+
+
+async def test_ranged_reads_end_without_tracebacks(
+    services: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    big = os.urandom(16 << 20)
+    root = make_tree(tmp_path / "disk", {"big.bin": big})
+    await mount(services, "/local", root)
+    await user(services, "rita")
+    cert, key = self_signed(tmp_path)
+    await services.settings.save(
+        [("ftp_tls_public_cert_path", str(cert)), ("ftp_tls_private_key_path", str(key))]
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    caplog.set_level(logging.INFO)
+    async with live_ftp(services) as port:
+        got = await blocking(ranges, environment(port, home))
+    assert got == [big[o : o + 100000] for o in (0, 1 << 20, 5 << 20, 9 << 20)]
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.exc_text] == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

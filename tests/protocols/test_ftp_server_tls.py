@@ -1,10 +1,18 @@
-"""FTPS: explicit (AUTH TLS, PROT P) and implicit TLS with ftplib, mandatory TLS, bad settings."""
+"""FTPS: explicit (AUTH TLS, PROT P) and implicit TLS with ftplib, mandatory TLS, bad
+settings; uploads by curl and lftp kept whole, and uploads whose TLS ends without its
+close_notify refused."""
 
 from __future__ import annotations
 
 import ftplib
+import hashlib
 import io
+import os
+import shutil
+import socket
 import ssl
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +29,7 @@ from tests.protocols.ftp_helpers import (
     live_ftp,
     mount,
     read,
+    reset,
     trusting,
     user,
 )
@@ -146,3 +155,100 @@ async def test_wrong_settings_stop_the_start(services: Services, setting: tuple[
     await services.settings.save(changes)
     with pytest.raises(ConfigError, match=r"ftp_|FTP"):
         await start_ftp(services.ops, services.credentials, services.settings, services.config, 0)
+
+
+# --- real clients, and uploads cut short ------------------------------------------------
+
+SIZES = (10 << 20, 1 << 20)
+ROUNDS = 3
+Client = Callable[[int, str, Path, str, Path], None]  # port, put or get, file, name, home
+
+
+def run(command: list[str], home: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    done = subprocess.run(command, env=env, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def curl(*options: str) -> Client:
+    def transfer(port: int, verb: str, local: Path, name: str, home: Path) -> None:
+        url = f"ftp://tess:tess-pw@127.0.0.1:{port}/local/{name}"
+        way = "-T" if verb == "put" else "-o"
+        run(["curl", "-sS", "--ftp-ssl-reqd", "-k", *options, way, str(local), url], home)
+
+    return transfer
+
+
+def lftp(port: int, verb: str, local: Path, name: str, home: Path) -> None:
+    command = f"put {local} -o /local/{name}" if verb == "put" else f"get /local/{name} -o {local}"
+    # No retries: a transfer that fails must fail the test, not be quietly sent again.
+    script = (
+        "set ssl:verify-certificate no; set ftp:ssl-force true; set ftp:ssl-protect-data true; "
+        f"set net:max-retries 1; open -u tess,tess-pw -p {port} 127.0.0.1; {command}"
+    )
+    run(["lftp", "-c", script], home)
+
+
+def installed(name: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(name) is None, reason=f"{name} is not installed")
+
+
+def digest(path: Path) -> tuple[int, str]:
+    return path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param(curl(), id="curl", marks=installed("curl")),
+        pytest.param(curl("--tls-max", "1.2"), id="curl-tls1.2", marks=installed("curl")),
+        pytest.param(lftp, id="lftp", marks=installed("lftp")),
+    ],
+)
+async def test_real_clients_store_every_byte_over_tls(
+    services: Services, disk: Path, cert: Path, tmp_path: Path, client: Client
+) -> None:
+    """Clients that send their last bytes and close_notify, then close without waiting
+    for the server's answer: every byte is kept, each time."""
+    sources = {size: tmp_path / f"source-{size}.bin" for size in SIZES}
+    for size, source in sources.items():
+        source.write_bytes(os.urandom(size))
+    async with live_ftp(services) as port:
+        for turn in range(ROUNDS):
+            for size, source in sources.items():
+                name = f"up-{size}-{turn}.bin"
+                await blocking(client, port, "put", source, name, tmp_path)
+                assert digest(disk / name) == digest(source), name
+        back = tmp_path / "back.bin"
+        await blocking(client, port, "get", back, f"up-{SIZES[0]}-0.bin", tmp_path)
+    assert digest(back) == digest(sources[SIZES[0]])
+
+
+def cut_upload(port: int, context: ssl.SSLContext, how: str) -> tuple[str, str]:
+    """An upload whose data connection ends without the client's close_notify: its
+    TCP connection ended in order (``fin``), or reset (``rst``)."""
+    with explicit(port, "tess", context) as ftp:
+        ftp.voidcmd("TYPE I")
+        conn = ftp.transfercmd(f"STOR /local/cut-{how}.bin")
+        conn.sendall(os.urandom(1 << 20))
+        if how == "fin":
+            conn.shutdown(socket.SHUT_WR)  # on a TLS socket: the TCP end, no close_notify
+        else:
+            reset(conn)
+        try:
+            reply = ftp.getresp()
+        except ftplib.Error as exc:
+            reply = str(exc)
+        conn.close()
+        return reply, ftp.voidcmd("NOOP")
+
+
+@pytest.mark.parametrize("how", ["fin", "rst"])
+async def test_an_upload_whose_tls_is_cut_short_leaves_nothing(
+    services: Services, disk: Path, cert: Path, how: str
+) -> None:
+    async with live_ftp(services) as port:
+        reply, after = await blocking(cut_upload, port, trusting(cert), how)
+    assert reply.startswith("426"), reply
+    assert after.startswith("200")
+    assert not (disk / f"cut-{how}.bin").exists()

@@ -2,9 +2,10 @@
 ``GuardedOps`` and the one credential check.
 
 aioftp runs each connection (greeting, a task per command, the ordered replies,
-``ABOR``, ``REST``, ``QUIT``); the commands that touch the tree, the login, TLS and
-the data connections are this module's, registered as ``ftp_<verb>`` methods, and
-every error they meet is answered through ``replies.CODES``.
+``ABOR``, ``REST``, ``QUIT``; ``connections`` ends one quietly when the client goes);
+the commands that touch the tree, the login, TLS and the data connections are this
+module's, registered as ``ftp_<verb>`` methods, and every error they meet is answered
+through ``replies.CODES``. The data connections and their transfers are ``data``'s.
 
 TLS as AList offers it: implicit (the listener speaks TLS from the first byte) or
 explicit (``AUTH TLS`` upgrades the control connection in place; ``PROT P`` protects
@@ -18,18 +19,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import aioftp
 from aioftp import Connection, ThrottleStreamIO
 
 from manifold.errors import ManifoldError, NotAFile
 from manifold.models import Obj
+from manifold.protocols.ftp.channel import DataChannel
+from manifold.protocols.ftp.connections import GONE, ControlConnections
 from manifold.protocols.ftp.data import NoFreePort, open_passive, start_transfer
 from manifold.protocols.ftp.listing import facts, list_line, stamp
 from manifold.protocols.ftp.ports import PortPair
 from manifold.protocols.ftp.replies import reply_of
 from manifold.protocols.ftp.session import Session
 from manifold.services.auth.credentials import Credentials
-from manifold.services.fs.handles import ReadHandle
 from manifold.services.fs.ops import GuardedOps
 
 GREETING = "AList FTP Endpoint"
@@ -68,7 +69,7 @@ Command = Callable[["FtpServer", Connection, State, str], Awaitable[None]]
 Handler = Callable[[Connection, str], Awaitable[bool]]
 
 
-class FtpServer(aioftp.Server):
+class FtpServer(ControlConnections):
     def __init__(self, ops: GuardedOps, credentials: Credentials, options: FtpOptions) -> None:
         super().__init__(
             idle_timeout=IDLE_SECONDS,
@@ -93,19 +94,6 @@ class FtpServer(aioftp.Server):
     async def greeting(self, connection: Connection, rest: str | object) -> bool:
         connection.state = State(tls=self.options.implicit_tls)
         return await super().greeting(connection, "")
-
-    async def parse_command(  # type: ignore[override]
-        self, stream: aioftp.StreamIO, censor_commands: tuple[str] = ("pass",)
-    ) -> tuple[str, str] | bool:
-        """The verb and its argument, which keeps its spaces (names may end in one)."""
-        line = await stream.readline()
-        if not line:
-            # The client went away: False ends the connection as QUIT does (its
-            # transfers aborted), without the error aioftp logs for a reset.
-            return False
-        text = line.decode(self.encoding, errors="replace").removesuffix("\n")
-        verb, _, rest = text.removesuffix("\r").partition(" ")
-        return verb.lower(), rest
 
     def _answering(
         self, verb: str, command: Callable[[Connection, State, str], Awaitable[None]]
@@ -133,7 +121,13 @@ class FtpServer(aioftp.Server):
         elif state.tls:
             connection.response("503", "the connection is already protected")
         else:
-            await self._start_tls(connection.command_connection, self.options.tls)
+            try:
+                await self._start_tls(connection.command_connection, self.options.tls)
+            except GONE:
+                # The handshake failed: nothing more can be said on this connection,
+                # and closing it ends it as the client leaving does.
+                connection.command_connection.close()
+                return
             state.tls = True
 
     @staticmethod
@@ -330,12 +324,12 @@ class FtpServer(aioftp.Server):
         now = datetime.now(UTC)
         entries = await self._entries(state, rest)
         text = "".join(list_line(obj, now) + "\r\n" for obj in entries)
-        start_transfer(connection, _sender(text.encode()), _nothing)
+        start_transfer(connection, f"LIST {rest}", _sender(text.encode()), _nothing)
 
     async def ftp_nlst(self, connection: Connection, state: State, rest: str) -> None:
         entries = await self._entries(state, rest)
         text = "".join(obj.name + "\r\n" for obj in entries)
-        start_transfer(connection, _sender(text.encode()), _nothing)
+        start_transfer(connection, f"NLST {rest}", _sender(text.encode()), _nothing)
 
     async def ftp_mlsd(self, connection: Connection, state: State, rest: str) -> None:
         session = _session(state)
@@ -343,7 +337,7 @@ class FtpServer(aioftp.Server):
         await session.folder(path)
         entries = await session.list(path)
         text = "".join(facts(obj) + "\r\n" for obj in entries)
-        start_transfer(connection, _sender(text.encode()), _nothing)
+        start_transfer(connection, f"MLSD {path}", _sender(text.encode()), _nothing)
 
     async def _entries(self, state: State, rest: str) -> list[Obj]:
         """What LIST or NLST shows: a folder's entries, or the one file named."""
@@ -358,15 +352,17 @@ class FtpServer(aioftp.Server):
 
     async def ftp_retr(self, connection: Connection, state: State, rest: str) -> None:
         offset = connection.restart_offset
-        handle = await _session(state).reader(_session(state).path(rest))
+        path = _session(state).path(rest)
+        handle = await _session(state).reader(path)
         if handle.obj.is_dir:
             await handle.aclose()
             raise NotAFile()
 
-        async def send(stream: ThrottleStreamIO) -> None:
-            await _send_file(handle, offset, stream)
+        async def send(channel: DataChannel) -> None:
+            async for data in handle.stream(offset):
+                await channel.write(data)
 
-        start_transfer(connection, send, handle.aclose)
+        start_transfer(connection, f"RETR {path}", send, handle.aclose)
 
     async def ftp_stor(self, connection: Connection, state: State, rest: str) -> None:
         await self._store(connection, state, rest, append=False)
@@ -377,14 +373,17 @@ class FtpServer(aioftp.Server):
     async def _store(self, connection: Connection, state: State, rest: str, append: bool) -> None:
         offset = 0 if append else connection.restart_offset
         session = _session(state)
-        handle = await session.writer(session.path(rest), append, offset)
+        path = session.path(rest)
+        handle = await session.writer(path, append, offset)
 
-        async def receive(stream: ThrottleStreamIO) -> None:
-            while data := await stream.reader.read(BLOCK):
+        async def receive(channel: DataChannel) -> None:
+            # Put in place only after the client's clean end: a read past an unclean
+            # one raises, and the handle is then aborted (nothing under the name).
+            while data := await channel.read(BLOCK):
                 await handle.write(handle.offset, data)
             await handle.close()
 
-        start_transfer(connection, receive, handle.abort)
+        start_transfer(connection, f"{'APPE' if append else 'STOR'} {path}", receive, handle.abort)
 
 
 def _session(state: State) -> Session:
@@ -400,20 +399,12 @@ async def _file(state: State, rest: str) -> Obj:
     return found
 
 
-def _sender(data: bytes) -> Callable[[ThrottleStreamIO], Awaitable[None]]:
-    async def send(stream: ThrottleStreamIO) -> None:
-        stream.writer.write(data)
-        await stream.writer.drain()
+def _sender(data: bytes) -> Callable[[DataChannel], Awaitable[None]]:
+    async def send(channel: DataChannel) -> None:
+        await channel.write(data)
 
     return send
 
 
 async def _nothing() -> None:
     return None
-
-
-async def _send_file(handle: ReadHandle, offset: int, stream: ThrottleStreamIO) -> None:
-    writer = stream.writer
-    async for data in handle.stream(offset):
-        writer.write(data)
-        await writer.drain()
