@@ -159,10 +159,15 @@ class GuardedOps:
         password: str = "",
         *,
         strict: bool = False,
+        source: Caller | None = None,
     ) -> Obj:
-        """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole."""
+        """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole.
+        ``source``: the caller held in another root (``Caller.rooted``) that names
+        ``src``, as S3 copies from one bucket into another."""
         self._protocol_allows(caller, write=True)
-        return await self._writer.copy_to(caller, src, dst, overwrite, password, strict=strict)
+        return await self._writer.copy_to(
+            caller, src, dst, overwrite, password, strict=strict, source=source
+        )
 
     async def remove(
         self, caller: Caller, path: str, password: str = "", *, strict: bool = False
