@@ -1,9 +1,10 @@
 """The S3 server as an ASGI app: authenticate, route by method and query, render errors.
 
 Requests are path-style (``/bucket/key``). Every request runs as the admin user with
-the protocol ``s3``, which is AList's "no user, full access", confined to the buckets'
-folders by ``Bucket.path_of``, but without the two bits that pass folder passwords and
-show hidden entries (``key_holder``). AList applies neither rule to S3; here a folder
+the protocol ``s3``, which is AList's "no user, full access", held in its bucket's
+folder (``Caller.rooted``: the file services treat it as a base path, links and
+Aliases included), but without the two bits that pass folder passwords and show
+hidden entries (``key_holder``). AList applies neither rule to S3; here a folder
 password and a hide rule hold on every protocol alike: S3 has no way to give a
 password, so a folder behind one answers AccessDenied to every request, and hidden
 entries are left out of listings (and refused by exact name, as the API refuses them).
@@ -118,7 +119,7 @@ class S3App:
         ctx = Context(
             request=request,
             ops=self._ops,
-            caller=Caller(key_holder(await self._users.admin()), _client(request), protocol="s3"),
+            keys=Caller(key_holder(await self._users.admin()), _client(request), protocol="s3"),
             store=self.store,
             buckets=self._current_buckets(),
             signed=signed,

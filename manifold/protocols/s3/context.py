@@ -1,4 +1,8 @@
-"""One S3 request as the handlers see it: who asks, which bucket and key, its body."""
+"""One S3 request as the handlers see it: who asks, which bucket and key, its body.
+
+The key pair's caller is held in the bucket's folder (``Caller.rooted``): a bucket is
+a root for the file services as a user's base path is, so they resolve its keys onto
+it and refuse whatever a link or an Alias would take out of it."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ XML = "application/xml"
 class Context:
     request: Request
     ops: GuardedOps
-    caller: Caller
+    keys: Caller  # the key pair's caller, before it is held in a bucket
     store: MultipartStore
     buckets: dict[str, Bucket]
     signed: sigv4.Signed
@@ -44,10 +48,19 @@ class Context:
         return bucket
 
     @property
+    def caller(self) -> Caller:
+        """The key pair's caller held in the request's bucket."""
+        return self.caller_in(self.bucket)
+
+    def caller_in(self, bucket: Bucket) -> Caller:
+        return self.keys.rooted(bucket.path)
+
+    @property
     def resource(self) -> str:
         return f"/{self.bucket_name}/{self.key}" if self.key else f"/{self.bucket_name}"
 
     def path(self) -> str:
+        """The key's path in its bucket (the caller's root)."""
         return self.bucket.path_of(self.key)
 
     def param(self, name: str, default: str = "") -> str:
@@ -93,7 +106,7 @@ class Context:
     async def make_parent(self, path: str) -> None:
         """Folders above a new key are made as the key is written, as S3 implies them."""
         parent = split_path(path)[0]
-        if parent != self.bucket.path:
+        if parent != "/":
             await self.ops.mkdir(self.caller, parent)
 
 

@@ -65,15 +65,16 @@ async def put_object(ctx: Context) -> Response:
 async def copy_object(ctx: Context) -> Response:
     source, source_key = copy_source(ctx)
     src = source.path_of(source_key)
-    obj = await ctx.ops.stat(ctx.caller, src)
+    src_caller = ctx.caller_in(source)
+    obj = await ctx.ops.stat(src_caller, src)
     if obj.is_dir:
         raise S3Error(
             "NoSuchKey", "The specified key does not exist.", f"/{source.name}/{source_key}"
         )
     dst = ctx.path()
-    if src != dst:
+    if (source.name, src) != (ctx.bucket.name, dst):
         await ctx.make_parent(dst)
-        obj = await ctx.ops.copy(ctx.caller, src, dst, overwrite=True)
+        obj = await ctx.ops.copy(ctx.caller, src, dst, overwrite=True, source=src_caller)
     body = document(
         "CopyObjectResult", tag("LastModified", iso_time(obj.modified)), tag("ETag", etag(obj))
     )
@@ -92,7 +93,7 @@ async def remove_key(ctx: Context, key: str) -> None:
         obj = await ctx.ops.stat(ctx.caller, path)
     except ObjectNotFound:
         return
-    if obj.is_dir != key.endswith("/") or path == ctx.bucket.path:
+    if obj.is_dir != key.endswith("/") or path == "/":
         return  # "d" is no object when d is a folder, nor "f/" when f is a file
     if obj.is_dir and await ctx.ops.list(ctx.caller, path):
         return  # the folder's marker goes, the keys below it stay
