@@ -104,6 +104,16 @@ async def test_writes_through_a_link_out_of_the_bucket_are_refused(site: Site, w
     carol_intact(site)
 
 
+async def test_an_upload_started_inside_cannot_take_parts_from_outside(site: Site) -> None:
+    client = site.client()
+    made = await blocking(client.create_multipart_upload, Bucket="bob", Key="big.bin")
+    upload = {"Bucket": "bob", "Key": "big.bin", "UploadId": made["UploadId"]}
+    source = {"Bucket": "bob", "Key": "link_carol/private.txt"}
+    await refused(client.upload_part_copy, PartNumber=1, CopySource=source, **upload)
+    listed = await blocking(client.list_parts, **upload)
+    assert "Parts" not in listed
+
+
 async def test_a_whole_listing_leaves_out_what_links_take_away(site: Site) -> None:
     client = site.client()
     listed = await blocking(client.list_objects_v2, Bucket="bob")

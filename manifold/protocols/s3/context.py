@@ -12,7 +12,6 @@ import hashlib
 import hmac
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,6 +23,7 @@ from manifold.protocols.s3.errors import S3Error
 from manifold.protocols.s3.multipart import MultipartStore
 from manifold.protocols.s3.xml import MAX_XML_BODY
 from manifold.services.auth.service import Caller
+from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 
 XML = "application/xml"
@@ -33,6 +33,7 @@ XML = "application/xml"
 class Context:
     request: Request
     ops: GuardedOps
+    notes: ObjectNotes
     keys: Caller  # the key pair's caller, before it is held in a bucket
     store: MultipartStore
     buckets: dict[str, Bucket]
@@ -94,14 +95,6 @@ class Context:
             if len(held) > MAX_XML_BODY:
                 raise S3Error("InvalidRequest", "The request document is too large")
         return bytes(held)
-
-    def modified(self) -> datetime | None:
-        """The time a client keeps in metadata (rclone's ``mtime``), if it sent one."""
-        text = self.header("x-amz-meta-mtime")
-        try:
-            return datetime.fromtimestamp(float(text), UTC) if text else None
-        except (ValueError, OverflowError, OSError):
-            return None
 
     async def make_parent(self, path: str) -> None:
         """Folders above a new key are made as the key is written, as S3 implies them."""
