@@ -54,6 +54,7 @@ from manifold.container import Services
 from manifold.errors import ManifoldError
 from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
+from manifold.protocols.s3.multipart import keep_swept
 from manifold.protocols.sftp import start_sftp
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.protocols.webdav.shared_locks import lock_store
@@ -382,15 +383,22 @@ def s3_holder(config: Config) -> str:
 
 
 async def start_s3(services: Services, port: int | None = None) -> Listener:
-    """The S3 server on ``port`` (else ``s3_port``), its multipart leftovers cleared."""
+    """The S3 server on ``port`` (else ``s3_port``), its idle multipart uploads swept
+    now and then every so often (``s3_upload_expiry_seconds``)."""
     config = services.config
     uploads = S3UploadRepo(services.engine)
     app = s3_app(
-        services.ops, services.settings, services.users, config.data_dir / "temp", uploads,
-        s3_holder(config),
+        services.ops, services.notes, services.settings, services.users,
+        config.data_dir / "temp", uploads, s3_holder(config),
     )  # fmt: skip
-    await app.store.clear()
-    listener = Listener(app, services.config, services.config.s3_port if port is None else port)
+    expiry = max(config.s3_upload_expiry_seconds, 1)
+    await app.store.sweep(expiry, starting=True)
+    listener = Listener(
+        app,
+        config,
+        config.s3_port if port is None else port,
+        chores=lambda: keep_swept(app.store, expiry),
+    )
     await listener.start()
     return listener
 

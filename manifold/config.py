@@ -79,6 +79,8 @@ class Config:
     ftp_port: int = 0
     # The S3 server's own port (AList's ``s3.port``); 0 leaves it off.
     s3_port: int = 0
+    # A multipart upload of the S3 server idle for this long is dropped with its parts.
+    s3_upload_expiry_seconds: int = 86_400
     # The SFTP server's own port (AList's ``sftp.listen``, there ``:5222``); 0 leaves it off.
     sftp_port: int = 0
     # Processes on this machine sharing the port; ``cluster``: other instances share the
@@ -127,6 +129,7 @@ _FILE_KEYS = (
     "webdav",
     "ftp_port",
     "s3_port",
+    "s3_upload_expiry_seconds",
     "sftp_port",
     "workers",
     "cluster",
@@ -145,6 +148,7 @@ _INT_KEYS = {
     "max_request_body",
     "ftp_port",
     "s3_port",
+    "s3_upload_expiry_seconds",
     "sftp_port",
     "workers",
     "shutdown_seconds",

@@ -44,6 +44,7 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.moves import Moves
+from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.props import DeadProps
 from manifold.services.fs.read import GuardedReader
@@ -91,6 +92,7 @@ class Services:
     ops: GuardedOps
     # WebDAV's dead properties (PROPPATCH), kept with their paths.
     dav_props: DeadProps
+    notes: ObjectNotes
     transfers: Transfers
     archives: ArchiveService
     archive_signer: Signer
@@ -161,6 +163,8 @@ class Services:
         sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
+        ops = GuardedOps(fs, writer, downloads)
+        props = DavPropRepo(engine)
         built = cls(
             config=config,
             state=state,
@@ -193,8 +197,9 @@ class Services:
             tree=tree,
             http=http,
             writer=writer,
-            ops=GuardedOps(fs, writer, downloads),
-            dav_props=DeadProps(DavPropRepo(engine)),
+            ops=ops,
+            dav_props=DeadProps(props),
+            notes=ObjectNotes(fs, ops, props),
             transfers=transfers,
             uploads=Uploads(writer, transfers, tasks),
             metrics=metrics,

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import gc
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -184,9 +184,17 @@ class Listener:
 
     The socket is bound here, so a taken port fails the start with ``OSError`` instead
     of uvicorn's exit; signals stay with the main server, which stops this one.
+    ``chores`` runs beside it while it serves (the S3 server's sweep of idle uploads)
+    and is cancelled when it stops.
     """
 
-    def __init__(self, app: Any, config: Config, port: int) -> None:
+    def __init__(
+        self,
+        app: Any,
+        config: Config,
+        port: int,
+        chores: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._app = app
         self._config = config
         self._socket = _bound(config.address, port)
@@ -194,6 +202,8 @@ class Listener:
             uvicorn_config(app, config, port=port, lifespan="off", log_level="warning")
         )
         self._task: asyncio.Task[None] | None = None
+        self._chores = chores
+        self._chore: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -205,8 +215,14 @@ class Listener:
             await asyncio.sleep(0.01)
         if self._task.done():
             self._task.result()
+        if self._chores is not None:
+            self._chore = asyncio.ensure_future(self._chores())
 
     async def stop(self) -> None:
+        if self._chore is not None:
+            self._chore.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._chore
         self._server.should_exit = True
         if self._task is not None:
             await self._task

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import and_, delete, func, insert, or_, select
 
@@ -35,6 +35,19 @@ class DavPropRepo(Repo):
         return [
             (r.path, r.name, r.value) for r in rows if r.path == path or r.path.startswith(prefix)
         ]
+
+    async def named(self, name: str, paths: Sequence[str]) -> list[Row3]:
+        """The rows called ``name`` of any of ``paths``."""
+        c = t.dav_props.c
+        found: list[Row3] = []
+        for start in range(0, len(paths), _SLICE):
+            wanted = set(paths[start : start + _SLICE])
+            stmt = select(c.path, c.name, c.value).where(c.name == name, c.path.in_(wanted))
+            rows = await self._rows(stmt)
+            found += [
+                (r.path, r.name, r.value) for r in rows if r.path in wanted and r.name == name
+            ]
+        return found
 
     async def replace(self, removed: Iterable[tuple[str, str]], added: Iterable[Row3]) -> None:
         """Delete the (path, name) rows ``removed`` and insert ``added``, in one transaction."""

@@ -77,8 +77,11 @@ class S3UploadRepo(Repo):
     async def remove(self, upload_id: str) -> None:
         await self._write(delete(t.s3_uploads).where(t.s3_uploads.c.upload_id == upload_id))
 
-    async def forget_holder(self, holder: str) -> None:
-        await self._write(delete(t.s3_uploads).where(t.s3_uploads.c.holder == holder))
+    async def of_holder(self, holder: str) -> list[UploadRow]:
+        """The uploads whose parts ``holder`` keeps."""
+        c = t.s3_uploads.c
+        stmt = select(t.s3_uploads).where(c.holder == holder)
+        return [_upload(r) for r in await self._rows(stmt) if r.holder == holder]
 
 
 def _upload(row: Any) -> UploadRow:

@@ -156,7 +156,8 @@ search_nodes = Table(
     Column("name_key", String(1024), nullable=False, default=""),
 )
 
-# WebDAV dead properties (PROPPATCH): per full virtual path, name "{namespace}local".
+# WebDAV dead properties (PROPPATCH): per full virtual path, name "{namespace}local";
+# and the S3 server's notes on objects, name "manifold:object" (path index: 0011).
 dav_props = Table(
     "dav_props",
     metadata,
@@ -164,6 +165,7 @@ dav_props = Table(
     Column("path", Text, nullable=False),
     Column("name", Text, nullable=False),
     Column("value", Text, nullable=False, default=""),
+    Index("ix_dav_props_path", "path", mysql_length={"path": 255}),
 )
 
 # What several processes on one database share (migration 0006). ``changes`` is the

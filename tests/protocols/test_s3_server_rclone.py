@@ -88,4 +88,16 @@ async def test_rclone_multipart_upload(site: Site, tmp_path: Path) -> None:
     )
     assert (site.data / "parts.bin").read_bytes() == data
     spool = site.services.config.data_dir / "temp" / "s3-multipart"
-    assert not any(spool.iterdir())
+    assert not any(spool.rglob("part-*"))
+
+
+async def test_rclone_server_side_copy_in_parts(site: Site) -> None:
+    """Past ``--s3-copy-cutoff`` (4.6 GiB unless set) rclone copies with UploadPartCopy."""
+    data = os.urandom(12 << 20)
+    (site.data / "big.bin").write_bytes(data)
+    await rclone(
+        site, "--s3-copy-cutoff", "5M", "copyto", f"m:{BUCKET}/big.bin", "m:other/big copy.bin"
+    )
+    assert (site.root / "other/big copy.bin").read_bytes() == data
+    listed = json.loads(await rclone(site, "lsjson", "--hash", "m:other"))
+    assert [(e["Name"], e["Size"]) for e in listed] == [("big copy.bin", len(data))]

@@ -5,6 +5,7 @@ other answers NoSuchUpload saying so."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -105,10 +106,12 @@ async def test_an_upload_aborted_on_the_other_instance_is_gone(two: Two) -> None
     assert error_of(refused.value)[0] == "NoSuchUpload"
 
 
-async def test_a_restart_forgets_only_its_own_uploads(two: Two) -> None:
+async def test_a_sweep_drops_only_its_own_idle_uploads(two: Two) -> None:
     mine = await blocking(two.a.client().create_multipart_upload, Bucket=BUCKET, Key="a.bin")
     theirs = await blocking(two.b.client().create_multipart_upload, Bucket=BUCKET, Key="b.bin")
-    again = await start_s3(two.a.services, port=0)  # what a restart of the first does
+    two.a.services.config.s3_upload_expiry_seconds = 1
+    await asyncio.sleep(1.5)  # both idle for longer than the first's expiry
+    again = await start_s3(two.a.services, port=0)  # a restart of the first sweeps
     await again.stop()
     assert await uploads_at(two.b) == [theirs["UploadId"]]
     assert mine["UploadId"] not in await uploads_at(two.a)

@@ -1,9 +1,10 @@
 """The S3 server as an ASGI app: authenticate, route by method and query, render errors.
 
 Requests are path-style (``/bucket/key``). Every request runs as the admin user with
-the protocol ``s3``, which is AList's "no user, full access", confined to the buckets'
-folders by ``Bucket.path_of``, but without the two bits that pass folder passwords and
-show hidden entries (``key_holder``). AList applies neither rule to S3; here a folder
+the protocol ``s3``, which is AList's "no user, full access", held in its bucket's
+folder (``Caller.rooted``: the file services treat it as a base path, links and
+Aliases included), but without the two bits that pass folder passwords and show
+hidden entries (``key_holder``). AList applies neither rule to S3; here a folder
 password and a hide rule hold on every protocol alike: S3 has no way to give a
 password, so a folder behind one answers AccessDenied to every request, and hidden
 entries are left out of listings (and refused by exact name, as the API refuses them).
@@ -23,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from manifold.errors import ManifoldError
 from manifold.models import Perm, User
-from manifold.protocols.s3 import listings, objects, sigv4, uploads
+from manifold.protocols.s3 import copies, listings, objects, sigv4, uploads
 from manifold.protocols.s3.buckets import Bucket, parse_buckets
 from manifold.protocols.s3.context import XML, Context
 from manifold.protocols.s3.errors import S3Error, from_manifold
@@ -31,6 +32,7 @@ from manifold.protocols.s3.multipart import LocalMultipartStore, MultipartStore
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
+from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 from manifold.state.records import S3UploadRepo
 
@@ -77,11 +79,13 @@ class S3App:
     def __init__(
         self,
         ops: GuardedOps,
+        notes: ObjectNotes,
         settings: SettingsService,
         users: UserService,
         store: MultipartStore,
     ) -> None:
         self._ops = ops
+        self._notes = notes
         self._settings = settings
         self._users = users
         self.store = store
@@ -118,7 +122,8 @@ class S3App:
         ctx = Context(
             request=request,
             ops=self._ops,
-            caller=Caller(key_holder(await self._users.admin()), _client(request), protocol="s3"),
+            notes=self._notes,
+            keys=Caller(key_holder(await self._users.admin()), _client(request), protocol="s3"),
             store=self.store,
             buckets=self._current_buckets(),
             signed=signed,
@@ -177,10 +182,10 @@ def _object_route(ctx: Context, method: str) -> Handler:
         return objects.head_object
     if method == "PUT":
         if upload and ctx.header("x-amz-copy-source"):
-            return _not_implemented  # UploadPartCopy
+            return copies.upload_part_copy
         if upload:
             return uploads.upload_part
-        return objects.copy_object if ctx.header("x-amz-copy-source") else objects.put_object
+        return copies.copy_object if ctx.header("x-amz-copy-source") else objects.put_object
     if method == "POST":
         if ctx.has("uploads"):
             return uploads.create_upload
@@ -237,6 +242,7 @@ def _path(request: Request) -> str:
 
 def s3_app(
     ops: GuardedOps,
+    notes: ObjectNotes,
     settings: SettingsService,
     users: UserService,
     temp: Path,
@@ -245,4 +251,5 @@ def s3_app(
 ) -> S3App:
     """The S3 server over the file services, its multipart parts under ``temp`` and
     their records in ``uploads``, naming this server ``holder``."""
-    return S3App(ops, settings, users, LocalMultipartStore(temp / "s3-multipart", uploads, holder))
+    store = LocalMultipartStore(temp / "s3-multipart", uploads, holder)
+    return S3App(ops, notes, settings, users, store)

@@ -1,9 +1,11 @@
-"""The buckets (setting ``s3_buckets``) and the one way a key becomes a tree path.
+"""The buckets (setting ``s3_buckets``) and the one way a key becomes a path.
 
-A bucket is a name for a folder of the tree. ``Bucket.path_of`` is the only place a key
-turns into a path: any ``..`` segment (in whichever spelling reached us: the URL is
-decoded once, backslashes count as slashes) and NUL are refused, leading slashes are
-dropped, and the result is checked to be the bucket's folder or below it.
+A bucket is a name for a folder of the tree, which is the root its requests are held
+in (``Context.caller``). ``Bucket.path_of`` is the only place a key turns into a path
+in that root: any ``..`` segment (in whichever spelling reached us: the URL is decoded
+once, backslashes count as slashes) and NUL are refused, leading slashes are dropped.
+Where the path really leads, through links and Aliases, the file services decide, as
+they do for a user's base path.
 """
 
 from __future__ import annotations
@@ -27,18 +29,13 @@ class Bucket:
     path: str
 
     def path_of(self, key: str) -> str:
-        """The tree path of ``key``; a key that would leave the bucket is refused."""
+        """The path of ``key`` in the bucket's root; a key with a ``..`` is refused."""
         if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
             raise S3Error("KeyTooLongError", "Your key is too long", f"/{self.name}/{key}")
         try:
-            return join_base(self.path, key)
+            return join_base("/", key)
         except ManifoldError as exc:
             raise S3Error("AccessDenied", "key leaves the bucket", f"/{self.name}/{key}") from exc
-
-    def key_of(self, path: str) -> str:
-        """The key of a tree path below the bucket's folder (without a leading slash)."""
-        base = self.path.rstrip("/")
-        return path[len(base) :].lstrip("/")
 
 
 def parse_buckets(text: str) -> dict[str, Bucket]:

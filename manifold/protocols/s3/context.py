@@ -1,4 +1,8 @@
-"""One S3 request as the handlers see it: who asks, which bucket and key, its body."""
+"""One S3 request as the handlers see it: who asks, which bucket and key, its body.
+
+The key pair's caller is held in the bucket's folder (``Caller.rooted``): a bucket is
+a root for the file services as a user's base path is, so they resolve its keys onto
+it and refuse whatever a link or an Alias would take out of it."""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ import hashlib
 import hmac
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,6 +23,7 @@ from manifold.protocols.s3.errors import S3Error
 from manifold.protocols.s3.multipart import MultipartStore
 from manifold.protocols.s3.xml import MAX_XML_BODY
 from manifold.services.auth.service import Caller
+from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 
 XML = "application/xml"
@@ -29,7 +33,8 @@ XML = "application/xml"
 class Context:
     request: Request
     ops: GuardedOps
-    caller: Caller
+    notes: ObjectNotes
+    keys: Caller  # the key pair's caller, before it is held in a bucket
     store: MultipartStore
     buckets: dict[str, Bucket]
     signed: sigv4.Signed
@@ -44,10 +49,19 @@ class Context:
         return bucket
 
     @property
+    def caller(self) -> Caller:
+        """The key pair's caller held in the request's bucket."""
+        return self.caller_in(self.bucket)
+
+    def caller_in(self, bucket: Bucket) -> Caller:
+        return self.keys.rooted(bucket.path)
+
+    @property
     def resource(self) -> str:
         return f"/{self.bucket_name}/{self.key}" if self.key else f"/{self.bucket_name}"
 
     def path(self) -> str:
+        """The key's path in its bucket (the caller's root)."""
         return self.bucket.path_of(self.key)
 
     def param(self, name: str, default: str = "") -> str:
@@ -82,18 +96,10 @@ class Context:
                 raise S3Error("InvalidRequest", "The request document is too large")
         return bytes(held)
 
-    def modified(self) -> datetime | None:
-        """The time a client keeps in metadata (rclone's ``mtime``), if it sent one."""
-        text = self.header("x-amz-meta-mtime")
-        try:
-            return datetime.fromtimestamp(float(text), UTC) if text else None
-        except (ValueError, OverflowError, OSError):
-            return None
-
     async def make_parent(self, path: str) -> None:
         """Folders above a new key are made as the key is written, as S3 implies them."""
         parent = split_path(path)[0]
-        if parent != self.bucket.path:
+        if parent != "/":
             await self.ops.mkdir(self.caller, parent)
 
 

@@ -30,6 +30,7 @@ STATUS: dict[str, int] = {
     "InvalidRequest": 400,
     "KeyTooLongError": 400,
     "MalformedXML": 400,
+    "MetadataTooLarge": 400,
     "MethodNotAllowed": 405,
     "MissingContentLength": 411,
     "NoSuchBucket": 404,

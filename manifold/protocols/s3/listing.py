@@ -6,8 +6,10 @@ entries by name, with ``/`` after each folder's, and descending into folders in 
 order gives every key in S3's order. A prefix names the one folder to start in; a
 folder whose keys all sort before the marker is never listed; the walk stops when the
 page is full. With the delimiter ``/`` folders are common prefixes and none is entered.
-A folder behind a password is refused when a prefix names it, and left out of a walk
-that only passes through it (S3 cannot give a password).
+A folder behind a password, or one a link takes out of the bucket, is refused when a
+prefix names it, and left out of a walk that only passes through it (S3 cannot give a
+password), so one such folder does not cost the whole listing. No key starts with
+``/`` or holds an empty segment: a prefix that does names none.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import builtins
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from manifold.errors import NotAFolder, ObjectNotFound, PasswordRequired, StorageNotFound
+from manifold.errors import Forbidden, NotAFolder, ObjectNotFound, StorageNotFound
 from manifold.models import Obj
 from manifold.protocols.s3.buckets import Bucket
 
@@ -51,6 +53,8 @@ async def page(
     max_keys: int,
 ) -> Page:
     """Up to ``max_keys`` entries after the key ``after``, and whether more follow."""
+    if not max_keys or not _may_match(prefix):
+        return Page([], False)
     entries: list[Entry] = []
     walk = _grouped(bucket, list_folder, prefix, delimiter, after)
     try:
@@ -125,18 +129,25 @@ async def _folder(
                 yield entry
 
 
+def _may_match(prefix: str) -> bool:
+    """Whether any key can start with ``prefix``: keys are paths below the bucket, with
+    no empty, ``.`` or ``..`` segment, and the last segment of a prefix is open."""
+    folders = prefix.split("/")[:-1]
+    return all(part not in ("", ".", "..") for part in folders)
+
+
 def _order(obj: Obj) -> str:
     return f"{obj.name}/" if obj.is_dir else obj.name
 
 
 async def _entries(list_folder: ListFolder, path: str, entered: bool) -> builtins.list[Obj] | None:
     """A folder's entries; None for one that is not there, or (``entered`` on the way
-    down a walk) one behind a password."""
+    down a walk) one refused: behind a password, or taken out of the bucket by a link."""
     try:
         return await list_folder(path)
     except (ObjectNotFound, NotAFolder, StorageNotFound):
         return None
-    except PasswordRequired:
+    except Forbidden:
         if entered:
             return None
         raise

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from manifold.errors import ManifoldError
 from manifold.models import Obj
-from manifold.protocols.s3 import listing
+from manifold.protocols.s3 import kept, listing
 from manifold.protocols.s3.context import Context, xml_response
 from manifold.protocols.s3.errors import S3Error, from_manifold
 from manifold.protocols.s3.objects import remove_key
@@ -76,9 +76,8 @@ async def list_objects_v2(ctx: Context) -> Response:
         parts.append(tag("NextContinuationToken", _encode_token(found.last)))
     if start_after:
         parts.append(tag("StartAfter", encoded(start_after, url)))
-    return xml_response(
-        document("ListBucketResult", *parts, _entries(found, url, ctx.has("fetch-owner")))
-    )
+    entries = _entries(found, await _tags(ctx, found), url, ctx.has("fetch-owner"))
+    return xml_response(document("ListBucketResult", *parts, entries))
 
 
 async def list_objects_v1(ctx: Context) -> Response:
@@ -88,7 +87,8 @@ async def list_objects_v1(ctx: Context) -> Response:
     parts = [head, tag("Marker", encoded(marker, url))]
     if found.truncated:
         parts.append(tag("NextMarker", encoded(found.last, url)))
-    return xml_response(document("ListBucketResult", *parts, _entries(found, url, True)))
+    entries = _entries(found, await _tags(ctx, found), url, True)
+    return xml_response(document("ListBucketResult", *parts, entries))
 
 
 async def delete_objects(ctx: Context) -> Response:
@@ -134,7 +134,17 @@ async def _page(ctx: Context, after: str) -> tuple[listing.Page, str]:
     return found, "".join(head)
 
 
-def _entries(found: listing.Page, url: bool, owner: bool) -> str:
+async def _tags(ctx: Context, found: listing.Page) -> dict[str, str]:
+    """The ETags of the page's files, a multipart upload's where one made the file."""
+    files = [(e.key, e.obj) for e in found.entries if e.obj is not None and not e.obj.is_dir]
+    if not files:
+        return {}
+    bucket = ctx.bucket
+    notes = await ctx.notes.listed(ctx.caller, [(bucket.path_of(k), obj) for k, obj in files])
+    return {key: kept.tag_of(obj, note) for (key, obj), note in zip(files, notes, strict=True)}
+
+
+def _entries(found: listing.Page, tags: dict[str, str], url: bool, owner: bool) -> str:
     contents, prefixes = [], []
     for entry in found.entries:
         if entry.obj is None:
@@ -147,7 +157,7 @@ def _entries(found: listing.Page, url: bool, owner: bool) -> str:
             "<Contents>"
             + tag("Key", encoded(entry.key, url))
             + tag("LastModified", iso_time(obj.modified))
-            + tag("ETag", etag(obj))
+            + tag("ETag", tags.get(entry.key) or etag(obj))
             + tag("Size", 0 if obj.is_dir else obj.size)
             + (f"<Owner>{OWNER}</Owner>" if owner else "")
             + tag("StorageClass", "STANDARD")

@@ -1,4 +1,4 @@
-"""Object requests: HEAD, GET (ranges, conditions), PUT, copy and DELETE.
+"""Object requests: HEAD, GET (ranges, conditions), PUT (conditions, metadata) and DELETE.
 
 A key names a file; a key ending in ``/`` names a folder, the zero-byte object an S3
 console makes for one (PUT makes the folder, HEAD and GET find it, DELETE removes it
@@ -8,44 +8,40 @@ the ``/`` is no object, as in S3.
 
 from __future__ import annotations
 
-import mimetypes
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from urllib.parse import unquote
-
 from starlette.responses import Response, StreamingResponse
 
 from manifold.errors import ObjectNotFound
 from manifold.models import Obj
-from manifold.protocols.s3.buckets import Bucket
-from manifold.protocols.s3.context import Context, xml_response
+from manifold.protocols.s3 import conditions, kept
+from manifold.protocols.s3.context import Context
 from manifold.protocols.s3.errors import S3Error
-from manifold.protocols.s3.xml import EMPTY_MD5, document, etag, http_time, iso_time, tag
+from manifold.protocols.s3.xml import EMPTY_MD5, etag
+from manifold.services.fs.notes import Note
 
 
 async def head_object(ctx: Context) -> Response:
-    obj = await _object(ctx)
-    refused = _precondition(ctx, obj)
+    obj, note = await found(ctx)
+    refused = conditions.read_answer(ctx, kept.tag_of(obj, note), obj.modified)
     if refused is not None:
         return refused
-    return Response(status_code=200, headers=_headers(obj, obj.size))
+    return Response(status_code=200, headers=kept.object_headers(obj, note, obj.size))
 
 
 async def get_object(ctx: Context) -> Response:
-    obj = await _object(ctx)
-    refused = _precondition(ctx, obj)
+    obj, note = await found(ctx)
+    refused = conditions.read_answer(ctx, kept.tag_of(obj, note), obj.modified)
     if refused is not None:
         return refused
     span = _range(ctx.header("range"), obj.size)
     if obj.is_dir:
-        return Response(b"", headers=_headers(obj, 0))
+        return Response(b"", headers=kept.object_headers(obj, note, 0))
     if span is None:
         _, stream = await ctx.ops.open_read(ctx.caller, ctx.path())
-        return StreamingResponse(stream, headers=_headers(obj, obj.size))
+        return StreamingResponse(stream, headers=kept.object_headers(obj, note, obj.size))
     start, length = span
     _, stream = await ctx.ops.open_read(ctx.caller, ctx.path(), start, length)
-    headers = _headers(obj, length)
-    headers["Content-Range"] = f"bytes {start}-{start + length - 1}/{obj.size}"
+    headers = kept.object_headers(obj, note, length)
+    headers["content-range"] = f"bytes {start}-{start + length - 1}/{obj.size}"
     return StreamingResponse(stream, status_code=206, headers=headers)
 
 
@@ -55,29 +51,17 @@ async def put_object(ctx: Context) -> Response:
     if ctx.key.endswith("/"):
         if size:
             raise S3Error("InvalidRequest", "A folder's key ending in / takes no bytes")
+        await conditions.check_write(ctx)
         await ctx.ops.mkdir(ctx.caller, path)
         return Response(headers={"ETag": f'"{EMPTY_MD5}"'})
+    headers = kept.from_request(ctx.request.headers)
+    only_new = await conditions.check_write(ctx)
     await ctx.make_parent(path)
-    obj = await ctx.ops.put(ctx.caller, path, ctx.body(), size, ctx.modified())
+    modified = kept.modified_of(headers)
+    written = ctx.ops.put(ctx.caller, path, ctx.body(), size, modified, overwrite=not only_new)
+    obj = await conditions.only_new(only_new, written)
+    await ctx.notes.keep(ctx.caller, path, Note(meta=headers))
     return Response(headers={"ETag": etag(obj)})
-
-
-async def copy_object(ctx: Context) -> Response:
-    source, source_key = copy_source(ctx)
-    src = source.path_of(source_key)
-    obj = await ctx.ops.stat(ctx.caller, src)
-    if obj.is_dir:
-        raise S3Error(
-            "NoSuchKey", "The specified key does not exist.", f"/{source.name}/{source_key}"
-        )
-    dst = ctx.path()
-    if src != dst:
-        await ctx.make_parent(dst)
-        obj = await ctx.ops.copy(ctx.caller, src, dst, overwrite=True)
-    body = document(
-        "CopyObjectResult", tag("LastModified", iso_time(obj.modified)), tag("ETag", etag(obj))
-    )
-    return xml_response(body)
 
 
 async def delete_object(ctx: Context) -> Response:
@@ -92,49 +76,28 @@ async def remove_key(ctx: Context, key: str) -> None:
         obj = await ctx.ops.stat(ctx.caller, path)
     except ObjectNotFound:
         return
-    if obj.is_dir != key.endswith("/") or path == ctx.bucket.path:
+    if obj.is_dir != key.endswith("/") or path == "/":
         return  # "d" is no object when d is a folder, nor "f/" when f is a file
     if obj.is_dir and await ctx.ops.list(ctx.caller, path):
         return  # the folder's marker goes, the keys below it stay
     await ctx.ops.remove(ctx.caller, path)
+    if not obj.is_dir:
+        await ctx.notes.forget(ctx.caller, path)
 
 
-def copy_source(ctx: Context) -> tuple[Bucket, str]:
-    text = unquote(ctx.header("x-amz-copy-source").partition("?")[0]).lstrip("/")
-    name, _, key = text.partition("/")
-    bucket = ctx.buckets.get(name)
-    if bucket is None:
-        raise S3Error("NoSuchBucket", "The specified bucket does not exist", f"/{name}")
-    if not key:
-        raise S3Error("InvalidArgument", "Copy Source must mention the source bucket and key")
-    return bucket, key
-
-
-async def _object(ctx: Context) -> Obj:
-    path = ctx.path()
+async def found(ctx: Context) -> tuple[Obj, Note]:
+    """The object the request's key names, with its note; ``NoSuchKey`` without one."""
     try:
-        obj = await ctx.ops.stat(ctx.caller, path)
+        obj, note = await ctx.notes.stat(ctx.caller, ctx.path())
     except ObjectNotFound as exc:
-        raise _no_such_key(ctx) from exc
+        raise no_such_key(ctx.resource) from exc
     if obj.is_dir != ctx.key.endswith("/"):
-        raise _no_such_key(ctx)
-    return obj
+        raise no_such_key(ctx.resource)
+    return obj, note
 
 
-def _no_such_key(ctx: Context) -> S3Error:
-    return S3Error("NoSuchKey", "The specified key does not exist.", ctx.resource)
-
-
-def _headers(obj: Obj, length: int) -> dict[str, str]:
-    kind = "application/x-directory" if obj.is_dir else None
-    kind = kind or mimetypes.guess_type(obj.name)[0] or "application/octet-stream"
-    return {
-        "Content-Length": str(length),
-        "Content-Type": kind,
-        "ETag": etag(obj),
-        "Last-Modified": http_time(obj.modified),
-        "Accept-Ranges": "bytes",
-    }
+def no_such_key(resource: str) -> S3Error:
+    return S3Error("NoSuchKey", "The specified key does not exist.", resource)
 
 
 def _range(header: str, size: int) -> tuple[int, int] | None:
@@ -159,40 +122,3 @@ def _range(header: str, size: int) -> tuple[int, int] | None:
     if start >= size or end < start:
         raise S3Error("InvalidRange", "The requested range is not satisfiable")
     return start, end - start + 1
-
-
-def _precondition(ctx: Context, obj: Obj) -> Response | None:
-    tag_now = etag(obj)
-    match = ctx.header("if-match")
-    if match and not _tag_listed(match, tag_now):
-        raise S3Error(
-            "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"
-        )
-    none_match = ctx.header("if-none-match")
-    if none_match and _tag_listed(none_match, tag_now):
-        return Response(status_code=304, headers={"ETag": tag_now})
-    since = _http_date(ctx.header("if-unmodified-since"))
-    if not match and since is not None and _seconds(obj.modified) > since:
-        raise S3Error(
-            "PreconditionFailed", "At least one of the pre-conditions you specified did not hold"
-        )
-    since = _http_date(ctx.header("if-modified-since"))
-    if not none_match and since is not None and _seconds(obj.modified) <= since:
-        return Response(status_code=304, headers={"ETag": tag_now})
-    return None
-
-
-def _tag_listed(header: str, tag_now: str) -> bool:
-    listed = {part.strip().removeprefix("W/") for part in header.split(",")}
-    return "*" in listed or tag_now in listed or tag_now.strip('"') in listed
-
-
-def _http_date(text: str) -> datetime | None:
-    try:
-        return parsedate_to_datetime(text).astimezone(UTC) if text else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _seconds(when: datetime) -> datetime:
-    return when.astimezone(UTC).replace(microsecond=0)

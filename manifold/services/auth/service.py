@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyotp
@@ -14,6 +14,7 @@ import qrcode
 from manifold.concurrency import CPU_POOL, run_in
 from manifold.errors import BadRequest, Forbidden, TooManyAttempts, TwoFactorRequired, Unauthorized
 from manifold.models import Role, User
+from manifold.paths import join_base
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth import ldap, ldap_login
 from manifold.services.auth.limiter import LoginLimiter
@@ -34,12 +35,28 @@ Protocol = Literal["api", "webdav", "ftp", "sftp", "s3"]
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking, passed explicitly to every service call."""
+    """Who is asking, passed explicitly to every service call.
+
+    ``root``, when set, is a folder below the user's base path that this caller is held
+    in (a full tree path): paths are resolved onto it and links may not leave it, as
+    they may not leave a base path. A protocol that serves one folder of a user's tree
+    as a whole (S3's bucket) says so with ``rooted`` instead of checking paths itself.
+    """
 
     user: User
     client: str
     token: str = ""
     protocol: Protocol = "api"
+    root: str = ""
+
+    @property
+    def base(self) -> str:
+        """The folder the caller's paths are below: ``root``, else the base path."""
+        return self.root or self.user.base_path
+
+    def rooted(self, path: str) -> Caller:
+        """This caller held in ``path`` (named as this caller names paths)."""
+        return replace(self, root=join_base(self.base, path))
 
 
 class AuthService:

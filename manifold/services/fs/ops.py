@@ -167,14 +167,17 @@ class GuardedOps:
         strict: bool = False,
         folders: bool = False,
         shallow: bool = False,
+        source: Caller | None = None,
     ) -> Obj:
         """Copy ``src`` to the exact path ``dst`` and return the copy once it is whole;
         ``overwrite`` and ``folders`` as for ``rename``. ``shallow`` (WebDAV's COPY of a
-        folder with ``Depth: 0``) makes the folder without its contents."""
+        folder with ``Depth: 0``) makes the folder without its contents. ``source``:
+        the caller held in another root (``Caller.rooted``) that names ``src``, as S3
+        copies from one bucket into another."""
         self._protocol_allows(caller, write=True)
         replace = Replace.of(overwrite, folders)
         return await self._writer.copy_to(
-            caller, src, dst, replace, password, strict=strict, shallow=shallow
+            caller, src, dst, replace, password, strict=strict, shallow=shallow, source=source
         )
 
     async def remove(

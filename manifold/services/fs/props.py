@@ -6,11 +6,16 @@ the same database sees a change at once. A listing costs one read for the folder
 and its entries, which is small beside the listing (measured with bench_dav's warm
 PROPFIND of 10,000 entries). They follow their object: moved, copied and removed
 with it, below folders too.
+
+The same rows hold what the server itself keeps on an object (``notes.ObjectNotes``),
+under names starting with ``INTERNAL``: no WebDAV client can give such a name (an XML
+name with a prefix arrives as ``{namespace}local``), and they are never shown as
+properties; they move, copy and go with their object as the properties do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from manifold.errors import PermissionDenied
@@ -19,6 +24,7 @@ from manifold.services.auth.service import Caller
 from manifold.services.fs.ops import protocol_allows
 
 Row = tuple[str, str, str]  # path, name, value (the property's XML, as sent)
+INTERNAL = "manifold:"
 Props = Mapping[str, str]
 _NONE: Props = {}
 
@@ -32,6 +38,9 @@ class PropStore(Protocol):
 
     async def below(self, path: str) -> list[Row]:
         """The rows of ``path`` and of every path below it."""
+
+    async def named(self, name: str, paths: Sequence[str]) -> list[Row]:
+        """The rows called ``name`` of any of ``paths``."""
 
     async def replace(self, removed: Iterable[tuple[str, str]], added: Iterable[Row]) -> None:
         """Delete the (path, name) rows ``removed`` and insert ``added``, all at once."""
@@ -98,5 +107,6 @@ class DeadProps:
 def _grouped(rows: list[Row]) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for path, name, value in rows:
-        found.setdefault(path, {})[name] = value
+        if not name.startswith(INTERNAL):
+            found.setdefault(path, {})[name] = value
     return found

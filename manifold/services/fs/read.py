@@ -109,17 +109,20 @@ class GuardedReader:
         self._confinement = Confinement(tree)
 
     def resolve(self, caller: Caller, path: str) -> str:
-        return join_base(caller.user.base_path, path)
+        """The full path of a path the caller names: below its base path (or its
+        ``root``), never outside it."""
+        return join_base(caller.base, path)
 
     async def confine(self, caller: Caller, full: str) -> None:
-        """Refuse ``full`` when links take it out of the caller's base path, or out of
-        an alias target it is reached through (see ``confine.Confinement``)."""
+        """Refuse ``full`` when links take it out of the caller's base path (or root), or
+        out of an alias target it is reached through (see ``confine.Confinement``)."""
         if await self.escaping(caller, (full,)):
             raise PermissionDenied()
 
     async def escaping(self, caller: Caller, paths: Sequence[str]) -> set[str]:
-        """Those of ``paths`` that links take out of the caller's base path, asked at once."""
-        return await self._confinement.escaping(clean_path(caller.user.base_path), paths)
+        """Those of ``paths`` that links take out of the caller's base path (its ``root``
+        where it has one), asked at once."""
+        return await self._confinement.escaping(clean_path(caller.base), paths)
 
     async def real_place(self, path: str, across_aliases: bool = True) -> RealPlace:
         """Where ``path`` really is: its storage, and its place there with links followed,
@@ -130,7 +133,7 @@ class GuardedReader:
     def links_confine(self, caller: Caller) -> bool:
         """Whether links can take a path out of the caller's base path (see ``escaping``):
         a base path inside a storage, or at the root of one (an Alias's target)."""
-        base = clean_path(caller.user.base_path)
+        base = clean_path(caller.base)
         return base != "/" and self.tree.find(base) is not None
 
     async def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:

@@ -74,7 +74,7 @@ class GuardedWriter:
         """``folder/name`` for a client-supplied ``name`` that must be one segment."""
         validate_name(name)
         full = clean_path(f"{folder}/{name}")
-        if split_path(full) != (folder, name) or not is_sub_path(caller.user.base_path, full):
+        if split_path(full) != (folder, name) or not is_sub_path(caller.base, full):
             raise PermissionDenied()
         await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
@@ -197,13 +197,17 @@ class GuardedWriter:
         *,
         strict: bool = False,
         shallow: bool = False,
+        source: Caller | None = None,
     ) -> Obj:
         """Copy ``src`` to the full path ``dst`` and return the copy once it is whole,
         replacing what stands there only as ``replace`` and the rule book allow;
         ``strict``: ``ParentNotFound`` when the folder of ``dst`` is missing;
-        ``shallow``: a folder is copied without its contents."""
+        ``shallow``: a folder is copied without its contents; ``source``: the same
+        user held in another root, that ``src`` is named in."""
         self.require(caller, Perm.COPY)
-        full, target = await self._ends(caller, src, dst, password)
+        if source is not None and source.user != caller.user:
+            raise PermissionDenied()
+        full, target = await self._ends(caller, src, dst, password, source)
         if strict:
             await self.require_parent(target)
         self.tree.refuse_root(self.place(full), "copy")
@@ -539,7 +543,7 @@ class GuardedWriter:
 
     async def recheck_path(self, caller: Caller, full: str, password: str = "") -> None:
         """What ``folder`` and ``child`` check, for a path already joined to a base path."""
-        if not is_sub_path(caller.user.base_path, full):
+        if not is_sub_path(caller.base, full):
             raise PermissionDenied()
         await self._fs.check_access(caller, full, password)
         await self._fs.confine(caller, full)
@@ -608,18 +612,22 @@ class GuardedWriter:
             await self._decide(caller, src, dst, replace, password)
         return pairs
 
-    async def _ends(self, caller: Caller, src: str, dst: str, password: str) -> tuple[str, str]:
-        """The checked full paths of a source and of the new path it is to have."""
+    async def _ends(
+        self, caller: Caller, src: str, dst: str, password: str, source: Caller | None = None
+    ) -> tuple[str, str]:
+        """The checked full paths of a source (named by ``source``, else ``caller``) and
+        of the new path it is to have."""
+        reader = source or caller
         src_dir, name = split_path(clean_path(src))
         dst_dir, new_name = split_path(clean_path(dst))
         full = await self.child(
-            caller, await self.folder(caller, src_dir, password), name, password
+            reader, await self.folder(reader, src_dir, password), name, password
         )
         dst_folder = await self.folder(caller, dst_dir, password)
         if new_name != name:
             validate_new_name(new_name)
         target = await self.child(caller, dst_folder, new_name, password)
-        await self.walker.guard_whole(caller, full, password, self._carries_links(full, target))
+        await self.walker.guard_whole(reader, full, password, self._carries_links(full, target))
         return full, target
 
     def _carries_links(self, src: str, dst: str) -> bool:
