@@ -83,7 +83,8 @@ class NameTooLong(InvalidRequest):
     any back end sees it, since its "name too long" reads as a failure worth retrying."""
 
     def __init__(self, name: str = "") -> None:
-        super().__init__(f"file name too long: {len(name.encode())} bytes, at most 255")
+        size = len(name.encode("utf-8", "surrogatepass"))
+        super().__init__(f"file name too long: {size} bytes, at most 255")
 
 
 class IndexRunning(BadRequest):

@@ -1,5 +1,6 @@
 """Names a client gives to something new hold no control or text-reordering character;
-entries already named so stay readable, movable and removable."""
+entries a back end already holds under such names are left out of every listing, as
+names no client could have given (``vfs.names``), and their folders are not empty."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from manifold.errors import InvalidRequest
 from manifold.services.auth.service import Caller
-from tests.api.fs_helpers import fs_list, make_tree, mount_local, names
+from tests.api.fs_helpers import fs_get, fs_list, make_tree, mount_local, names
 from tests.conftest import Api
 
 # A right-to-left override, a bell, a zero-width space, a C1 control, a line separator.
@@ -61,26 +62,21 @@ async def test_new_names_are_refused_everywhere(api: Api, root: Path, name: str)
     assert sorted(p.name for p in root.rglob("*")) == before
 
 
-async def test_entries_already_named_so_stay_usable(api: Api, root: Path) -> None:
-    assert ODD in names(await fs_list(api, "/local"))
-    assert names(await fs_list(api, f"/local/{ODD}")) == ["in.txt"]
-    body = await api.post("/api/fs/mkdir", {"path": f"/local/{ODD}/made"})
+async def test_entries_already_named_so_are_left_out(api: Api, root: Path) -> None:
+    assert names(await fs_list(api, "/local")) == ["a.txt", "sub"]
+    for path in (f"/local/{ODD}", f"/local/{ODD}/in.txt"):
+        body = await fs_get(api, path)
+        assert (body["code"], body["message"]) == (500, "object not found")
+    assert names(await fs_list(api, "/local/sub")) == []
+    (root / "sub" / "bell\x07").write_text("kept")
+    body = await api.post("/api/fs/list", {"path": "/local/sub", "refresh": True})
+    assert names(body) == []
+    # A folder holding only such entries is not empty: nothing removes it as empty.
+    body = await api.post("/api/fs/remove_empty_directory", {"src_dir": "/local"})
     assert body["code"] == 200, body
-    body = await api.post("/api/fs/rename", {"path": f"/local/{ODD}", "name": ODD})
+    assert (root / "sub" / "bell\x07").read_text() == "kept"
+    # Its folder, renamed or moved whole, carries it along.
+    body = await api.post("/api/fs/rename", {"path": "/local/sub", "name": "renamed"})
     assert body["code"] == 200, body
-    who = await admin(api)
-    await api.services.ops.copy(who, f"/local/{ODD}", f"/local/sub/{ODD}")
-    assert (root / "sub" / ODD / "in.txt").read_text() == "inner"
-    body = await api.post(
-        "/api/fs/move", {"src_dir": "/local/sub", "dst_dir": "/local", "names": [ODD]}
-    )
-    assert (body["code"], body["message"]) == (403, f"file [{ODD}] exists")
-    await api.services.ops.rename(who, f"/local/sub/{ODD}", "/local/sub/kept")
-    body = await api.post(
-        "/api/fs/move", {"src_dir": "/local", "dst_dir": "/local/sub", "names": [ODD]}
-    )
-    assert body["code"] == 200, body
-    assert (root / "sub" / ODD / "made").is_dir()
-    body = await api.post("/api/fs/remove", {"dir": "/local/sub", "names": [ODD]})
-    assert body["code"] == 200, body
-    assert sorted(p.name for p in (root / "sub").iterdir()) == ["kept"]
+    assert (root / "renamed" / "bell\x07").read_text() == "kept"
+    assert (root / ODD / "in.txt").read_text() == "inner"

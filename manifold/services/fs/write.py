@@ -401,6 +401,8 @@ class GuardedWriter:
         for path, visit in reversed(folders):
             if visit.withheld or any(e.path not in removed for e in visit.entries):
                 continue
+            if self.tree.left_out(path):
+                continue  # entries left out of its listing for their names are content
             if self.place(path).is_root:
                 continue  # a storage's root is the storage page's business
             await self.tree.remove(path)
