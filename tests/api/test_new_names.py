@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from manifold.errors import InvalidRequest
+from manifold.errors import InvalidRequest, NameTooLong
 from manifold.services.auth.service import Caller
 from tests.api.fs_helpers import fs_get, fs_list, make_tree, mount_local, names
 from tests.conftest import Api
@@ -80,3 +80,45 @@ async def test_entries_already_named_so_are_left_out(api: Api, root: Path) -> No
     assert body["code"] == 200, body
     assert (root / "renamed" / "bell\x07").read_text() == "kept"
     assert (root / ODD / "in.txt").read_text() == "inner"
+
+
+LONG = "é" * 128  # 256 bytes of UTF-8
+LONGEST = "é" * 127 + "x"  # 255 bytes
+
+
+def too_long(body: dict[str, object]) -> bool:
+    return (body["code"], body["message"]) == (400, "file name too long: 256 bytes, at most 255")
+
+
+async def test_long_new_names_are_refused_before_the_storage_sees_them(
+    api: Api, root: Path
+) -> None:
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert too_long(await api.post("/api/fs/mkdir", {"path": f"/local/{LONG}"}))
+    assert too_long(await api.post("/api/fs/mkdir", {"path": f"/local/new/{LONG}/deeper"}))
+    assert too_long(await api.post("/api/fs/rename", {"path": "/local/a.txt", "name": LONG}))
+    batch = {"src_dir": "/local", "rename_objects": [{"src_name": "a.txt", "new_name": LONG}]}
+    assert too_long(await api.post("/api/fs/batch_rename", batch))
+    for path in (f"/local/{LONG}", f"/local/new/{LONG}/file.txt"):
+        response = await api.client.put(
+            "/api/fs/put",
+            content=b"x",
+            headers={"File-Path": quote(path), "Authorization": api.token},
+        )
+        assert too_long(response.json()), path
+    who = await admin(api)
+    with pytest.raises(NameTooLong):
+        await api.services.ops.rename(who, "/local/a.txt", f"/local/sub/{LONG}")
+    with pytest.raises(NameTooLong):
+        await api.services.ops.copy(who, "/local/a.txt", f"/local/sub/{LONG}")
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+
+
+async def test_names_of_255_bytes_are_made(api: Api, root: Path) -> None:
+    body = await api.post("/api/fs/mkdir", {"path": f"/local/{LONGEST}/{LONGEST}"})
+    assert body["code"] == 200, body
+    renamed = LONGEST[:-1] + "y"
+    body = await api.post("/api/fs/rename", {"path": "/local/a.txt", "name": renamed})
+    assert body["code"] == 200, body
+    assert (root / renamed).read_text() == "alpha"
+    assert (root / LONGEST / LONGEST).is_dir()

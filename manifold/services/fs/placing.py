@@ -37,7 +37,7 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj
-from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.paths import clean_path, is_sub_path, refuse_long_name, split_path, validate_name
 
 if TYPE_CHECKING:
     from manifold.services.fs.tree import FileTree
@@ -66,6 +66,8 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         return (await tree.lookup(path))[0]
     (src_dir, name), (dst_dir, new_name) = split_path(path), split_path(dst)
     validate_name(new_name)
+    if new_name != name:
+        refuse_long_name(new_name)
     if not src.same_storage(tree.place(dst_dir)):
         raise ServerError.across_storages()
     existing = await tree.exists(tree.place(dst))
@@ -106,6 +108,8 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         return (await tree.lookup(path))[0]
     (_, name), (dst_dir, new_name) = split_path(path), split_path(dst)
     validate_name(new_name)
+    if new_name != name:
+        refuse_long_name(new_name)
     existing = await tree.exists(tree.place(dst))
     if existing is not None and not replace:
         raise ObjectExists()
