@@ -17,6 +17,9 @@ the folder's fingerprint on every use, so a change made behind the server's back
 shows at once; a write through Manifold changes the fingerprint too, so the next
 listing after it is one rescan.
 
+Every listing and every looked-up object passes ``vfs.names`` first: an entry whose name
+cannot be an entry of its folder, or holds a character no new name may, is left out.
+
 A driver whose back end keeps listings of its own (another AList) hears of a
 ``refresh`` through ``Driver.list_refreshed``, so the refresh reaches the back end.
 """
