@@ -82,8 +82,11 @@ class NameTooLong(InvalidRequest):
     """A new name longer than file systems keep (255 bytes in UTF-8): refused before
     any back end sees it, since its "name too long" reads as a failure worth retrying."""
 
+    default_message = "file name too long"
+
     def __init__(self, name: str = "") -> None:
-        super().__init__(f"file name too long: {len(name.encode())} bytes, at most 255")
+        size = len(name.encode("utf-8", "surrogatepass"))
+        super().__init__(f"file name too long: {size} bytes, at most 255" if name else None)
 
 
 class IndexRunning(BadRequest):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 
-from manifold.errors import InvalidRequest, RelativePath
+from manifold.errors import InvalidRequest, NameTooLong, RelativePath
 
 
 def clean_path(path: str) -> str:
@@ -62,6 +62,21 @@ def is_sub_path(parent: str, path: str) -> bool:
     return parent == "/" or path == parent or path.startswith(parent + "/")
 
 
+def child_path(parent: str, name: str) -> str:
+    """``parent/name`` for a ``name`` a listing gave; ``RelativePath`` unless the result
+    is an entry directly below ``parent`` named ``name``.
+
+    Every walk joins listed names through here: a name a back end made up (``..``,
+    ``a/../../b``, ``a\\b``, which ``clean_path`` reads as ``a/b``) can then never
+    take the walk out of the folder it lists.
+    """
+    parent = clean_path(parent)
+    joined = clean_path(f"{parent}/{name}")
+    if not is_tree_name(name) or split_path(joined) != (parent, name):
+        raise RelativePath()
+    return joined
+
+
 def split_path(path: str) -> tuple[str, str]:
     """Parent folder and name of a cleaned path; the root's name is empty."""
     path = clean_path(path)
@@ -100,13 +115,49 @@ def safe_name(name: str, replacement: str = "_") -> str:
 
 
 def validate_new_name(name: str) -> str:
-    """``validate_name``, and no control or text-reordering character: for a name a
-    client gives to something new (an upload, a folder, a rename's target). Existing
-    entries with such names can still be read, moved and removed."""
+    """``validate_name``, no control or text-reordering character and at most
+    ``MAX_NAME_BYTES`` bytes: for a name a client gives to something new (an upload, a
+    folder, a rename's target)."""
     validate_name(name)
     if has_unsafe_chars(name):
         raise InvalidRequest(f"invalid name: {name!r}: control characters are not allowed")
+    return refuse_long_name(name)
+
+
+# The longest name common file systems keep (ext4, XFS, Btrfs, NTFS in UTF-16 units):
+# longer ones get a "name too long" from the back end that clients take for a failure
+# worth retrying, so they are refused before any back end sees them.
+MAX_NAME_BYTES = 255
+
+
+def name_bytes(name: str) -> int:
+    """The length of ``name`` in UTF-8 (a lone surrogate counting as three bytes)."""
+    return len(name.encode("utf-8", "surrogatepass"))
+
+
+def refuse_long_name(name: str) -> str:
+    """``name``, or ``NameTooLong`` when it is over ``MAX_NAME_BYTES`` bytes."""
+    if name_bytes(name) > MAX_NAME_BYTES:
+        raise NameTooLong(name)
     return name
+
+
+# What a name can never hold: a path reads a backslash as a slash, and NUL ends it.
+_SEPARATORS = frozenset("/\\\x00")
+
+
+def is_tree_name(name: str) -> bool:
+    """Whether ``name`` can be one entry of a folder in the tree at all: not empty, not
+    ``.`` or ``..``, and no ``/``, ``\\`` (paths read it as ``/``) or NUL."""
+    return bool(name) and name not in (".", "..") and _SEPARATORS.isdisjoint(name)
+
+
+def is_listable_name(name: str) -> bool:
+    """Whether an entry a back end lists under ``name`` is shown: a tree name
+    (``is_tree_name``) with no control or text-reordering character, the rule new names
+    follow (``validate_new_name``), so that no listing shows a name no client could
+    have given. Length is no reason: a back end may keep longer names (S3)."""
+    return is_tree_name(name) and not has_unsafe_chars(name)
 
 
 # Drivers write data in progress (uploads, copies) under names with this prefix and
@@ -124,7 +175,7 @@ def validate_name(name: str) -> str:
     """
     if name in (".", ".."):
         raise RelativePath()
-    if not name or any(c in name for c in "/\\\x00"):
+    if not name or not _SEPARATORS.isdisjoint(name):
         raise InvalidRequest(f"invalid name: {name!r}")
     if name.casefold().startswith(RESERVED_PREFIX):
         raise InvalidRequest(

@@ -45,7 +45,13 @@ from manifold.errors import (
     WrongShareCode,
 )
 from manifold.models import Obj, Perm, Role, Share, User
-from manifold.paths import clean_path, has_relative_segment, is_sub_path, split_path
+from manifold.paths import (
+    child_path,
+    clean_path,
+    has_relative_segment,
+    is_sub_path,
+    split_path,
+)
 from manifold.services.auth.limiter import GuessLimiter
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
@@ -221,7 +227,7 @@ class ShareService:
         listed = await self._reader.list(window, below, "", 1, 0)
         entries = listed.entries
         if self._reader.links_confine(window) and entries:
-            inside = [f"{listed.path.rstrip('/')}/{o.name}" for o in entries]
+            inside = [child_path(listed.path, o.name) for o in entries]
             escaping = await self._reader.escaping(window, inside)
             entries = [o for o, p in zip(entries, inside, strict=True) if p not in escaping]
         return Visit(share, rest, found.obj, _ordered(entries, share))

@@ -17,6 +17,9 @@ the folder's fingerprint on every use, so a change made behind the server's back
 shows at once; a write through Manifold changes the fingerprint too, so the next
 listing after it is one rescan.
 
+Every listing and every looked-up object passes ``vfs.names`` first: an entry whose name
+cannot be an entry of its folder, or holds a character no new name may, is left out.
+
 A driver whose back end keeps listings of its own (another AList) hears of a
 ``refresh`` through ``Driver.list_refreshed``, so the refresh reaches the back end.
 """
@@ -46,7 +49,8 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
-from manifold.paths import clean_path, split_path
+from manifold.paths import clean_path, refuse_long_name, split_path
+from manifold.vfs.names import NameCheck
 
 SNAPSHOT_SECONDS = 5.0
 # Objects the memory list cache holds over all listings (an object is a few hundred
@@ -227,6 +231,7 @@ class StorageOps:
         # its puts and copies that must not replace one at a time per destination.
         self._exclusive = EXCLUSIVE_CREATE in driver.promises()
         self._claims: dict[str, _Claim] = {}
+        self._names = NameCheck(storage.mount_path)
 
     @property
     def _ttl(self) -> float:
@@ -241,8 +246,9 @@ class StorageOps:
         path = clean_path(path)
         if path == "/":
             return await self.driver.root_obj()
+        self._names.refuse_unlisted(path)
         if "get" in self.driver.capabilities():
-            return await self.driver.get(path)
+            return self._names.found(path, await self.driver.get(path))
         parent, name = split_path(path)
         for obj in await self.list(parent):
             if obj.name == name:
@@ -292,7 +298,7 @@ class StorageOps:
             listed = [obj async for page in self.driver.list_pages(folder) for obj in page]
         else:
             listed = await self.driver.list(folder)
-        objs = self._sorted(listed)
+        objs = self._sorted(self._names.listed(path, listed))
         if before is not None and _same_objects(objs, before):
             # A rescan that found nothing changed hands out the list it replaces, so
             # that what was derived from it (``vfs.memo``) is still found.
@@ -304,6 +310,11 @@ class StorageOps:
         if self._on_listed is not None:
             self._on_listed(path, objs)
         return objs
+
+    def left_out(self, path: str) -> int:
+        """How many entries the last listing of ``path`` left out for their names
+        (``vfs.names``): a folder that lists empty is not empty while this is not 0."""
+        return self._names.left_out(clean_path(path))
 
     def _remember(self, key: str, folder: Obj, token: str | None) -> None:
         self._prints[key] = (folder, token)
@@ -430,6 +441,8 @@ class StorageOps:
     # --- writes: each patches the cached listings it changes ------------------------
     # Patches replace a cached list with a new one (never mutate it: a reader may be
     # iterating the old one), so the next listing is right without a driver call.
+    # A new name over 255 bytes is refused here at the latest (``refuse_long_name``),
+    # before any back end answers it with a failure clients retry.
 
     async def make_dir(self, path: str) -> Obj:
         """Create the folder ``path`` and any missing parents; an existing folder is fine.
@@ -443,6 +456,8 @@ class StorageOps:
         depth, obj = await self._deepest(names)
         if not obj.is_dir:
             raise ObjectExists("file exists")
+        for name in names[depth:]:
+            refuse_long_name(name)
         for at in range(depth, len(names)):
             obj = await self.driver.make_dir(obj, names[at])
             self.patch_add(_joined(names[:at]), obj)
@@ -469,7 +484,7 @@ class StorageOps:
     async def rename(self, path: str, new_name: str) -> Obj:
         path = clean_path(path)
         parent, name = split_path(path)
-        obj = await self.driver.rename(await self.get(path), new_name)
+        obj = await self.driver.rename(await self.get(path), refuse_long_name(new_name))
         self.patch_remove(parent, name)
         self.patch_add(parent, obj)
         if obj.is_dir:
@@ -491,6 +506,7 @@ class StorageOps:
         step (``Driver.move_over``); the cached listings show it once, at ``dst``."""
         path, dst = clean_path(path), clean_path(dst)
         (parent, name), (dst_dir, new_name) = split_path(path), split_path(dst)
+        refuse_long_name(new_name)
         src, folder, replaced = await asyncio.gather(
             self.get(path), self.get(dst_dir), self.get(dst)
         )
@@ -529,6 +545,7 @@ class StorageOps:
 
     async def put(self, dst_dir: str, upload: Upload) -> Obj:
         """Store a file, creating missing folders; nothing is visible until it is whole."""
+        refuse_long_name(upload.name)
         folder = await self.make_dir(dst_dir)
         if upload.overwrite:
             obj = await self.driver.put(folder, upload)

@@ -151,7 +151,7 @@ CASES = [
     C("R11", "move-no-remove", "move f.txt -> empty/f.txt", "ok", who="keeper"),
     # Copy (the API's copy keeps the name).
     C("-", "copy-free", "copy f.txt -> empty/f.txt", "ok", COPYING),
-    C("R1", "copy-self", "copy f.txt -> f.txt", "no-op", COPYING, dav="denied"),
+    C("R1", "copy-self", "copy f.txt -> f.txt", "no-op", COPYING, dav="denied", s3="exists"),
     C("R2", "copy-into-itself", "copy sub -> sub/deeper/sub", "overlap", API_DAV),
     C("R3", "copy-onto-parent", "copy sub/sub -> sub", "overlap", COPYING),
     C("R3", "copy-onto-own-folder", "copy f.txt -> .", "overlap", ("dav",)),

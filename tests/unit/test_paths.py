@@ -6,10 +6,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from manifold.errors import InvalidRequest, RelativePath
+from manifold.errors import InvalidRequest, NameTooLong, RelativePath
 from manifold.paths import (
+    MAX_NAME_BYTES,
+    child_path,
     clean_path,
     has_relative_segment,
+    is_listable_name,
     is_sub_path,
     join_base,
     safe_name,
@@ -223,3 +226,54 @@ def test_safe_name_keeps_ordinary_unicode() -> None:
     for name in ["résumé.pdf", "日本語.txt", "emoji 😀.png", "a b"]:
         assert safe_name(name) == name
         assert validate_new_name(name) == name
+
+
+# --- names a back end gives, and new names' length ---------------------------------
+
+
+@given(st.sampled_from(["/", "/a", "/a/b/"]), NAME)
+def test_child_path_of_a_plain_name_is_directly_below(parent: str, name: str) -> None:
+    joined = child_path(parent, name)
+    assert split_path(joined) == (clean_path(parent), name)
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "../../../secret", "a/b", "a/../../b", "..\\..\\x", "a\\b", "n\x00"]
+)
+def test_child_path_refuses_names_that_leave_or_miss_the_folder(name: str) -> None:
+    with pytest.raises(RelativePath):
+        child_path("/u/esftp/evil", name)
+    assert not is_listable_name(name)
+
+
+@given(st.sampled_from(["/", "/u", "/u/esftp/evil"]), PATHISH)
+def test_child_path_never_leaves_its_parent(parent: str, name: str) -> None:
+    try:
+        joined = child_path(parent, name)
+    except RelativePath:
+        return
+    assert split_path(joined)[0] == clean_path(parent)
+
+
+@pytest.mark.parametrize("name", ["rtl\u202etxt.exe", "bell\x07", "line\nbreak", "c1\x85"])
+def test_names_no_client_may_give_are_not_listed(name: str) -> None:
+    assert not is_listable_name(name)
+    assert child_path("/a", name) == f"/a/{name}"  # a tree name all the same
+
+
+@pytest.mark.parametrize("unit", ["a", "é", "日", "😀"])
+def test_new_names_hold_at_most_255_bytes(unit: str) -> None:
+    size = len(unit.encode())
+    longest = unit * (MAX_NAME_BYTES // size) + "a" * (MAX_NAME_BYTES % size)
+    assert validate_new_name(longest) == longest
+    with pytest.raises(NameTooLong) as refused:
+        validate_new_name(longest + "a")
+    assert refused.value.code == 400
+    assert refused.value.message == "file name too long: 256 bytes, at most 255"
+    assert validate_name(longest + "a") == longest + "a"  # existing entries stay reachable
+    assert is_listable_name(longest + "a")
+
+
+def test_a_lone_surrogate_counts_and_never_breaks_the_check() -> None:
+    with pytest.raises(NameTooLong):
+        validate_new_name("\ud800" * 86)

@@ -67,6 +67,7 @@ from manifold.drivers.local.thumbs import (
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
+    NameTooLong,
     NotAFile,
     NotAFolder,
     ObjectExists,
@@ -77,6 +78,7 @@ from manifold.errors import (
 )
 from manifold.localfs import TreeChanged, copy_tree, remove_tree
 from manifold.models import THUMB_SELF, DiskUsage, Link, Obj, Storage, new_obj
+from manifold.paths import name_bytes
 
 T = TypeVar("T")
 
@@ -126,6 +128,11 @@ _ERRNO_ERRORS: dict[int, type[ManifoldError]] = {
 
 def translate_os_error(exc: OSError) -> ManifoldError:
     """The ``manifold.errors`` instance for an ``OSError``; unknown errnos are ``ServerError``."""
+    if exc.errno == errno.ENAMETOOLONG:
+        # A lookup of a name longer than the file system holds (new names are refused
+        # before they come here): a bad name, not a failure worth trying again.
+        segments = os.fsdecode(exc.filename or "").split("/")
+        return NameTooLong(max(segments, key=name_bytes))
     error_cls = _ERRNO_ERRORS.get(exc.errno or 0)
     return error_cls() if error_cls is not None else ServerError(exc.strerror or str(exc))
 

@@ -51,6 +51,7 @@ STATUS: dict[str, int] = {
 MAPPED: dict[type[errors.ManifoldError], str] = {
     errors.ManifoldError: "InternalError",
     errors.BadRequest: "InvalidRequest",
+    errors.NameTooLong: "KeyTooLongError",  # a segment of the key over 255 bytes
     errors.Unauthorized: "AccessDenied",
     errors.Forbidden: "AccessDenied",
     errors.FileExists: "OperationAborted",

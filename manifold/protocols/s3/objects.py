@@ -78,7 +78,7 @@ async def remove_key(ctx: Context, key: str) -> None:
         return
     if obj.is_dir != key.endswith("/") or path == "/":
         return  # "d" is no object when d is a folder, nor "f/" when f is a file
-    if obj.is_dir and await ctx.ops.list(ctx.caller, path):
+    if obj.is_dir and not await ctx.ops.is_empty(ctx.caller, path):
         return  # the folder's marker goes, the keys below it stay
     await ctx.ops.remove(ctx.caller, path)
     if not obj.is_dir:

@@ -13,6 +13,7 @@ from manifold import errors
 STATUS: dict[type[errors.ManifoldError], int] = {
     errors.ManifoldError: 500,
     errors.BadRequest: 400,
+    errors.NameTooLong: 400,  # a bad name, never worth retrying (a 5xx is, to clients)
     errors.Unauthorized: 401,
     errors.TwoFactorRequired: 401,
     errors.WrongArchivePassword: 403,

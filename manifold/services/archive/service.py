@@ -58,7 +58,7 @@ from manifold.errors import (
 )
 from manifold.localfs import discard_tree, stale_entries
 from manifold.models import Link, LinkArgs, Obj, Perm, User
-from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.paths import child_path, clean_path, is_sub_path, split_path, validate_name
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
 from manifold.services.archive.reader import (
@@ -426,7 +426,7 @@ class ArchiveService:
             raise ObjectNotFound(EXTRACTED_GONE)
         entry = _Entry(
             ctx.creator,
-            clean_path(f"{dst_dir}/{name}"),
+            child_path(dst_dir, name),
             bool(payload.get("overwrite", False)),
             str(payload.get("dst_password", "")),
         )

@@ -34,7 +34,7 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj, Perm, User
-from manifold.paths import clean_path, split_path
+from manifold.paths import child_path, clean_path, split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs import placing
 from manifold.services.fs.transfers import Transfers
@@ -120,7 +120,7 @@ class Moves:
 
         async def step(path: str, into: str, item: Obj) -> None:
             nonlocal moved
-            target = clean_path(f"{into}/{item.name}")
+            target = child_path(into, item.name)
             await self._move_file(ctx, path, target, item, made[into], overwrite)
             moved += 1
             ctx.set_status(f"moved {moved} of {len(plan.files)} files")
@@ -146,10 +146,11 @@ class Moves:
             plan.folders.append((folder, into))
             visit = await self._writer.walker.visit(caller, folder, password)
             moved = await self._unlinked(folder, visit.entries, home)
-            plan.kept += len(visit.entries) - len(moved)
+            # Entries left out of the listing for their names stay too (``vfs.names``).
+            plan.kept += len(visit.entries) - len(moved) + self._tree.left_out(folder)
             for entry in moved:
                 if entry.obj.is_dir:
-                    pending.append((entry.path, f"{into}/{entry.obj.name}", depth + 1))
+                    pending.append((entry.path, child_path(into, entry.obj.name), depth + 1))
                 else:
                     plan.files.append((entry.path, into, entry.obj))
         return plan
@@ -164,8 +165,8 @@ class Moves:
         for entry in entries:
             if not self._tree.place(entry.path).same_storage(home):
                 continue
-            if real is not None and await self._real(entry.path) == clean_path(
-                f"{real}/{entry.obj.name}"
+            if real is not None and await self._real(entry.path) == child_path(
+                real, entry.obj.name
             ):
                 kept.append(entry)
         return kept
@@ -228,11 +229,12 @@ class Moves:
             await self._tree.rename_to(path, target, replace=True)
 
     async def _remove_emptied(self, folders: builtins.list[str]) -> None:
-        """Remove the source folders left empty, deepest first."""
+        """Remove the source folders left empty, deepest first; one holding entries
+        its listing leaves out for their names is not empty and stays."""
         for folder in reversed(folders):
             try:
                 left, _ = await self._tree.listing(folder, refresh=True)
-                if not left:
+                if not left and not self._tree.left_out(folder):
                     await self._tree.remove(folder)
             except ObjectNotFound:
                 continue  # a folder of keys alone goes with its last key (S3)

@@ -72,13 +72,14 @@ class GuardedOps:
     async def is_empty(self, caller: Caller, path: str, password: str = "") -> bool:
         """Whether the folder holds nothing at all, hidden entries included: SFTP's
         ``rmdir`` removes a folder only when it is empty, and one that merely looks
-        empty to the caller is not."""
+        empty to the caller is not, nor one holding entries left out of listings for
+        their names (``vfs.names``)."""
         self._protocol_allows(caller, write=False)
         listing = await self._fs.list(caller, path, password, 1, 0)
         if listing.entries:
             return False
         objs, _ = await self._fs.list_path(listing.path)
-        return not objs
+        return not objs and not self._fs.tree.left_out(listing.path)
 
     async def open_read(
         self,

@@ -39,7 +39,7 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj
-from manifold.paths import clean_path, is_sub_path, split_path, validate_name
+from manifold.paths import clean_path, is_sub_path, refuse_long_name, split_path, validate_name
 from manifold.services.fs.rules import HOLDS_SOURCE, overlap
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         return (await tree.lookup(path))[0]
     (src_dir, name), (dst_dir, new_name) = split_path(path), split_path(dst)
     validate_name(new_name)
+    if new_name != name:
+        refuse_long_name(new_name)
     if not src.same_storage(tree.place(dst_dir)):
         raise ServerError.across_storages()
     existing = await tree.exists(tree.place(dst))
@@ -109,6 +111,8 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         return (await tree.lookup(path))[0]
     (_, name), (dst_dir, new_name) = split_path(path), split_path(dst)
     validate_name(new_name)
+    if new_name != name:
+        refuse_long_name(new_name)
     existing = await tree.exists(tree.place(dst))
     if existing is not None and not replace:
         raise ObjectExists()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from manifold.errors import BadRequest
 from manifold.logs import error_text
-from manifold.paths import clean_path
+from manifold.paths import child_path, clean_path
 from manifold.services.fs.tree import FileTree
 
 log = logging.getLogger("manifold.scan")
@@ -79,7 +79,7 @@ class ScanService:
                 continue
             self._count += len(objs)
             if depth < MAX_DEPTH:
-                prefix = path.rstrip("/") + "/"
-                folders += [(prefix + o.name, depth + 1) for o in reversed(objs) if o.is_dir]
+                below = [child_path(path, o.name) for o in reversed(objs) if o.is_dir]
+                folders += [(folder, depth + 1) for folder in below]
             if pause:
                 await asyncio.sleep(pause)

@@ -142,7 +142,11 @@ class Transfers:
             if overwrite:
                 payload["overwrite"] = True
             await ctx.spawn("copy", title, payload, entry.obj.size)
-        ctx.set_status("src object is dir, added all copy tasks of objs")
+        status = "src object is dir, added all copy tasks of objs"
+        left = self._tree.left_out(src)
+        if left:  # entries no listing shows (``vfs.names``) are not copied: say so
+            status += f"; {left} entries left out for their names"
+        ctx.set_status(status)
 
     async def spool(self, stream: AsyncIterator[bytes], size: int | None) -> tuple[str, int]:
         """Store an upload body in the data folder, for an upload task to send on.

@@ -37,7 +37,7 @@ from manifold.errors import (
     StorageNotFound,
 )
 from manifold.models import Link, LinkArgs, Obj
-from manifold.paths import clean_path, split_path, validate_name
+from manifold.paths import child_path, clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
@@ -196,6 +196,12 @@ class FileTree:
             return self._virtual(parent, name), "unknown"
         raise self.missing(path)
 
+    def left_out(self, path: str) -> int:
+        """How many entries of the folder ``path`` its last listing left out for their
+        names (``vfs.names``): a folder holding any is not empty, whatever it lists."""
+        found = self.find(path)
+        return 0 if found is None else found.ops.left_out(found.sub_path)
+
     async def exists(self, place: Place) -> Obj | None:
         try:
             return await place.ops.get(place.sub_path)
@@ -299,7 +305,7 @@ class FileTree:
         if not place.same_storage(target):
             raise ServerError.across_storages()
         moved = await place.ops.move_listed(place.sub_path, obj, target.sub_path, folder)
-        await self.events.moved(path, clean_path(f"{dst_dir}/{obj.name}"))
+        await self.events.moved(path, child_path(dst_dir, obj.name))
         return moved
 
     async def rename_to(self, path: str, dst: str, replace: bool = False) -> Obj:
@@ -388,7 +394,7 @@ class FileTree:
         while pending:
             folder, into, depth = pending.pop()
             for child in (await self.listing(folder))[0]:
-                src, dst = clean_path(f"{folder}/{child.name}"), clean_path(f"{into}/{child.name}")
+                src, dst = child_path(folder, child.name), child_path(into, child.name)
                 if not child.is_dir:
                     await self.copy_file(src, into, name=child.name)
                     continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from manifold.errors import AliasLoop, PermissionDenied, ServerError
 from manifold.models import Meta, Obj, Perm
-from manifold.paths import clean_path, is_sub_path
+from manifold.paths import child_path, is_sub_path
 from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
@@ -105,7 +105,7 @@ class TreeWalker:
     ) -> Visit:
         """The entries of ``folder`` the caller may reach (``None``: the server itself)."""
         objs, _ = await self._fs.list_path(folder, refresh)
-        entries = [Entry(clean_path(f"{folder}/{obj.name}"), obj) for obj in objs]
+        entries = [Entry(child_path(folder, obj.name), obj) for obj in objs]
         if caller is None:
             return Visit(entries, False)
         hidden = access.hides(self._metas.nearest(folder), folder, caller.user)

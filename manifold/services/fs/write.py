@@ -23,6 +23,7 @@ from manifold.errors import (
     BadRequest,
     FileExists,
     ManifoldError,
+    NameTooLong,
     ObjectExists,
     ObjectNotFound,
     ParentNotFound,
@@ -31,9 +32,11 @@ from manifold.errors import (
 )
 from manifold.models import Obj, Perm, Task, TaskState, User
 from manifold.paths import (
+    MAX_NAME_BYTES,
     clean_path,
     has_unsafe_chars,
     is_sub_path,
+    name_bytes,
     split_path,
     validate_name,
     validate_new_name,
@@ -424,6 +427,8 @@ class GuardedWriter:
         for path, visit in reversed(folders):
             if visit.withheld or any(e.path not in removed for e in visit.entries):
                 continue
+            if self.tree.left_out(path):
+                continue  # entries left out of its listing for their names are content
             if self.place(path).is_root:
                 continue  # a storage's root is the storage page's business
             await self.tree.remove(path)
@@ -521,6 +526,7 @@ class GuardedWriter:
         full = self._fs.resolve(caller, path)
         parent, name = split_path(full)
         validate_new_name(name)
+        await self._refuse_unsafe_new(parent)  # the folders a put makes on its way
         if not access.can_access(caller.user, self._metas.nearest(parent), parent, password):
             raise PermissionDenied()  # as in mkdir
         if not access.can_access(caller.user, self._metas.nearest(parent), full, password):
@@ -649,14 +655,24 @@ class GuardedWriter:
         return targets
 
     async def _refuse_unsafe_new(self, full: str) -> None:
-        """``validate_new_name`` for each segment of ``full`` that does not exist yet;
-        folders already named so stay usable."""
+        """``validate_new_name`` for each segment of ``full`` it would refuse (a control
+        character, over ``MAX_NAME_BYTES`` bytes) that does not exist yet: each folder a
+        ``mkdir -p`` or an upload would make. A long name a back end holds (S3 keeps
+        longer ones) stays usable."""
         segments = full.split("/")
         for depth, segment in enumerate(segments):
-            if segment and has_unsafe_chars(segment):
+            if segment and (has_unsafe_chars(segment) or name_bytes(segment) > MAX_NAME_BYTES):
                 place = self.tree.find("/".join(segments[: depth + 1]))
-                if place is not None and await self.exists(place) is None:
+                if place is not None and await self._missing(place):
                     validate_new_name(segment)
+
+    async def _missing(self, place: Place) -> bool:
+        """Whether nothing is at ``place``: a back end that cannot even look the name up
+        (a file system's "name too long") holds nothing there."""
+        try:
+            return await self.exists(place) is None
+        except NameTooLong:
+            return True
 
     async def _clear_for_task(self, src: str, dst: str) -> None:
         """Make way for a copy task to ``dst`` (a different object: ``_targets`` dropped

@@ -48,7 +48,7 @@ from manifold.db.search_repo import (
 from manifold.errors import IndexNotRunning, IndexRunning
 from manifold.logs import error_text
 from manifold.models import Obj
-from manifold.paths import split_path
+from manifold.paths import child_path, split_path
 from manifold.services.admin.settings import SettingsService
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.walk import LoopGuard
@@ -131,10 +131,6 @@ async def write_progress(settings: SettingsService, progress: Progress) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
-def child_path(folder: str, name: str) -> str:
-    return f"{folder.rstrip('/')}/{name}"
 
 
 def level(path: str) -> int:

@@ -31,7 +31,14 @@ from typing import Protocol
 from manifold.db.search_repo import IndexWrite, NameMatch, Node, NodeQuery, SearchRepo
 from manifold.errors import BadRequest, IndexRunning, RelativePath, SearchNotAvailable
 from manifold.models import Meta, Obj, Perm, User
-from manifold.paths import clean_path, is_sub_path, join_base, split_path
+from manifold.paths import (
+    child_path,
+    clean_path,
+    is_sub_path,
+    is_tree_name,
+    join_base,
+    split_path,
+)
 from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.admin.settings import SettingsService
@@ -260,8 +267,10 @@ class SearchService:
         known = {node.name: node for node in await searcher.children(path)}
         now = {obj.name: obj for obj in objs}
         mounts = set(self._storages.virtual_children(path))
-        for name in sorted(known.keys() - now.keys() - mounts):
-            await self.indexer.removed(searcher, clean_path(f"{path}/{name}"))
+        # A node of a name no folder can hold (indexed before listings left such names
+        # out) names no path: a rebuild of the index clears it.
+        for name in sorted(n for n in known.keys() - now.keys() - mounts if is_tree_name(n)):
+            await self.indexer.removed(searcher, child_path(path, name))
         for name, obj in now.items():
             node = known.get(name)
             if (
@@ -269,7 +278,7 @@ class SearchService:
                 or node.is_dir != obj.is_dir
                 or (not obj.is_dir and node.size != obj.size)
             ):
-                await self.indexer.created(searcher, clean_path(f"{path}/{name}"), obj)
+                await self.indexer.created(searcher, child_path(path, name), obj)
 
 
 async def _filtered(
