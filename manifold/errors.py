@@ -8,7 +8,8 @@ folder password", and messages ending in "object not found" mean a missing path)
     ManifoldError (500)
     ├── BadRequest (400)
     │   ├── InvalidRequest              request body or query failed validation
-    │   │   └── NameTooLong             a new name over 255 bytes (UTF-8)
+    │   │   └── InvalidName             a new name that cannot be a name (slash, NUL, control)
+    │   │       └── NameTooLong         a new name over 255 bytes (UTF-8)
     │   ├── IndexRunning                a search index build or update is under way
     │   └── IndexNotRunning
     ├── Unauthorized (401)
@@ -78,7 +79,13 @@ class InvalidRequest(BadRequest):
     default_message = "request invalid"
 
 
-class NameTooLong(InvalidRequest):
+class InvalidName(InvalidRequest):
+    """A name a client gives to something new that cannot be a name here: empty, ``/``,
+    ``\\`` or NUL in it, a reserved prefix, a control or text-reordering character.
+    Every protocol answers it as its own "bad name", never as a failure to retry."""
+
+
+class NameTooLong(InvalidName):
     """A new name longer than file systems keep (255 bytes in UTF-8): refused before
     any back end sees it, since its "name too long" reads as a failure worth retrying."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 
-from manifold.errors import InvalidRequest, NameTooLong, RelativePath
+from manifold.errors import InvalidName, NameTooLong, RelativePath
 
 
 def clean_path(path: str) -> str:
@@ -45,7 +45,7 @@ def join_base(base: str, requested: str) -> str:
     a NUL byte too, so no spelling can climb out of ``base``.
     """
     if len(requested) > MAX_PATH_LENGTH:
-        raise InvalidRequest(f"path is longer than {MAX_PATH_LENGTH} characters")
+        raise InvalidName(f"path is longer than {MAX_PATH_LENGTH} characters")
     if "\x00" in requested or has_relative_segment(requested):
         raise RelativePath()
     base = clean_path(base)
@@ -120,7 +120,7 @@ def validate_new_name(name: str) -> str:
     folder, a rename's target)."""
     validate_name(name)
     if has_unsafe_chars(name):
-        raise InvalidRequest(f"invalid name: {name!r}: control characters are not allowed")
+        raise InvalidName(f"invalid name: {name!r}: control characters are not allowed")
     return refuse_long_name(name)
 
 
@@ -169,16 +169,16 @@ def validate_name(name: str) -> str:
     """Return ``name`` if it can be a single entry of a folder, else raise.
 
     Refuses ``.`` and ``..`` (``RelativePath``) and the empty name, slashes,
-    backslashes and NUL (``InvalidRequest``), so no name can leave its folder on
+    backslashes and NUL (``InvalidName``), so no name can leave its folder on
     any platform; and names under ``RESERVED_PREFIX`` in any letter case
-    (``InvalidRequest``), which drivers keep for unfinished data.
+    (``InvalidName``), which drivers keep for unfinished data.
     """
     if name in (".", ".."):
         raise RelativePath()
     if not name or not _SEPARATORS.isdisjoint(name):
-        raise InvalidRequest(f"invalid name: {name!r}")
+        raise InvalidName(f"invalid name: {name!r}")
     if name.casefold().startswith(RESERVED_PREFIX):
-        raise InvalidRequest(
+        raise InvalidName(
             f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
         )
     return name

@@ -16,7 +16,7 @@ CODES: dict[type[errors.ManifoldError], str] = {
     errors.ManifoldError: "451",
     errors.BadRequest: "501",
     errors.InvalidRequest: "553",
-    errors.NameTooLong: "553",  # "file name not allowed": permanent, never retried
+    errors.InvalidName: "553",  # "file name not allowed": permanent, never retried
     errors.Unauthorized: "530",
     errors.TwoFactorRequired: "530",
     errors.WrongArchivePassword: "550",

@@ -30,7 +30,7 @@ STATUS: dict[type[errors.ManifoldError], int] = {
     errors.ObjectNotFound: NO_SUCH_FILE,
     errors.StorageNotFound: NO_SUCH_FILE,
     errors.NotSupported: OP_UNSUPPORTED,
-    errors.NameTooLong: INVALID_FILENAME,
+    errors.InvalidName: INVALID_FILENAME,
 }
 
 
