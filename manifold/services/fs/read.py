@@ -31,7 +31,7 @@ from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.limiter import GuessLimiter
 from manifold.services.auth.service import Caller
-from manifold.services.fs.confine import Confinement, RealPlace
+from manifold.services.fs.rules import Confinement, RealPlace
 from manifold.services.fs.tree import FileTree, Place
 from manifold.vfs.memo import DerivedMemo
 

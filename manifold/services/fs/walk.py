@@ -29,8 +29,8 @@ from manifold.paths import child_path, is_sub_path
 from manifold.policy import access
 from manifold.services.admin.metas import MetaService
 from manifold.services.auth.service import Caller
-from manifold.services.fs.confine import RealPlace
 from manifold.services.fs.read import GuardedReader
+from manifold.services.fs.rules import RealPlace
 
 # How far below its start a walk goes, and how many entries it meets, before it stops.
 MAX_DEPTH = 256
