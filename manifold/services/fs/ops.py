@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 
 from manifold.errors import InvalidRequest, NotAFile, PermissionDenied
-from manifold.models import LinkArgs, Obj, Perm
+from manifold.models import DiskUsage, LinkArgs, Obj, Perm
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.downloads import DownloadService
@@ -100,6 +100,16 @@ class GuardedOps:
         _, full = await self._fs.stat(caller, path, password)
         obj, link, _ = await self._fs.link(full, LinkArgs(ip=caller.client))
         return await ReadHandle.open(obj, link, self._fs.tree.pool_for(link))
+
+    async def space(self, caller: Caller, path: str, password: str = "") -> DiskUsage:
+        """The space of the storage holding ``path``, once the caller may see ``path``
+        (SFTP's ``df``): what its back end reports for the storage as a whole
+        (``Driver.details``), never anything of the host the server runs on.
+        ``NotSupported`` where the back end does not know it, or no storage holds
+        ``path`` (a folder of mount points)."""
+        self._protocol_allows(caller, write=False)
+        _, full = await self._fs.stat(caller, path, password)
+        return await self._fs.tree.space(full)
 
     async def redirect(self, caller: Caller, path: str, password: str = "") -> str | None:
         """Where to send a client for the file's bytes, by the storage's
