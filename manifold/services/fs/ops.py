@@ -204,6 +204,13 @@ class GuardedOps:
         self._protocol_allows(caller, write=True)
         await self._writer.upload_target(caller, path, password, overwrite=True)
 
+    async def check_change(self, caller: Caller, path: str, password: str = "") -> None:
+        """Refuse a change of ``path`` that writes no bytes (WebDAV's PROPPATCH and
+        LOCK) unless the caller may write there: the protocol's manage bit and the
+        write permission a write into its folder needs (``GuardedWriter.check_change``)."""
+        self._protocol_allows(caller, write=True)
+        await self._writer.check_change(caller, path, password)
+
     async def open_writer(
         self,
         caller: Caller,
