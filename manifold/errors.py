@@ -22,7 +22,9 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   ├── WrongShareCode              a share link's password missing or wrong
     │   └── FileExists                  "file [<name>] exists": a taken name, no overwrite
     ├── NotFound (404)
-    │   └── TaskNotFound                "task not found"
+    │   ├── TaskNotFound                "task not found"
+    │   └── ShareNotFound               no share link has the id
+    ├── ShareInvalid (410)              disabled, expired, used up or out of its creator's reach
     ├── TooManyAttempts (429)
     └── ServerError (500)
         ├── ObjectNotFound              "object not found"
@@ -36,9 +38,7 @@ folder password", and messages ending in "object not found" mean a missing path)
         ├── UnknownArchiveFormat        no archive format recognised in the file
         ├── SearchNotAvailable          the search_index setting is none (or unknown)
         ├── TemporaryFailure            a back end is unreachable; worth retrying
-        ├── UpstreamStatus              a relayed URL answered an HTTP error
-        ├── ShareNotFound               no share link has the id
-        └── ShareInvalid                disabled, expired, used up or out of its creator's reach
+        └── UpstreamStatus              a relayed URL answered an HTTP error
 
 Protocol front ends (WebDAV, SFTP, FTP, S3) map these classes onto their own
 status codes from this same tree.
@@ -265,9 +265,13 @@ class UpstreamStatus(ServerError):
         self.status = status
 
 
-class ShareNotFound(ServerError):
+class ShareNotFound(NotFound):
     default_message = "the share does not exist"
 
 
-class ShareInvalid(ServerError):
+class ShareInvalid(ManifoldError):
+    """A share that was there and is not any more: gone (410), never 403, which the
+    page takes as "ask for the password"."""
+
+    code = 410
     default_message = "the share has expired or is no longer valid"

@@ -22,6 +22,7 @@ class LockRow:
     owner: str
     timeout: int
     expires: float
+    holder: int
 
 
 class DavLockRepo(Repo):

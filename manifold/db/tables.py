@@ -206,7 +206,8 @@ login_failures = Table(
 )
 
 # What the protocol servers share (migration 0008). A WebDAV lock until it is
-# unlocked or ``expires`` (seconds since the epoch) passes.
+# unlocked or ``expires`` (seconds since the epoch) passes; ``holder`` is the id of the
+# user who took it (migration 0012).
 dav_locks = Table(
     "dav_locks",
     metadata,
@@ -217,6 +218,7 @@ dav_locks = Table(
     Column("owner", Text, nullable=False),
     Column("timeout", Integer, nullable=False),
     Column("expires", Double, nullable=False),
+    Column("holder", Integer, nullable=False),
 )
 
 # An S3 multipart upload in progress; its parts are on the disk of ``holder``.

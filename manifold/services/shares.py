@@ -35,7 +35,6 @@ from manifold.errors import (
     Forbidden,
     InvalidRequest,
     ManifoldError,
-    NotAFile,
     NotFound,
     PermissionDenied,
     RelativePath,
@@ -242,11 +241,11 @@ class ShareService:
             raise Forbidden("this share does not allow downloads")
         rest = _checked_path(path)
         if len(share.files) > 1 and rest == "/":
-            raise NotAFile("cannot get sharing root link")
+            raise InvalidRequest("cannot get sharing root link")
         window, below = _window(share, creator, client, rest)
         found = await self._found(window, creator, below)
         if found.obj.is_dir:
-            raise NotAFile()
+            raise InvalidRequest("cannot download a folder: its files are downloaded one by one")
         if counts and not await self._repo.take_access(share.id):
             raise ShareInvalid()
         return found.obj, found.path

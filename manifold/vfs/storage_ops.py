@@ -48,7 +48,7 @@ from manifold.errors import (
     ObjectNotFound,
     ServerError,
 )
-from manifold.models import Link, LinkArgs, Obj, OtherArgs, Storage
+from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
 from manifold.paths import clean_path, refuse_long_name, split_path
 from manifold.vfs.names import NameCheck
 
@@ -366,6 +366,13 @@ class StorageOps:
         if "other" not in self.driver.capabilities():
             raise NotSupported("not implement")
         return await self.driver.other(OtherArgs(obj, method, data))
+
+    async def space(self) -> DiskUsage:
+        """The storage's total and free space, where its back end knows them
+        (``Driver.details``: a Local storage's root folder, an SFTP or SMB share)."""
+        if "details" not in self.driver.capabilities():
+            raise NotSupported("this storage does not report its space")
+        return await self.driver.details()
 
     # --- archives the back end reads itself (``NotSupported`` where it does not) ----
 

@@ -86,12 +86,19 @@ async def test_a_null_path_answers_as_alist(api: Api, root: Path) -> None:
     assert body == await meta(api, "")
     message = "failed get storage: storage not found; please add a storage first"
     assert (body["code"], body["message"]) == (500, message)
+
+
+async def test_a_folder_is_no_archive_a_bad_request(api: Api, root: Path) -> None:
     await api.make_user(
         "based", "user-password-1", permission=int(Perm.READ_ARCHIVES), base_path="/a"
     )
     token = await api.login("based", "user-password-1")
-    body = await api.post("/api/fs/archive/meta", {"path": None}, token=token)
-    assert (body["code"], body["message"]) == (500, "not a file")
+    (root / "folder").mkdir()
+    for path in (None, "/", "/folder"):
+        body = await api.post("/api/fs/archive/meta", {"path": path}, token=token)
+        assert (body["code"], body["message"]) == (400, "not a file: a folder is not an archive")
+    listed = await api.post("/api/fs/archive/list", {"path": None}, token=token)
+    assert listed["code"] == 400, listed
 
 
 async def test_a_member_missing_from_the_archive_is_not_found(root: Path) -> None:

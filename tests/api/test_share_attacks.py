@@ -182,7 +182,7 @@ async def test_hidden_entries_stay_hidden(world: World) -> None:
 async def test_a_creator_whose_base_path_shrinks_shrinks_the_share(world: World) -> None:
     await world.set_bob("/local/users/bob/private", SHARER)
     body = await visit_list(world.api, f"/@s/{world.share}")
-    assert body["code"] == 500 and body["message"] == INVALID
+    assert body["code"] == 410 and body["message"] == INVALID
     assert (await download(world.api, f"/sd/{world.share}/own.txt")).status_code == 410
     await world.set_bob("/local/users/bob", SHARER)
     assert (await visit_list(world.api, f"/@s/{world.share}"))["code"] == 200
@@ -198,7 +198,9 @@ async def test_a_creator_who_loses_the_share_bit_closes_the_share(world: World) 
 async def test_expired_shares_are_refused_at_once(world: World) -> None:
     past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
     share = await made_share(world.api, world.bob, ["/local/users/bob/docs"], expires=past)
-    assert (await visit_list(world.api, f"/@s/{share}"))["message"] == INVALID
+    for visit in (visit_list, visit_get):
+        body = await visit(world.api, f"/@s/{share}")
+        assert (body["code"], body["message"]) == (410, INVALID)  # gone, not "ask a password"
     assert (await download(world.api, f"/sd/{share}/own.txt")).status_code == 410
 
 
@@ -236,6 +238,7 @@ async def test_deleted_and_disabled_shares_are_refused_at_once(world: World) -> 
     assert (await download(world.api, f"/sd/{share}/own.txt")).status_code == 410
     await world.api.post("/api/share/delete", params={"id": share}, token=world.bob)
     assert (await visit_list(world.api, f"/@s/{share}"))["message"] == MISSING
+    assert (await visit_list(world.api, f"/@s/{share}"))["code"] == 404
     assert (await download(world.api, f"/sd/{share}/own.txt")).status_code == 404
 
 

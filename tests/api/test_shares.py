@@ -67,6 +67,18 @@ async def test_single_file_share_serves_the_file_at_its_root(api: Api, tree: Pat
         assert response.status_code == 200 and response.content == b"one"
 
 
+async def test_a_folder_share_has_no_bytes_of_its_own(api: Api, tree: Path) -> None:
+    bob = await api.login("bob", PW)
+    share_id = await made_share(api, bob, ["/local/bob/docs"])
+    for url in (f"/sd/{share_id}", f"/sd/{share_id}/sub"):
+        response = await download(api, url)
+        assert response.status_code == 400, url
+        body = response.json()
+        assert body["code"] == 400 and body["message"].startswith("cannot download a folder")
+    got = await visit_get(api, f"/@s/{share_id}")
+    assert got["code"] == 200 and got["data"]["raw_url"] == ""
+
+
 async def test_several_files_share_lists_them_by_name(api: Api, tree: Path) -> None:
     bob = await api.login("bob", PW)
     files = ["/local/bob/one.txt", "/local/bob/docs"]
@@ -77,7 +89,8 @@ async def test_several_files_share_lists_them_by_name(api: Api, tree: Path) -> N
     assert (await download(api, f"/sd/{share_id}/one.txt")).content == b"one"
     assert (await download(api, f"/sd/{share_id}/docs/a.txt")).content == b"alpha"
     root = await download(api, f"/sd/{share_id}")
-    assert root.status_code == 500  # a root of several files has no bytes
+    assert root.status_code == 400  # a root of several files has no bytes
+    assert root.json()["code"] == 400 and root.json()["message"] == "cannot get sharing root link"
 
 
 async def test_owner_lists_updates_disables_and_deletes(api: Api, tree: Path) -> None:
@@ -98,7 +111,7 @@ async def test_owner_lists_updates_disables_and_deletes(api: Api, tree: Path) ->
     assert got["data"]["expires"].startswith("2999-01-02T03:04:05")
     disabled = await api.post("/api/share/disable", params={"id": share_id}, token=bob)
     assert disabled["code"] == 200
-    assert (await visit_list(api, f"/@s/{share_id}", "open"))["code"] == 500
+    assert (await visit_list(api, f"/@s/{share_id}", "open"))["code"] == 410
     await api.post("/api/share/enable", params={"id": share_id}, token=bob)
     assert (await visit_list(api, f"/@s/{share_id}", "open"))["code"] == 200
     deleted = await api.post("/api/share/delete", params={"id": share_id}, token=bob)

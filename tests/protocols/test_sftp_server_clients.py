@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -96,6 +97,28 @@ async def test_openssh_refused_without_a_registered_key(live: Live, tmp_path: Pa
     result = await openssh(live, stranger, "ls /\n")
     assert result.code != 0
     assert "permission denied" in result.err.lower()
+
+
+@needs_sftp
+async def test_openssh_df_reports_the_storage_and_no_host_path(live: Live, tmp_path: Path) -> None:
+    key = await register_key(live, "sam", tmp_path)
+    result = await openssh(live, key, "df /local/docs\n")
+    assert result.code == 0, result.err
+    host = os.statvfs(live.disk)
+    size_kib = host.f_blocks * host.f_frsize // 4096 * 4
+    assert result.out.splitlines()[-1].split()[0] == str(size_kib)
+    refused = await openssh(live, key, "df /etc\n")
+    assert refused.code != 0
+
+
+@needs_sftp
+async def test_openssh_put_with_fsync_lands_the_file(live: Live, tmp_path: Path) -> None:
+    key = await register_key(live, "sam", tmp_path)
+    upload = tmp_path / "up.txt"
+    upload.write_text("synced")
+    result = await openssh(live, key, f"put -f {upload} /local/up.txt\n")
+    assert "fsync: Operation unsupported" in result.err
+    assert (live.disk / "up.txt").read_text() == "synced"
 
 
 def rclone_env(live: Live, password: str) -> dict[str, str]:

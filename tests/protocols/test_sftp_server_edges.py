@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -182,6 +183,41 @@ async def test_no_symbolic_links(live: Live) -> None:
     assert not (live.disk / "link").exists()
 
 
+async def test_statvfs_answers_for_the_storage_never_a_host_path(live: Live) -> None:
+    await add_user(live.services, "bea", permission=SFTP_READ, base_path="/local/docs")
+    host = os.statvfs(live.disk)
+    async with live.sftp("bea") as sftp:
+        space = await sftp.statvfs("/")
+        assert space.blocks * space.frsize == host.f_blocks * host.f_frsize // 4096 * 4096
+        for named in ("/etc", str(live.services.config.data_dir / "ssh"), "/missing"):
+            with pytest.raises(asyncssh.SFTPNoSuchFile):
+                await sftp.statvfs(named)
+
+
+async def test_statvfs_where_no_storage_reports_space_is_unsupported(live: Live) -> None:
+    async with live.sftp("sam") as sftp:
+        with pytest.raises(asyncssh.SFTPOpUnsupported):
+            await sftp.statvfs("/")  # only mount points: no storage's space
+        assert (await sftp.statvfs("/local/docs")).blocks > 0
+
+
+async def test_statvfs_is_refused_behind_a_password(live: Live) -> None:
+    async with live.sftp("sam") as sftp:
+        with pytest.raises(asyncssh.SFTPPermissionDenied):
+            await sftp.statvfs("/local/locked")
+
+
+async def test_lsetstat_changes_no_host_file(live: Live, tmp_path: Path) -> None:
+    host = tmp_path / "host.txt"
+    host.write_text("the host's")
+    host.chmod(0o600)
+    async with live.sftp("sam") as sftp:
+        with pytest.raises(asyncssh.SFTPNoSuchFile):
+            await sftp.chmod(str(host), 0o666, follow_symlinks=False)
+        await sftp.chmod("/local/big.bin", 0o600, follow_symlinks=False)
+    assert stat.S_IMODE(host.stat().st_mode) == 0o600
+
+
 # --- writing ------------------------------------------------------------------------
 
 
@@ -221,6 +257,18 @@ async def test_disconnect_mid_upload_leaves_nothing(live: Live) -> None:
     async with live.sftp("sam") as again:
         assert not await again.exists("/local/cut.bin")
     assert leftovers(live.disk) == before
+
+
+async def test_fsync_of_a_read_is_ok_and_of_an_upload_unsupported(live: Live) -> None:
+    async with live.sftp("sam") as sftp:
+        async with sftp.open("/local/docs/readme.txt", "rb") as f:
+            await f.fsync()
+            assert await f.read() == b"hello world"
+        async with sftp.open("/local/synced.txt", "wb") as f:
+            await f.write(b"kept")
+            with pytest.raises(asyncssh.SFTPOpUnsupported):
+                await f.fsync()
+    assert (live.disk / "synced.txt").read_bytes() == b"kept"
 
 
 async def test_append(live: Live) -> None:

@@ -8,15 +8,16 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from manifold.config import Config
 from manifold.protocols.webdav.locks import Lock, LockConflict, LockStore, new_lock
-from manifold.protocols.webdav.shared_locks import lock_store
+from manifold.protocols.webdav.shared_locks import HASH, lock_store
 from manifold.state import open_state
 
 BACKENDS = ("memory", "sqlite", "postgresql", "redis")
@@ -45,12 +46,12 @@ async def stores(
         await state.stop()
 
 
-def exclusive(path: str, infinite: bool = False, timeout: int = 600) -> Lock:
-    return new_lock(path, infinite, True, "<D:href>me</D:href>", timeout)
+def exclusive(path: str, infinite: bool = False, timeout: int = 600, holder: int = 7) -> Lock:
+    return new_lock(path, infinite, True, "<D:href>me</D:href>", timeout, holder=holder)
 
 
-def shared(path: str) -> Lock:
-    return new_lock(path, False, False, "", 600)
+def shared(path: str, holder: int = 7) -> Lock:
+    return new_lock(path, False, False, "", 600, holder=holder)
 
 
 async def test_a_lock_taken_on_one_refuses_a_conflicting_one_on_the_other(stores: Pair) -> None:
@@ -66,6 +67,17 @@ async def test_a_lock_taken_on_one_refuses_a_conflicting_one_on_the_other(stores
     assert (found.path, found.exclusive, found.owner, found.timeout) == (
         path, True, "<D:href>me</D:href>", 600,
     )  # fmt: skip
+
+
+async def test_every_store_keeps_who_holds_a_lock(stores: Pair) -> None:
+    path = stores.root + "/doc.txt"
+    first, second = shared(path, holder=3), shared(path, holder=4)
+    await stores.a.create(first)
+    await stores.a.create(second)
+    holders = {lock.token: lock.holder for lock in await stores.b.covering(path)}
+    assert holders == {first.token: 3, second.token: 4}
+    renewed = await stores.b.refresh(first.token, 60)
+    assert renewed is not None and renewed.held_by(3) and not renewed.held_by(4)
 
 
 async def test_shared_locks_sit_together(stores: Pair) -> None:
@@ -136,3 +148,20 @@ async def test_of_two_conflicting_locks_at_once_one_is_granted(stores: Pair) -> 
     assert sum(outcome is None for outcome in outcomes) == 1
     assert all(isinstance(o, LockConflict) for o in outcomes if o is not None)
     assert len(await stores.a.covering(path)) == 1
+
+
+async def test_a_redis_lock_kept_before_locks_named_their_holder_holds_nothing(
+    redis_server: Any, tmp_path: Path, engine_of: Any
+) -> None:
+    config = Config(data_dir=tmp_path, redis_url=redis_server.url)
+    state = open_state(config, await engine_of("sqlite"), shared=True)
+    assert state.redis is not None
+    store = lock_store(state)
+    path = "/t" + secrets.token_hex(4) + "/doc.txt"
+    old = exclusive(path)
+    unnamed = {key: value for key, value in asdict(old).items() if key != "holder"}
+    await state.redis.hset(HASH, old.token, orjson.dumps(unnamed))
+    assert await store.covering(path) == []
+    await store.create(exclusive(path))  # and the old entry goes
+    assert not await state.redis.hexists(HASH, old.token)
+    await state.stop()

@@ -26,6 +26,7 @@ from manifold.api.reader_response import ReaderResponse
 from manifold.api.upstream import open_upstream
 from manifold.container import Services
 from manifold.errors import (
+    BadRequest,
     Forbidden,
     ManifoldError,
     NotFound,
@@ -44,6 +45,7 @@ from manifold.services.fs.streams import open_range
 
 # HTTP statuses of /d and /p errors, looked up along the error's class hierarchy.
 _STATUS: dict[type[ManifoldError], int] = {
+    BadRequest: 400,
     Unauthorized: 401,
     Forbidden: 403,
     NotFound: 404,

@@ -7,6 +7,10 @@ tree has no symbolic links, so ``lstat`` is ``stat`` and ``readlink`` has nothin
 read. Listings leave hidden entries out, as the file services do for every caller
 who may not see them; a folder behind a password the user may not pass answers
 "permission denied", as SFTP has no way to ask for one.
+
+Every request asyncssh would otherwise answer from the host's own file system
+(``statvfs``, ``lsetstat``, ``fsync``) is answered here from the tree, so that no
+path a client names ever reaches the host.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import TypeVar
 import asyncssh
 
 from manifold.errors import ManifoldError
-from manifold.models import Obj
+from manifold.models import DiskUsage, Obj
 from manifold.paths import clean_path
+from manifold.policy.patterns import MAX_NAME_BYTES
 from manifold.services.auth.service import Caller
 from manifold.services.fs.ops import GuardedOps
 
@@ -31,6 +36,9 @@ T = TypeVar("T")
 
 _DIR_MODE = mode.S_IFDIR | 0o755
 _FILE_MODE = mode.S_IFREG | 0o644
+# The block size a storage's space is counted in for ``statvfs`` (back ends report
+# bytes, not blocks).
+_BLOCK = 4096
 
 
 class TreeSession(asyncssh.SFTPServer):
@@ -136,8 +144,29 @@ class TreeSession(asyncssh.SFTPServer):
         if attrs.size is not None and attrs.size != obj.size:
             raise asyncssh.SFTPError(OP_UNSUPPORTED, "files cannot be cut to a size here")
 
+    async def lsetstat(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> None:
+        """lsetstat@openssh.com: ``setstat``, as the tree has no links to stop at."""
+        await self.setstat(path, attrs)
+
     async def fsetstat(self, file_obj: object, attrs: asyncssh.SFTPAttrs) -> None:
         return None
+
+    async def fsync(self, file_obj: object) -> None:
+        """fsync@openssh.com. A file open for reading has nothing to flush. An upload's
+        bytes reach the storage only when the file is closed (``WriteFile``), and no
+        back end here can make part of a file durable before that, so a write handle
+        answers "op unsupported" rather than claim the bytes are safe."""
+        if isinstance(file_obj, WriteFile):
+            raise asyncssh.SFTPError(
+                OP_UNSUPPORTED, "an upload is stored when the file is closed, not before"
+            )
+
+    async def statvfs(self, path: bytes) -> asyncssh.SFTPVFSAttrs:
+        """statvfs@openssh.com (``df``): the space of the storage holding ``path``,
+        looked up as the caller (``GuardedOps.space``); "op unsupported" where the
+        storage does not report it."""
+        usage = await self._call(self._ops.space, self._caller, tree_path(path))
+        return vfs_attrs(usage)
 
     async def mkdir(self, path: bytes, attrs: asyncssh.SFTPAttrs) -> None:
         await self._call(self._ops.mkdir, self._caller, tree_path(path), strict=True)
@@ -211,4 +240,16 @@ def attrs_of(obj: Obj) -> asyncssh.SFTPAttrs:
         atime=stamp,
         mtime=stamp,
         nlink=1,
+    )
+
+
+def vfs_attrs(usage: DiskUsage) -> asyncssh.SFTPVFSAttrs:
+    """A storage's space as ``statvfs`` counts it, in blocks of ``_BLOCK`` bytes."""
+    return asyncssh.SFTPVFSAttrs(
+        bsize=_BLOCK,
+        frsize=_BLOCK,
+        blocks=usage.total // _BLOCK,
+        bfree=max(usage.total - usage.used, 0) // _BLOCK,
+        bavail=usage.free // _BLOCK,
+        namemax=MAX_NAME_BYTES,
     )

@@ -1,6 +1,12 @@
 """LOCK and UNLOCK, and the check every write passes: the ``If`` header must hold
 (else 412) and each lock on what the write touches must have its token named in it
-(else 423)."""
+by the user who holds the lock (else 423).
+
+A lock is its holder's: another user's request that names its token still meets
+423, an UNLOCK of it answers 403, and ``DAV:lockdiscovery`` shows the lock to
+everyone but its token only to its holder. Taking a lock needs what a write of the
+path needs (``GuardedOps.check_change``): a lock keeps every other user from writing.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import Response
 
-from manifold.errors import ManifoldError, ObjectNotFound
+from manifold.errors import FileExists, ManifoldError, ObjectNotFound
 from manifold.models import Obj
 from manifold.paths import is_sub_path
 from manifold.protocols.webdav import render
@@ -37,12 +43,17 @@ async def check_write(dav: Shared, ex: Exchange, path: str, deep: bool = False) 
     tokens = await check_if(dav, ex)
     full = ex.full_of(path)
     covering = await dav.locks.covering(full)
-    if covering and not any(lock.token in tokens for lock in covering):
+    if covering and not any(_submitted(ex, lock, tokens) for lock in covering):
         raise DavError(423, "lock-token-submitted")
     if deep:
         for lock in await dav.locks.below(full):
-            if lock.path != full and lock.token not in tokens:
+            if lock.path != full and not _submitted(ex, lock, tokens):
                 raise DavError(423, "lock-token-submitted")
+
+
+def _submitted(ex: Exchange, held: Lock, tokens: set[str]) -> bool:
+    """Whether the request submits ``held``: names its token, as its holder."""
+    return held.token in tokens and held.held_by(ex.caller.user.id)
 
 
 async def check_if(dav: Shared, ex: Exchange) -> set[str]:
@@ -91,7 +102,7 @@ async def _etag_of(dav: Shared, ex: Exchange, path: str) -> str:
 
 
 async def lock(dav: Shared, ex: Exchange) -> Response:
-    dav.props.require_manage(ex.caller)
+    await dav.ops.check_change(ex.caller, ex.path)
     info = lockinfo(await ex.body())
     timeout = parse_timeout(ex.header("timeout"))
     if info is None:
@@ -100,26 +111,38 @@ async def lock(dav: Shared, ex: Exchange) -> Response:
     if depth not in ("0", "infinity"):
         raise DavError(400, message="Depth must be 0 or infinity")
     await check_if(dav, ex)
-    created = await _existing(dav, ex) is None
-    held = new_lock(ex.full, depth == "infinity", info.exclusive, info.owner, timeout)
+    free = await _existing(dav, ex) is None
+    held = new_lock(
+        ex.full, depth == "infinity", info.exclusive, info.owner, timeout,
+        holder=ex.caller.user.id,
+    )  # fmt: skip
     try:
         await dav.locks.create(held)
     except LockConflict:
         raise DavError(423, "no-conflicting-lock") from None
-    if created:
-        try:
-            # A lock-null resource, in a folder that must be there (else 409).
-            await dav.ops.put(ex.caller, ex.path, _nothing(), 0, strict=True)
-        except BaseException:
-            await dav.locks.remove(held.token)
-            raise
+    created = free and await _placeholder(dav, ex, held)
     return _lock_answer(dav, ex, held, 201 if created else 200)
+
+
+async def _placeholder(dav: Shared, ex: Exchange, held: Lock) -> bool:
+    """Make the empty file a lock on a free name stands for (a lock-null resource),
+    in a folder that must be there (else 409). Never over a file: one another client
+    stored since the name was looked up keeps its bytes, and is what the lock now
+    holds (False)."""
+    try:
+        await dav.ops.put(ex.caller, ex.path, _nothing(), 0, overwrite=False, strict=True)
+    except FileExists:
+        return False
+    except BaseException:
+        await dav.locks.remove(held.token)
+        raise
+    return True
 
 
 async def _refresh(dav: Shared, ex: Exchange, seconds: int) -> Response:
     tokens = await check_if(dav, ex)
     for held in await dav.locks.covering(ex.full):
-        if held.token in tokens:
+        if _submitted(ex, held, tokens):
             renewed = await dav.locks.refresh(held.token, seconds)
             if renewed is not None:
                 return _lock_answer(dav, ex, renewed, 200)
@@ -133,17 +156,17 @@ async def unlock(dav: Shared, ex: Exchange) -> Response:
     held = [lock for lock in await dav.locks.covering(ex.full) if lock.token == token]
     if not held:
         raise DavError(409, "lock-token-matches-request-uri")
+    if not held[0].held_by(ex.caller.user.id):
+        raise DavError(403, message="the lock belongs to another user")
     await dav.locks.remove(token)
     return Response(status_code=204)
 
 
 async def discovery(dav: Shared, ex: Exchange, full: str) -> str:
-    """``DAV:lockdiscovery`` of a full path."""
+    """``DAV:lockdiscovery`` of a full path: every lock on it, the token of those the
+    caller holds alone."""
     locks = await dav.locks.covering(full)
-    return render.lock_discovery(
-        (lk.token, lk.exclusive, lk.infinite, lk.owner, lk.timeout, _root_href(dav, ex, lk))
-        for lk in locks
-    )
+    return render.lock_discovery(_entry(dav, ex, lk) for lk in locks)
 
 
 async def forget_below(dav: Shared, full: str) -> None:
@@ -158,12 +181,16 @@ def _root_href(dav: Shared, ex: Exchange, held: Lock) -> str:
     return dav.hrefs.href(relative or "/", False)
 
 
+def _entry(dav: Shared, ex: Exchange, held: Lock) -> render.ActiveLock:
+    token = held.token if held.held_by(ex.caller.user.id) else ""
+    return (token, held.exclusive, held.infinite, held.owner, held.timeout,
+            _root_href(dav, ex, held))  # fmt: skip
+
+
 def _lock_answer(dav: Shared, ex: Exchange, held: Lock, status: int) -> Response:
-    entry = (held.token, held.exclusive, held.infinite, held.owner, held.timeout,
-             _root_href(dav, ex, held))  # fmt: skip
     body = (
         '<?xml version="1.0" encoding="utf-8"?>\n<D:prop xmlns:D="DAV:">'
-        f"{render.lock_discovery([entry])}</D:prop>"
+        f"{render.lock_discovery([_entry(dav, ex, held)])}</D:prop>"
     )
     headers = {"Lock-Token": f"<{held.token}>"}
     return Response(body.encode(), status, headers, media_type=XML)

@@ -9,6 +9,10 @@ paths see the same locks on one file.
 A lock covers its own path, and with depth infinity every path below it. A write
 to a covered path must name one of the covering locks' tokens in its ``If`` header
 (else 423), and the ``If`` header as a whole must hold (else 412).
+
+A lock belongs to the user who took it (``holder``, the user's id; RFC 4918 section
+6.4): only that user's requests may submit its token, and only that user is shown
+the token. ``owner`` is the client's own ``DAV:owner`` text, shown to everyone.
 """
 
 from __future__ import annotations
@@ -33,9 +37,13 @@ class Lock:
     path: str
     infinite: bool
     exclusive: bool
-    owner: str
+    owner: str  # the client's DAV:owner element, as sent
     timeout: int
     expires: float  # seconds since the epoch, so that a shared store can compare
+    holder: int  # the id of the user who took the lock
+
+    def held_by(self, user_id: int) -> bool:
+        return self.holder == user_id
 
     def covers(self, path: str) -> bool:
         return path == self.path or (self.infinite and is_sub_path(self.path, path))
@@ -65,9 +73,11 @@ class LockStore(Protocol):
         """Locks on ``path`` and on anything below it (what removing it would end)."""
 
 
-def new_lock(path: str, infinite: bool, exclusive: bool, owner: str, timeout: int) -> Lock:
+def new_lock(
+    path: str, infinite: bool, exclusive: bool, owner: str, timeout: int, *, holder: int
+) -> Lock:
     token = TOKEN_PREFIX + secrets.token_hex(16)
-    return Lock(token, path, infinite, exclusive, owner, timeout, time.time() + timeout)
+    return Lock(token, path, infinite, exclusive, owner, timeout, time.time() + timeout, holder)
 
 
 class MemoryLockStore:

@@ -232,16 +232,22 @@ def multistatus(parts: Iterable[str]) -> bytes:
     return HEAD + "".join(parts).encode() + TAIL
 
 
-def lock_discovery(locks: Iterable[tuple[str, bool, bool, str, int, str]]) -> str:
-    """``DAV:lockdiscovery`` for (token, exclusive, infinite, owner, timeout, root href)."""
+ActiveLock = tuple[str, bool, bool, str, int, str]
+"""(token, exclusive, infinite, owner, timeout, root href) of a lock; the token is
+empty where it is not shown."""
+
+
+def lock_discovery(locks: Iterable[ActiveLock]) -> str:
+    """``DAV:lockdiscovery`` of ``locks``; a lock without a token is shown without
+    its ``DAV:locktoken``, which RFC 4918 makes optional (section 14.1)."""
     active = "".join(
         "<D:activelock><D:locktype><D:write/></D:locktype>"
         f"<D:lockscope>{'<D:exclusive/>' if exclusive else '<D:shared/>'}</D:lockscope>"
         f"<D:depth>{'infinity' if infinite else '0'}</D:depth>"
         + (f"<D:owner>{owner}</D:owner>" if owner else "")
         + f"<D:timeout>Second-{timeout}</D:timeout>"
-        f"<D:locktoken><D:href>{token}</D:href></D:locktoken>"
-        f"<D:lockroot><D:href>{root}</D:href></D:lockroot></D:activelock>"
+        + (f"<D:locktoken><D:href>{token}</D:href></D:locktoken>" if token else "")
+        + f"<D:lockroot><D:href>{root}</D:href></D:lockroot></D:activelock>"
         for token, exclusive, infinite, owner, timeout, root in locks
     )
     return f"<D:lockdiscovery>{active}</D:lockdiscovery>" if active else "<D:lockdiscovery/>"

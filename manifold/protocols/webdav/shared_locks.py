@@ -131,9 +131,10 @@ class RedisLockStore(SharedLockStore):
 
     async def _insert(self, lock: Lock) -> None:
         now = self._clock()
-        expired = [held.token for held in await self._all() if held.expires <= now]
-        if expired:
-            await self._client.hdel(HASH, *expired)
+        entries = await self._entries()
+        ended = [token for token, held in entries.items() if held is None or held.expires <= now]
+        if ended:
+            await self._client.hdel(HASH, *ended)
         await self._client.hset(HASH, lock.token, orjson.dumps(asdict(lock)))
 
     async def _renew(self, token: str, seconds: int, now: float) -> Lock | None:
@@ -148,5 +149,15 @@ class RedisLockStore(SharedLockStore):
         return bool(await self._client.hdel(HASH, token))
 
     async def _all(self) -> list[Lock]:
+        return [lock for lock in (await self._entries()).values() if lock is not None]
+
+    async def _entries(self) -> dict[bytes, Lock | None]:
+        """Every entry by token; None for one written before locks named their holder,
+        which holds nothing and goes with the expired ones."""
         entries: dict[bytes, bytes] = await self._client.hgetall(HASH)  # type: ignore[assignment]
-        return [Lock(**orjson.loads(value)) for value in entries.values()]
+        return {token: _decoded(value) for token, value in entries.items()}
+
+
+def _decoded(value: bytes) -> Lock | None:
+    fields = orjson.loads(value)
+    return Lock(**fields) if "holder" in fields else None

@@ -147,7 +147,7 @@ def _destination(dav: Shared, ex: Exchange) -> str:
 async def proppatch(dav: Shared, ex: Exchange) -> Response:
     update = read_proppatch(await ex.body())
     obj = await dav.ops.stat(ex.caller, ex.path)
-    dav.props.require_manage(ex.caller)
+    await dav.ops.check_change(ex.caller, ex.path)
     await locking.check_write(dav, ex, ex.path)
     refused = {name for name, _ in update.changes if name in render.PROTECTED}
     if refused:

@@ -48,12 +48,13 @@ from manifold.drivers.base import ArchiveEntry
 from manifold.errors import (
     BadRequest,
     Forbidden,
+    InvalidRequest,
+    NotAFile,
     NotAFolder,
     NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
-    ServerError,
     StorageNotFound,
 )
 from manifold.localfs import discard_tree, stale_entries
@@ -103,6 +104,8 @@ CATALOGS_KEPT = 64
 WORK_PREFIX = "decompress-"
 # Extracted files live in one instance's data folder; another cannot upload them.
 EXTRACTED_GONE = "the extracted files are gone: their instance stopped; decompress again"
+# What a folder named as an archive answers (400: AList answers 500 "not a file").
+_FOLDER = "not a file: a folder is not an archive"
 # The settings that bound the work of reading one archive, and their defaults.
 LIST_MAX_SIZE = ("archive_list_max_size", 4 << 30)
 EXTRACT_MAX_SIZE = ("archive_extract_max_size", 64 << 30)
@@ -240,9 +243,12 @@ class ArchiveService:
         return Limits(value(max_size), value(MAX_ENTRIES), value(MAX_RATIO), max_size[0])
 
     async def _source(self, path: str) -> tuple[Source, Obj]:
-        obj, link, _ = await self._fs.link(path, LinkArgs())
+        try:
+            obj, link, _ = await self._fs.link(path, LinkArgs())
+        except NotAFile as exc:  # a folder: the client asked for the wrong thing
+            raise InvalidRequest(_FOLDER) from exc
         if obj.is_dir:
-            raise ServerError("not a file")
+            raise InvalidRequest(_FOLDER)
         loop = asyncio.get_running_loop()
         return Source(link, obj.size, obj.name, loop, self._fs.tree.pool_for(link)), obj
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 
 from manifold.errors import InvalidRequest, NotAFile, PermissionDenied
-from manifold.models import LinkArgs, Obj, Perm
+from manifold.models import DiskUsage, LinkArgs, Obj, Perm
 from manifold.paths import split_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.downloads import DownloadService
@@ -102,6 +102,16 @@ class GuardedOps:
         _, full = await self._fs.stat(caller, path, password)
         obj, link, _ = await self._fs.link(full, LinkArgs(ip=caller.client))
         return await ReadHandle.open(obj, link, self._fs.tree.pool_for(link))
+
+    async def space(self, caller: Caller, path: str, password: str = "") -> DiskUsage:
+        """The space of the storage holding ``path``, once the caller may see ``path``
+        (SFTP's ``df``): what its back end reports for the storage as a whole
+        (``Driver.details``), never anything of the host the server runs on.
+        ``NotSupported`` where the back end does not know it, or no storage holds
+        ``path`` (a folder of mount points)."""
+        self._protocol_allows(caller, write=False)
+        _, full = await self._fs.stat(caller, path, password)
+        return await self._fs.tree.space(full)
 
     async def redirect(self, caller: Caller, path: str, password: str = "") -> str | None:
         """Where to send a client for the file's bytes, by the storage's
@@ -210,6 +220,13 @@ class GuardedOps:
         arrives in parts (S3 multipart) is checked as it starts, not only at the end."""
         self._protocol_allows(caller, write=True)
         await self._writer.upload_target(caller, path, password, overwrite=True)
+
+    async def check_change(self, caller: Caller, path: str, password: str = "") -> None:
+        """Refuse a change of ``path`` that writes no bytes (WebDAV's PROPPATCH and
+        LOCK) unless the caller may write there: the protocol's manage bit and the
+        write permission a write into its folder needs (``GuardedWriter.check_change``)."""
+        self._protocol_allows(caller, write=True)
+        await self._writer.check_change(caller, path, password)
 
     async def open_writer(
         self,

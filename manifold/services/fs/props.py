@@ -65,8 +65,9 @@ class DeadProps:
 
     @staticmethod
     def require_manage(caller: Caller) -> None:
-        """Setting properties, and locking, is managing: WebDAV's manage bit (9), as
-        for every other WebDAV write, checked as ``GuardedOps`` checks it."""
+        """Setting properties is managing: WebDAV's manage bit (9), as for every other
+        WebDAV write, checked as ``GuardedOps`` checks it (the WebDAV server asks
+        ``GuardedOps.check_change`` first, which checks the write permission too)."""
         if not protocol_allows(caller, write=True):
             raise PermissionDenied()
 

@@ -30,13 +30,14 @@ import httpx
 from manifold.drivers.base import FOLDER_MOVE, Upload
 from manifold.errors import (
     ManifoldError,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
     ServerError,
     StorageNotFound,
 )
-from manifold.models import Link, LinkArgs, Obj
+from manifold.models import DiskUsage, Link, LinkArgs, Obj
 from manifold.paths import child_path, clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs import placing
@@ -224,6 +225,14 @@ class FileTree:
     async def other(self, path: str, method: str, data: Any) -> Any:
         place = self.place(path)
         return await place.ops.other(place.sub_path, method, data)
+
+    async def space(self, path: str) -> DiskUsage:
+        """The space of the storage holding ``path`` (``StorageOps.space``); a folder
+        that only holds mount points belongs to no storage and has none."""
+        place = self.find(path)
+        if place is None:
+            raise NotSupported("no storage holds this folder")
+        return await place.ops.space()
 
     def _virtual(self, folder: str, name: str) -> Obj:
         """A folder that exists because storages are mounted below it."""

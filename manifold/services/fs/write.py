@@ -92,6 +92,18 @@ class GuardedWriter:
         """The user's write bit, or a meta that lets anyone write in ``folder``."""
         return access.can_write(caller.user, self._metas.nearest(folder), folder)
 
+    async def check_change(self, caller: Caller, path: str, password: str = "") -> None:
+        """Refuse a change of the object at ``path`` itself that leaves its bytes and
+        name alone (WebDAV's dead properties, a lock) unless the caller may write
+        there: as a write into its folder is checked, by the write bit or a meta."""
+        full = self._fs.resolve(caller, path)
+        parent, _ = split_path(full)
+        await self._fs.check_access(caller, parent, password)
+        await self._fs.check_access(caller, full, password)
+        await self._fs.confine(caller, full)
+        if not self.can_write_in(caller, parent):
+            raise PermissionDenied()
+
     def place(self, path: str) -> Place:
         return self.tree.place(path)
 
