@@ -14,23 +14,18 @@ import json
 import os
 import ssl
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from manifold.app import start_s3
 from manifold.container import Services
 from manifold.models import Perm, Storage
-from manifold.protocols.ftp import start_ftp
-from manifold.protocols.sftp import start_sftp
 from manifold.services.auth.users import UserInput
 from tests.api.fs_helpers import make_tree
-from tests.api.live_server import serving
 from tests.conftest import start_services
 from tests.fixtures.certs import self_signed
 from tests.protocols.ftp_helpers import trusting
-from tests.protocols.perm_clients import S3_KEY_ID, S3_SECRET, Ports
-from tests.protocols.sftp_helpers import keep_host_keys, reuse_host_keys
+from tests.protocols.perm_clients import S3_KEY_ID, S3_SECRET, Ports, listening
 
 PROTOCOL_BITS = Perm.WEBDAV_READ | Perm.WEBDAV_MANAGE | Perm.FTP_READ | Perm.FTP_MANAGE
 KEEPING_BITS = Perm.WRITE | Perm.RENAME | Perm.MOVE | Perm.COPY  # every file bit but remove
@@ -110,7 +105,7 @@ async def live_site(folder: Path) -> AsyncIterator[Site]:
     try:
         cert, key = self_signed(folder)
         await _fill(services, disk, cert, key)
-        async with _listening(services) as ports:
+        async with listening(services) as ports:
             yield Site(services, ports, disk, trusting(cert))
     finally:
         await services.stop()
@@ -133,20 +128,3 @@ async def _fill(services: Services, disk: Path, cert: Path, key: Path) -> None:
             ("ftp_tls_private_key_path", str(key)),
         ]
     )
-
-
-@asynccontextmanager
-async def _listening(services: Services) -> AsyncIterator[Ports]:
-    """The main port (API and /dav), SFTP, FTP (with AUTH TLS) and S3."""
-    services.config.address = "127.0.0.1"
-    reuse_host_keys(services.config.data_dir / "ssh")
-    args = (services.ops, services.credentials, services.settings, services.config)
-    async with AsyncExitStack() as stack, serving(services) as url:
-        sftp = await start_sftp(*args, port=0)
-        stack.push_async_callback(sftp.stop)
-        keep_host_keys(services.config.data_dir / "ssh")
-        ftp = await start_ftp(*args, 0)
-        stack.push_async_callback(ftp.close)
-        s3 = await start_s3(services, port=0)
-        stack.push_async_callback(s3.stop)
-        yield Ports(url, sftp.port, ftp.port, s3.port)

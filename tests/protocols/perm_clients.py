@@ -13,7 +13,8 @@ import base64
 import ftplib
 import io
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
@@ -24,7 +25,12 @@ import httpx
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
-from tests.api.live_server import exchange
+from manifold.app import start_s3
+from manifold.container import Services
+from manifold.protocols.ftp import start_ftp
+from manifold.protocols.sftp import start_sftp
+from tests.api.live_server import exchange, serving
+from tests.protocols.sftp_helpers import keep_host_keys, reuse_host_keys
 
 T = TypeVar("T")
 TIMEOUT = 60
@@ -440,3 +446,20 @@ async def connect(protocol: str, ports: Ports, who: Login) -> Client:
     opener = {"api": ApiClient, "dav": DavClient, "sftp": SftpClient, "ftp": FtpClient}
     client: Client = await opener[protocol].open(ports, who)
     return client
+
+
+@asynccontextmanager
+async def listening(services: Services) -> AsyncIterator[Ports]:
+    """The main port (API and /dav), SFTP, FTP and S3, each on a free port."""
+    services.config.address = "127.0.0.1"
+    reuse_host_keys(services.config.data_dir / "ssh")
+    args = (services.ops, services.credentials, services.settings, services.config)
+    async with AsyncExitStack() as stack, serving(services) as url:
+        sftp = await start_sftp(*args, port=0)
+        stack.push_async_callback(sftp.stop)
+        keep_host_keys(services.config.data_dir / "ssh")
+        ftp = await start_ftp(*args, 0)
+        stack.push_async_callback(ftp.close)
+        s3 = await start_s3(services, port=0)
+        stack.push_async_callback(s3.stop)
+        yield Ports(url, sftp.port, ftp.port, s3.port)

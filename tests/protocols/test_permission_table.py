@@ -15,21 +15,16 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from manifold.app import start_s3
 from manifold.container import Services
 from manifold.models import Meta, Perm, Role, Storage
-from manifold.protocols.ftp import start_ftp
-from manifold.protocols.sftp import start_sftp
 from manifold.services.auth.users import UserInput
 from tests.api.fs_helpers import make_tree
-from tests.api.live_server import serving
 from tests.conftest import start_services
 from tests.protocols.perm_clients import (
     GUEST_PASSWORD,
@@ -43,8 +38,8 @@ from tests.protocols.perm_clients import (
     Refused,
     S3Client,
     connect,
+    listening,
 )
-from tests.protocols.sftp_helpers import keep_host_keys, reuse_host_keys
 
 PROTOCOLS = ("api", "dav", "sftp", "ftp", "s3")
 USERS_ONLY = ("api", "dav", "sftp", "ftp")
@@ -184,7 +179,7 @@ async def site(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Site]:
     disk = make_tree(folder / "disk", TREE)
     try:
         await _fill(services, disk)
-        async with _listening(services) as ports:
+        async with listening(services) as ports:
             yield Site(services, ports, disk)
     finally:
         await services.stop()
@@ -232,23 +227,6 @@ async def set_guest(services: Services, enabled: bool) -> None:
     guest = await services.users.guest()
     data = UserInput(guest.username, GUEST_PASSWORD, "/", Role.GUEST, not enabled, int(READ_BITS))
     await services.users.update(guest.id, data)
-
-
-@asynccontextmanager
-async def _listening(services: Services) -> AsyncIterator[Ports]:
-    """The main port (API and /dav), SFTP, FTP and S3, each on a free port."""
-    services.config.address = "127.0.0.1"
-    reuse_host_keys(services.config.data_dir / "ssh")
-    args = (services.ops, services.credentials, services.settings, services.config)
-    async with AsyncExitStack() as stack, serving(services) as url:
-        sftp = await start_sftp(*args, port=0)
-        stack.push_async_callback(sftp.stop)
-        keep_host_keys(services.config.data_dir / "ssh")
-        ftp = await start_ftp(*args, 0)
-        stack.push_async_callback(ftp.close)
-        s3 = await start_s3(services, port=0)
-        stack.push_async_callback(s3.stop)
-        yield Ports(url, sftp.port, ftp.port, s3.port)
 
 
 # --- the table, run -------------------------------------------------------------------

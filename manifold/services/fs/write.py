@@ -96,7 +96,12 @@ class GuardedWriter:
         """Refuse a change of the object at ``path`` itself that leaves its bytes and
         name alone (WebDAV's dead properties, a lock) unless the caller may write
         there: as a write into its folder is checked, by the write bit or a meta."""
-        full = self._fs.resolve(caller, path)
+        await self._writable(caller, self._fs.resolve(caller, path), password)
+
+    async def _writable(self, caller: Caller, full: str, password: str) -> None:
+        """Refuse a write at ``full`` unless the caller may reach it and its folder
+        (a password without p_sub, or a hide rule, guards a folder's contents against
+        writes too) and may write in that folder."""
         parent, _ = split_path(full)
         await self._fs.check_access(caller, parent, password)
         await self._fs.check_access(caller, full, password)
@@ -132,14 +137,7 @@ class GuardedWriter:
         fine. ``strict`` (a protocol's MKCOL, MKD): ``ObjectExists`` for a taken path,
         ``ParentNotFound`` for a missing parent."""
         full = self._fs.resolve(caller, path)
-        parent, _ = split_path(full)
-        # The folder written in is checked as a remove checks it: a password without
-        # p_sub, or a hide rule, guards the folder's contents against writes too.
-        await self._fs.check_access(caller, parent, password)
-        await self._fs.check_access(caller, full, password)
-        await self._fs.confine(caller, full)
-        if not self.can_write_in(caller, parent):
-            raise PermissionDenied()
+        await self._writable(caller, full, password)
         await self._refuse_unsafe_new(full)
         if strict:
             if await self.tree.exists(self.place(full)) is not None:
