@@ -302,3 +302,20 @@ async def test_replacing_a_file_needs_the_remove_permission(api: Api, root: Path
     body = await api.post("/api/fs/rename", onto_empty, token=token)
     assert body["code"] == 200, body  # an empty file loses nothing
     assert (root / "b" / "empty.txt").read_text() == "new"
+
+
+async def test_a_recursive_move_replaces_files_only_with_the_remove_permission(
+    api: Api, root: Path
+) -> None:
+    make_tree(root, {"flat/keep.txt": "older", "flat/x.txt": ""})
+    await api.make_user("kim", "kim-password-1", permission=0x78, base_path="/s")
+    token = await api.login("kim", "kim-password-1")
+    move = {"src_dir": "/a", "dst_dir": "/flat", "conflict_policy": "overwrite"}
+    body = await api.post("/api/fs/recursive_move", move, token=token)
+    assert (body["code"], body["message"]) == (403, "permission denied")
+    assert (root / "flat" / "keep.txt").read_text() == "older"
+    assert (root / "a" / "keep.txt").read_text() == "keep"
+    (root / "a" / "keep.txt").unlink()
+    body = await api.post("/api/fs/recursive_move", move, token=token)
+    assert body["code"] == 200, body  # x.txt was empty: replacing it loses nothing
+    assert (root / "flat" / "x.txt").read_text() == "x"
