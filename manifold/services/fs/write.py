@@ -705,9 +705,11 @@ class GuardedWriter:
             await self._clear_for_task(src, dst)
         return await self.submit_move(caller, src, dst, password, overwrite)
 
-    async def _source_exists(self, src: str) -> None:
-        if await self.exists(self.place(src)) is None:
+    async def _source_exists(self, src: str) -> Obj:
+        found = await self.exists(self.place(src))
+        if found is None:
             raise ObjectNotFound(f"failed get src [{src}] file: object not found")
+        return found
 
     async def _decide(
         self, caller: Caller, src: str, dst: str, replace: Replace, password: str
@@ -717,9 +719,7 @@ class GuardedWriter:
         be removable whole by the caller, as a remove checks it."""
         if await self.tree.is_itself(src, dst):
             return True, None
-        source = await self.exists(self.place(src))
-        if source is None:
-            raise ObjectNotFound(f"failed get src [{src}] file: object not found")
+        source = await self._source_exists(src)
         existing = await rules.destination(self.tree, caller.user, dst, replace, source)
         if existing is not None:
             await self.walker.guard_whole(caller, dst, password, links=False)
