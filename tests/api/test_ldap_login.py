@@ -139,6 +139,24 @@ async def test_a_name_the_directory_matches_loosely_is_refused(
     assert (body["code"], body["message"]) == (400, SPELLING), body
 
 
+async def test_a_value_of_another_attribute_is_no_login_name(api: Api, slapd: LdapServer) -> None:
+    """dave's entry has ``cn: Dave``; the filter compares ``uid`` only, so ``Dave`` is
+    no spelling of his login name, and the local ``Dave`` stays out of his reach."""
+    await configure(api, slapd)
+    await api.make_user("Dave", "local-pw")
+    body = await ldap_login(api, "Dave", USERS["dave"])
+    assert (body["code"], body["message"]) == (400, SPELLING), body
+    # Where the filter compares cn as well, Dave is a name the entry holds.
+    await configure(api, slapd, ldap_user_search_filter="(|(uid=%s)(cn=%s))")
+    body = await ldap_login(api, "Dave", USERS["dave"])
+    assert body["code"] == 200, body
+    # A filter that never compares the username leaves no login name to check.
+    await configure(api, slapd, ldap_user_search_filter="(uid=dave)")
+    body = await ldap_login(api, "dave", USERS["dave"])
+    assert body["code"] == 500
+    assert body["message"].startswith("ldap_user_search_filter must compare"), body
+
+
 async def test_a_name_found_twice_answers_a_clear_error(api: Api, slapd: LdapServer) -> None:
     await configure(api, slapd)
     body = await ldap_login(api, "twin", USERS["twin"])

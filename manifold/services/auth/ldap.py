@@ -14,8 +14,10 @@ always verified against the system's authorities (``SSL_CERT_FILE`` names anothe
 bundle), host name included; AList skips that check and so offers no setting to turn
 it back off.
 
-The name given must also be one of the entry's values exactly: the directory matches
-``Bob`` and `` bob`` to ``bob``, but here those are three different accounts.
+The name given must also be, exactly, a value of an attribute the filter compares with
+``%s`` (``uid`` in ``(uid=%s)``): the directory matches ``Bob`` and `` bob`` to
+``bob``, but here those are three different accounts, and another attribute that
+happens to hold ``Bob`` (a ``cn``) is no login name.
 
 Failures are ``errors.py`` classes: a wrong password or a username the directory does
 not know is the user's (400); a server that cannot be reached, refuses the manager,
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import ssl
 import warnings
@@ -51,6 +54,8 @@ TIMEOUT = 10
 NOT_FOUND = "failed find user in LDAP: no entry matches the username"
 INCORRECT = "password is incorrect"
 SPELLING = "failed find user in LDAP: give the username as the directory spells it"
+# An equality item of the filter whose value is the username: ``(uid=%s)``.
+_LOGIN_ITEM = re.compile(r"\(\s*([A-Za-z0-9][A-Za-z0-9.;-]*)\s*=\s*%s\s*\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,16 +121,29 @@ def _find(server: ldap3.Server, directory: Directory, username: str) -> str:
             f"LDAP search found {len(entries)} entries for this username; "
             "ldap_user_search_filter must match exactly one"
         )
-    if not _spelled_as_stored(entries[0], username):
+    names = login_attributes(directory.search_filter)
+    if not _spelled_as_stored(entries[0], names, username):
         raise BadRequest(SPELLING)
     return str(entries[0]["dn"])
 
 
-def _spelled_as_stored(entry: dict[str, Any], username: str) -> bool:
-    """Whether one of the entry's values is ``username`` exactly. Directories match
-    names without regard to case or extra spaces, but accounts here are told apart by
-    them: ``Bob`` must not log in as the local ``Bob`` with the directory's ``bob``."""
-    for values in (entry.get("attributes") or {}).values():
+def login_attributes(template: str) -> frozenset[str]:
+    """The attributes ``template`` compares with the username, lowercased (attribute
+    names are case-insensitive): ``uid`` and ``mail`` in ``(|(uid=%s)(mail=%s))``."""
+    names = frozenset(name.lower() for name in _LOGIN_ITEM.findall(template))
+    if not names:
+        raise ServerError("ldap_user_search_filter must compare an attribute with %s: (uid=%s)")
+    return names
+
+
+def _spelled_as_stored(entry: dict[str, Any], names: frozenset[str], username: str) -> bool:
+    """Whether a login attribute of the entry holds ``username`` exactly. Directories
+    match names without regard to case or extra spaces, but accounts here are told
+    apart by them: ``Bob`` must not log in as the local ``Bob`` with the directory's
+    ``bob``, not even when the entry's ``cn`` happens to be ``Bob``."""
+    for name, values in (entry.get("attributes") or {}).items():
+        if name.lower() not in names:
+            continue
         for value in values if isinstance(values, list) else [values]:
             if value == username:
                 return True
