@@ -174,7 +174,13 @@ class Services:
             users=users,
             auth=AuthService(users, tokens, settings, limiter, setup_limiter),
             sso=SsoService(
-                settings, users, tokens, OidcClient(http), config.jwt_secret, config.site_url
+                settings,
+                users,
+                tokens,
+                OidcClient(http),
+                repos.SsoFlowRepo(engine),
+                config.jwt_secret,
+                config.site_url,
             ),
             passkeys=PasskeyService(passkeys, ChallengeRepo(engine), users, tokens, settings),
             credentials=Credentials(users, limiter, settings, sshkeys),

@@ -43,6 +43,15 @@ class Perm(IntFlag):
 ADMIN_DEFAULT_PERMISSION = 0x30FF
 
 
+@dataclass(frozen=True, slots=True)
+class SsoIdentity:
+    """An account at a single sign-on provider: for OpenID Connect the issuer and the
+    ``sub`` it gives, for the other platforms no issuer and the platform's user id."""
+
+    issuer: str
+    subject: str
+
+
 @dataclass(slots=True)
 class User:
     id: int
@@ -57,6 +66,12 @@ class User:
     sso_id: str
     # Random, replaced on every password change; login tokens carry it (services/auth/tokens.py).
     token_gen: str = field(default="", repr=False)
+    # The OIDC issuer of ``sso_id`` (then the provider's ``sub``); empty otherwise.
+    sso_issuer: str = ""
+
+    @property
+    def sso(self) -> SsoIdentity:
+        return SsoIdentity(self.sso_issuer, self.sso_id)
 
     @property
     def is_admin(self) -> bool:

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.db import tables as t
 from manifold.db.engine import writing
 from manifold.errors import ServerError
-from manifold.models import Meta, SettingItem, SshKey, Storage, User
+from manifold.models import Meta, SettingItem, SshKey, SsoIdentity, Storage, User
 
 
 class DuplicateError(ServerError):
@@ -57,9 +57,15 @@ class UserRepo(Repo):
         rows = await self._rows(select(t.users).where(t.users.c.username == username))
         return User(**rows[0]._mapping) if rows else None
 
-    async def by_sso_id(self, sso_id: str) -> User | None:
+    async def by_sso(self, identity: SsoIdentity) -> User | None:
         """The first user bound to a single sign-on identity."""
-        stmt = select(t.users).where(t.users.c.sso_id == sso_id).order_by(t.users.c.id).limit(1)
+        users = t.users
+        stmt = (
+            select(users)
+            .where(users.c.sso_issuer == identity.issuer, users.c.sso_id == identity.subject)
+            .order_by(users.c.id)
+            .limit(1)
+        )
         rows = await self._rows(stmt)
         return User(**rows[0]._mapping) if rows else None
 
@@ -211,6 +217,19 @@ class RevocationRepo(Repo):
 
     async def purge(self, now: int) -> None:
         await self._write(delete(t.revoked_tokens).where(t.revoked_tokens.c.expires_at <= now))
+
+
+class SsoFlowRepo(Repo):
+    """Single sign-on flows that came back, so that each is accepted once."""
+
+    async def use(self, flow: str, expires_at: int, now: int) -> bool:
+        """Mark ``flow`` used; False if it was already."""
+        await self._write(delete(t.sso_flows).where(t.sso_flows.c.expires <= now))
+        try:
+            await self._write(insert(t.sso_flows).values(flow=flow, expires=expires_at))
+        except DuplicateError:
+            return False
+        return True
 
 
 class StorageRepo(Repo):

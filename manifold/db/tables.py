@@ -33,6 +33,9 @@ users = Table(
     Column("permission", Integer, nullable=False, default=0),
     Column("otp_secret", String(255), nullable=False, default=""),
     Column("sso_id", String(255), nullable=False, default=""),
+    # Migration 0013: the OIDC provider that issued ``sso_id`` (its ``sub``); empty for
+    # the other platforms' ids and for bindings made before.
+    Column("sso_issuer", String(255), nullable=False, default=""),
     Column("token_gen", String(32), nullable=False),
 )
 
@@ -109,6 +112,15 @@ revoked_tokens = Table(
     metadata,
     Column("jti", String(64), primary_key=True),
     Column("expires_at", BigInteger, nullable=False, index=True),
+)
+
+# Single sign-on flows whose callback came back (migration 0013), by a digest of their
+# state, until they would have expired: a flow is accepted once on every instance.
+sso_flows = Table(
+    "sso_flows",
+    metadata,
+    Column("flow", String(64), primary_key=True),
+    Column("expires", BigInteger, nullable=False, index=True),
 )
 
 # Long-running work (copies between storages, uploads run as tasks). ``payload`` is the
@@ -262,6 +274,8 @@ webauthn_challenges = Table(
     Column("rp_id", String(255), nullable=False),
     Column("origin", Text, nullable=False),
     Column("expires", Double, nullable=False, index=True),
+    # Migration 0013: what the ceremony counts against, a client address or a user.
+    Column("owner", String(80), nullable=False, default="", index=True),
 )
 
 

@@ -7,16 +7,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from manifold.config import load_config
+from manifold.container import Services
 from manifold.services.auth.sso import BIND_COOKIE, FLOW_COOKIE
-from tests.conftest import Api, open_api, start_services
+from tests.conftest import ADMIN_PASSWORD, Api, open_api, start_services
 from tests.fixtures.oidcprovider import CLIENT_ID, CLIENT_SECRET, Provider, sign_in, start_provider
+from tests.state.conftest import database_at
 
 SITE = "http://manifold.test"
+BAD_STATE = "incorrect or expired state parameter"
+REBIND = (
+    "the account of this name was connected to single sign-on by name only: sign in "
+    "with its password (an admin can set one) and connect it again from the profile"
+)
 CALLBACK = SITE + "/api/auth/sso_callback?method="
 
 
@@ -41,6 +50,25 @@ async def sso(tmp_path: Path, provider: Provider) -> AsyncIterator[Api]:
             yield api
     finally:
         await services.stop()
+
+
+@pytest.fixture
+async def two(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Api]]:
+    """Two instances on one database, as behind a load balancer."""
+    env = {
+        "MANIFOLD_DATABASE_URL": await database_at(request, tmp_path, "sqlite"),
+        "MANIFOLD_JWT_SECRET": "a-secret-both-instances-share-0123456789abcdef",
+        "MANIFOLD_SITE_URL": SITE,
+    }
+    async with AsyncExitStack() as stack:
+        apis = []
+        for name in ("one", "two"):
+            config = load_config(tmp_path / name, {**env, "MANIFOLD_INSTANCE_ID": name})
+            services = Services.build(config, shared=True)
+            await services.start(admin_password=ADMIN_PASSWORD)
+            stack.push_async_callback(services.stop)
+            apis.append(await stack.enter_async_context(open_api(services)))
+        yield apis
 
 
 async def configure(api: Api, provider: Provider, **extra: str) -> None:
@@ -102,6 +130,7 @@ async def test_authorize_request_carries_state_nonce_and_pkce(sso: Api, provider
 async def test_sign_in_registers_a_new_user_with_the_defaults(sso: Api) -> None:
     token = await sso_token(sso, "alice")
     me = (await sso.get("/api/me", token=token))["data"]
+    # The account is bound to the provider's subject; the name claim only named it.
     assert (me["username"], me["sso_id"], me["base_path"], me["permission"]) == (
         "alice",
         "alice",
@@ -111,6 +140,63 @@ async def test_sign_in_registers_a_new_user_with_the_defaults(sso: Api) -> None:
     # A second sign-in finds the same user rather than making another.
     again = await sso_token(sso, "alice")
     assert (await sso.get("/api/me", token=again))["data"]["id"] == me["id"]
+
+
+async def test_another_account_of_the_same_name_is_not_the_first(sso: Api) -> None:
+    """alice and alice~2 are two accounts at the provider, both with the name claim
+    alice: the second is not signed in as the first."""
+    first = (await sso.get("/api/me", token=await sso_token(sso, "alice")))["data"]
+    second = (await sso.get("/api/me", token=await sso_token(sso, "alice~2")))["data"]
+    assert second["id"] != first["id"]
+    assert (second["username"], second["sso_id"]) == ("alice_alice~2", "alice~2")
+    # Each keeps its own account.
+    again = (await sso.get("/api/me", token=await sso_token(sso, "alice")))["data"]
+    assert again["id"] == first["id"]
+
+
+async def test_a_name_twin_of_the_admins_identity_is_not_the_admin(
+    sso: Api, provider: Provider
+) -> None:
+    await configure(sso, provider, sso_auto_register="false")
+    admin = await sso.login()
+    url, flow = await start_flow(sso, "get_sso_id")
+    _, page, cookies = await come_back(sso, sign_in(url, "boss", SITE), flow)
+    body = {"username": "admin", "password": "", "sso_id": posted(page)[0]["sso_id"]}
+    done = await sso.post("/api/me/update", body, token=admin, headers=_cookie(cookies))
+    assert done["code"] == 200, done
+    assert (await sso.get("/api/me", token=await sso_token(sso, "boss")))["data"]["id"] == 1
+    # boss~other carries the name claim boss too: no account of theirs, no way in.
+    url, flow = await start_flow(sso, "sso_get_token")
+    _, page, _ = await come_back(sso, sign_in(url, "boss~other", SITE), flow)
+    assert json.loads(page) == {
+        "code": 400, "message": "failed find user: record not found", "data": None,
+    }  # fmt: skip
+
+
+async def test_a_binding_made_by_name_is_refused_until_connected_again(sso: Api) -> None:
+    """An ``sso_id`` stored before bindings had a subject (here set by the admin, as an
+    older version or an import from AList leaves it) holds a name claim: whoever
+    signs in with that name is refused, the account's owner too, and no account is
+    made, until the owner connects the account from the profile."""
+    user_id = await sso.make_user("olga", "pw-olga-1")
+    old = {"id": user_id, "username": "olga", "password": "", "base_path": "/", "role": 0,
+           "permission": 0, "disabled": False, "sso_id": "olga"}  # fmt: skip
+    assert (await sso.post("/api/admin/user/update", old))["code"] == 200
+    for login in ("olga", "olga~stranger"):
+        url, flow = await start_flow(sso, "sso_get_token")
+        _, page, _ = await come_back(sso, sign_in(url, login, SITE), flow)
+        assert json.loads(page) == {"code": 400, "message": REBIND, "data": None}, login
+    listing = await sso.get("/api/admin/user/list")
+    assert sorted(u["username"] for u in listing["data"]["content"]) == ["admin", "guest", "olga"]
+    # Connected again from the profile, the owner's subject opens the account.
+    olga = await sso.login("olga", "pw-olga-1")
+    url, flow = await start_flow(sso, "get_sso_id")
+    _, page, cookies = await come_back(sso, sign_in(url, "olga", SITE), flow)
+    body = {"username": "olga", "password": "", "sso_id": posted(page)[0]["sso_id"]}
+    assert (await sso.post("/api/me/update", body, token=olga, headers=_cookie(cookies)))[
+        "code"
+    ] == 200
+    assert (await sso.get("/api/me", token=await sso_token(sso, "olga")))["data"]["id"] == user_id
 
 
 async def test_a_taken_name_gets_the_identity_appended(sso: Api) -> None:
@@ -154,9 +240,35 @@ async def test_callback_clears_the_flow_and_a_code_works_once(sso: Api) -> None:
     assert FLOW_COOKIE in response.headers["set-cookie"] and "Max-Age=0" in response.headers[
         "set-cookie"
     ].replace("max-age", "Max-Age")
-    # Replaying the same callback with the old cookie: the provider refuses the code.
+    # Replaying the same callback with the old cookie: this server knows the flow is used.
     _, page, _ = await come_back(sso, back, flow)
-    assert json.loads(page)["code"] == 400
+    assert json.loads(page) == {"code": 400, "message": BAD_STATE, "data": None}
+
+
+async def test_a_flow_is_used_once_even_with_a_fresh_code(sso: Api) -> None:
+    """The provider gives a second code for the same authorization request (same state);
+    with a copy of the flow cookie it would be a second sign-in."""
+    url, flow = await start_flow(sso, "sso_get_token")
+    status, page, _ = await come_back(sso, sign_in(url, "alice", SITE), flow)
+    assert status == 200 and posted(page)[0]["token"]
+    again = sign_in(url, "alice", SITE)
+    _, page, _ = await come_back(sso, again, flow)
+    assert json.loads(page) == {"code": 400, "message": BAD_STATE, "data": None}
+
+
+async def test_a_flow_used_on_one_instance_is_refused_on_another(
+    two: list[Api], provider: Provider
+) -> None:
+    one, other = two
+    await configure(await one.as_admin(), provider, sso_auto_register="true")
+    await other.services.settings.start()  # reload the settings rather than wait for the bus
+    url, flow = await start_flow(one, "sso_get_token")
+    back = sign_in(url, "alice", SITE)
+    status, page, _ = await come_back(one, back, flow)
+    assert status == 200 and posted(page)[0]["token"]
+    # The same callback on the other instance, with a fresh code for the same state.
+    _, page, _ = await come_back(other, sign_in(url, "alice", SITE), flow)
+    assert json.loads(page) == {"code": 400, "message": BAD_STATE, "data": None}
 
 
 async def test_method_must_match_the_flow(sso: Api) -> None:

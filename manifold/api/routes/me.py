@@ -36,8 +36,8 @@ async def update_me(
         raise Forbidden("Guest user can not update profile")
     # A new single sign-on identity arrives as a ticket from this browser's sign-in.
     bind_cookie = request.cookies.get(BIND_COOKIE, "")
-    sso_id = await services.sso.binding(caller.user, body.sso_id, bind_cookie)
-    await services.users.update_profile(caller.user, body.username, body.password, sso_id)
+    sso = await services.sso.binding(caller.user, body.sso_id, bind_cookie)
+    await services.users.update_profile(caller.user, body.username, body.password, sso)
     return ok()
 
 

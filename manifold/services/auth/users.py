@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from manifold.db.passkey_repo import PasskeyRepo
 from manifold.db.repos import SshKeyRepo, UserRepo
 from manifold.errors import BadRequest, ServerError
-from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, User
+from manifold.models import ADMIN_DEFAULT_PERMISSION, Role, SsoIdentity, User
 from manifold.paths import clean_path
 from manifold.services.auth.changes import UserChanges
 from manifold.services.auth.passwords import hash_static_async, static_hash
@@ -41,6 +41,8 @@ class UserInput:
     disabled: bool = False
     permission: int = 0
     sso_id: str = ""
+    # Set by single sign-on only (an auto-registered account); no route reads it.
+    sso_issuer: str = ""
 
 
 class UserService:
@@ -91,9 +93,9 @@ class UserService:
             self._by_name[username] = user
         return user
 
-    async def by_sso_id(self, sso_id: str) -> User | None:
+    async def by_sso(self, identity: SsoIdentity) -> User | None:
         """The user bound to a single sign-on identity; never cached (a sign-in is rare)."""
-        return await self._repo.by_sso_id(sso_id) if sso_id else None
+        return await self._repo.by_sso(identity) if identity.subject else None
 
     async def get(self, user_id: int) -> User:
         user = await self._repo.get(user_id)
@@ -129,6 +131,7 @@ class UserService:
         user = _new_user(data.username, data.role, data.permission, clean_path(data.base_path))
         user.disabled = data.disabled
         user.sso_id = data.sso_id
+        user.sso_issuer = data.sso_issuer
         await self._set_password(user, data.password)
         return await self._repo.create(user)
 
@@ -146,15 +149,19 @@ class UserService:
             disabled=data.disabled,
             permission=data.permission,
             sso_id=data.sso_id,
+            # An id the admin changes is no OIDC subject any more (nor was it given by one).
+            sso_issuer=old.sso_issuer if data.sso_id == old.sso_id else "",
         )
         if data.password:
             await self._set_password(new, data.password)
         await self._save(old, new)
         return new
 
-    async def update_profile(self, user: User, username: str, password: str, sso_id: str) -> None:
+    async def update_profile(
+        self, user: User, username: str, password: str, sso: SsoIdentity
+    ) -> None:
         _check_username(username)
-        new = replace(user, username=username, sso_id=sso_id)
+        new = replace(user, username=username, sso_id=sso.subject, sso_issuer=sso.issuer)
         if password:
             await self._set_password(new, password)
         await self._save(user, new)
