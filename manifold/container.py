@@ -182,7 +182,9 @@ class Services:
                 config.jwt_secret,
                 config.site_url,
             ),
-            passkeys=PasskeyService(passkeys, ChallengeRepo(engine), users, tokens, settings),
+            passkeys=PasskeyService(
+                passkeys, ChallengeRepo(engine), users, tokens, settings, config.jwt_secret
+            ),
             credentials=Credentials(users, limiter, settings, sshkeys),
             metas=metas,
             sshkeys=sshkeys,

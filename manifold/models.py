@@ -143,7 +143,8 @@ class Passkey:
 class Challenge:
     """A WebAuthn ceremony begun: what the browser must sign, for whom and where.
 
-    ``user_id`` is 0 for a login that lets the authenticator say who it is."""
+    ``user_id`` is 0 for a login that lets the authenticator say who it is. ``owner``
+    is what the ceremony counts against: the client's address, or the signed-in user."""
 
     purpose: str
     user_id: int
@@ -151,6 +152,7 @@ class Challenge:
     rp_id: str
     origin: str
     expires: float
+    owner: str = ""
 
 
 # ``Obj.thumb`` of an object whose thumbnail this server makes (the driver's ``link``

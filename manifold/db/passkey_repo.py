@@ -11,6 +11,7 @@ import hashlib
 from typing import Any
 
 from sqlalchemy import Row, and_, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from manifold.db import tables as t
 from manifold.db.engine import writing
@@ -96,9 +97,12 @@ def _passkey(row: Row[Any]) -> Passkey:
 class ChallengeRepo(Repo):
     """Challenges as rows, so that every instance on the database sees them."""
 
-    async def put(self, session: str, challenge: Challenge, now: float, most: int) -> bool:
-        """Keep ``challenge`` under ``session``, dropping those expired by ``now``;
-        False, keeping nothing, when ``most`` live ones are kept already."""
+    async def put(
+        self, session: str, challenge: Challenge, now: float, per_owner: int, per_pool: int
+    ) -> bool:
+        """Keep ``challenge`` under ``session``, dropping those expired by ``now``; False,
+        keeping nothing, when its owner has ``per_owner`` live ones already, or its pool
+        (``_pool``) ``per_pool``."""
         table = t.webauthn_challenges
         values = {
             "session": session,
@@ -108,11 +112,13 @@ class ChallengeRepo(Repo):
             "rp_id": challenge.rp_id,
             "origin": challenge.origin,
             "expires": challenge.expires,
+            "owner": challenge.owner,
         }
         async with writing(self.engine) as conn:
             await conn.execute(delete(table).where(table.c.expires <= now))
-            live = (await conn.execute(select(func.count()).select_from(table))).scalar_one()
-            if live >= most:
+            if await _live(conn, table.c.owner == challenge.owner) >= per_owner:
+                return False
+            if await _live(conn, *_pool(challenge)) >= per_pool:
                 return False
             await conn.execute(insert(table).values(**values))
         return True
@@ -130,5 +136,21 @@ class ChallengeRepo(Repo):
             return None
         return Challenge(
             m["purpose"], m["user_id"], from_b64url(m["challenge"]), m["rp_id"], m["origin"],
-            m["expires"],
+            m["expires"], m["owner"],
         )  # fmt: skip
+
+
+def _pool(challenge: Challenge) -> list[Any]:
+    """The ceremonies ``challenge`` shares a cap with: those of its purpose, for a known
+    user or for nobody in particular. A flood of logins that name no one (which anyone
+    may begin) leaves room for registrations and for logins that name a user."""
+    table = t.webauthn_challenges
+    anonymous = table.c.user_id == 0 if challenge.user_id == 0 else table.c.user_id != 0
+    return [table.c.purpose == challenge.purpose, anonymous]
+
+
+async def _live(conn: AsyncConnection, *where: Any) -> int:
+    table = t.webauthn_challenges
+    return int(
+        (await conn.execute(select(func.count()).select_from(table).where(*where))).scalar_one()
+    )

@@ -8,6 +8,7 @@ import base64
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -174,8 +175,13 @@ async def test_credentials_are_listed_as_alist_lists_them_and_deleted_by_id(
     assert deleted["data"] == "Deleted Successfully"
     assert (await api.get(AUTHN + "getcredentials", token=token))["data"] == []
     # Gone for logging in too, with or without a name.
-    answer = await api.get(AUTHN + "webauthn_begin_login", params={"username": "alice"})
-    assert (answer["code"], answer["message"]) == (400, "Found no credentials for user")
+    begun = await begin_login(api, "alice")
+    assert [c["id"] for c in begun["options"]["publicKey"]["allowCredentials"]] != [
+        b64url(device.credentials[0].id)
+    ]
+    begun["options"]["publicKey"]["allowCredentials"] = []
+    answer = await finish_login(api, begun["session"], device.get(begun["options"]), "alice")
+    assert (answer["code"], answer["message"]) == (400, "passkey not found")
     answer = await passkey_login(api, device)
     assert (answer["code"], answer["message"]) == (400, "passkey not found")
 
@@ -331,17 +337,76 @@ async def test_guests_and_strangers_cannot_register(api: Api) -> None:
     await enable(api)
     answer = await api.get(AUTHN + "webauthn_begin_registration", token="")
     assert (answer["code"], answer["message"]) == (401, "Guest user is disabled, login please")
-    answer = await api.get(AUTHN + "webauthn_begin_login", params={"username": "nobody"})
-    assert (answer["code"], answer["message"]) == (400, "failed find user: record not found")
+
+
+def shape(value: Any) -> Any:
+    """``value`` with every string, number and flag replaced by its type's name."""
+    if isinstance(value, dict):
+        return {key: shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return type(value).__name__
+
+
+async def test_a_login_for_a_name_does_not_tell_whether_the_name_is_a_users(
+    api: Api, alice: tuple[str, SoftAuthenticator]
+) -> None:
+    """alice has a passkey, the admin has none, nobody does not exist: the three
+    answers look alike, and each ceremony, answered with alice's passkey, ends alike."""
+    _, device = alice
+    answers = {}
+    for name in ("alice", "admin", "nobody"):
+        answer = await api.get(AUTHN + "webauthn_begin_login", params={"username": name})
+        assert (answer["code"], answer["message"]) == (200, "success"), name
+        answers[name] = answer
+    assert shape(answers["admin"]) == shape(answers["alice"])
+    assert shape(answers["nobody"]) == shape(answers["alice"])
+    # A name's decoy stays the same, as a real passkey's id does.
+    again = await begin_login(api, "nobody")
+    public = answers["nobody"]["data"]["options"]["publicKey"]
+    assert again["options"]["publicKey"]["allowCredentials"] == public["allowCredentials"]
+    ends = set()
+    for name in ("admin", "nobody"):
+        begun = await begin_login(api, name)
+        begun["options"]["publicKey"]["allowCredentials"] = []
+        answer = await finish_login(api, begun["session"], device.get(begun["options"]), name)
+        ends.add((answer["code"], answer["message"]))
+    assert ends == {(400, "passkey not found")}
+
+
+async def test_one_clients_flood_of_logins_leaves_others_room(
+    api: Api, alice: tuple[str, SoftAuthenticator]
+) -> None:
+    token, device = alice
+    refused = None
+    for _ in range(200):
+        answer = await api.get(AUTHN + "webauthn_begin_login", token="")
+        if answer["code"] != 200:
+            refused = answer
+            break
+    assert refused is not None, "200 unfinished ceremonies from one address"
+    assert refused["code"] == 429
+    # The flooding address may still register a passkey once signed in.
+    begun = await api.get(AUTHN + "webauthn_begin_registration", token=token)
+    assert begun["code"] == 200, begun
+    # Another address logs in.
+    async with open_api(api.services, address="198.51.100.20") as other:
+        answer = await passkey_login(other, device, "alice")
+        assert answer["code"] == 200, answer
+    # Behind a trusted proxy each forwarded client counts on its own.
+    api.services.config.trusted_proxies = ["203.0.113.7"]
+    forwarded = {"X-Forwarded-For": "192.0.2.55"}
+    answer = await api.get(AUTHN + "webauthn_begin_login", token="", headers=forwarded)
+    assert answer["code"] == 200, answer
 
 
 async def test_a_challenge_expires(services: Services) -> None:
     store = ChallengeRepo(services.engine)
     now = time.time()
-    challenge = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300)
-    assert await store.put("s1", challenge, now, most=2)
+    challenge = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300, "addr:192.0.2.1")
+    assert await store.put("s1", challenge, now, per_owner=2, per_pool=2)
     assert await store.take("s1", now + 301) is None
-    assert await store.put("s2", challenge, now, most=2)
+    assert await store.put("s2", challenge, now, per_owner=2, per_pool=2)
     taken = await store.take("s2", now + 1)
     assert taken is not None and taken.challenge == b"c" * 32
     assert await store.take("s2", now + 1) is None
@@ -350,13 +415,23 @@ async def test_a_challenge_expires(services: Services) -> None:
 async def test_unfinished_challenges_are_kept_up_to_a_limit(services: Services) -> None:
     store = ChallengeRepo(services.engine)
     now = time.time()
-    challenge = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300)
-    assert await store.put("a", challenge, now, most=2)
-    assert await store.put("b", challenge, now, most=2)
-    assert not await store.put("c", challenge, now, most=2)
+    anonymous = Challenge("login", 0, b"c" * 32, "h", "http://h", now + 300, "addr:192.0.2.1")
+    limits = {"per_owner": 2, "per_pool": 3}
+    assert await store.put("a", anonymous, now, **limits)
+    assert await store.put("b", anonymous, now, **limits)
+    # The owner has as many as allowed; another owner has room, until the pool is full.
+    assert not await store.put("c", anonymous, now, **limits)
     assert await store.take("c", now) is None
+    other = replace(anonymous, owner="addr:192.0.2.2")
+    assert await store.put("d", other, now, **limits)
+    assert not await store.put("e", replace(other, owner="addr:192.0.2.3"), now, **limits)
+    # A full pool of logins that name nobody leaves room for those that name a user,
+    # and for registrations.
+    named = replace(anonymous, user_id=7, owner="addr:192.0.2.3")
+    assert await store.put("f", named, now, **limits)
+    assert await store.put("g", replace(named, purpose="register", owner="user:7"), now, **limits)
     # Expired ones make room.
-    assert await store.put("d", challenge, now + 301, most=2)
+    assert await store.put("h", anonymous, now + 301, **limits)
 
 
 @pytest.fixture

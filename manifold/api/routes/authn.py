@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from starlette.responses import Response
 
-from manifold.api.deps import CallerDep, ServicesDep
+from manifold.api.deps import CallerDep, ServicesDep, client_address
 from manifold.api.envelope import ok
 from manifold.api.openapi import no_body, raw_body
 from manifold.api.routes.fs import api_url
@@ -58,7 +58,8 @@ async def finish_registration(
 
 async def begin_login(request: Request, services: ServicesDep, username: str = "") -> Response:
     rp = relying_party(request, services)
-    options, session = await services.passkeys.begin_login(username, rp)
+    client = client_address(request, services.config.trusted_proxies)
+    options, session = await services.passkeys.begin_login(username, rp, client)
     return ok({"options": options, "session": session})
 
 

@@ -10,12 +10,26 @@ signature counter over the stored one (unless the authenticator counts nothing),
 of two uses that report the same count only one gets in.
 
 A user's handle is AList's: the user id as 8 little-endian bytes.
+
+Unfinished ceremonies are bounded per client (``client_key``: its address, a trusted
+proxy's forwarded one as for the lock-out, or an IPv6 client's /64; a registration
+counts against its signed-in user instead) and in pools (see ``ChallengeRepo.put``),
+so that one client's flood of logins answers 429 to that client only, and a flood
+from many leaves room for registrations and for logins that name a user.
+
+A login begun for a name answers alike whether the name is a user's with passkeys or
+not (AList says which names exist): a name with no passkey gets a decoy credential,
+the same for that name each time, and its ceremony ends as one answered with a
+passkey of someone else's.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
+import ipaddress
 import json
 import secrets
 import struct
@@ -42,6 +56,7 @@ from webauthn.helpers.structs import (
 )
 
 from manifold.concurrency import CPU_POOL, run_in
+from manifold.config import Secret
 from manifold.db.passkey_repo import PasskeyRepo
 from manifold.errors import BadRequest, Forbidden, ServerError, TooManyAttempts
 from manifold.models import Challenge, Passkey, User
@@ -51,9 +66,14 @@ from manifold.services.auth.users import UserService
 
 ENABLED_SETTING = "webauthn_login_enabled"
 CHALLENGE_SECONDS = 300
-# Ceremonies begun and not finished, at most: beginning a login needs no account, and a
-# flood of them must not fill the database.
+# Ceremonies begun and not finished, at most, in each pool (see ``ChallengeRepo.put``):
+# beginning a login needs no account, and a flood of them must not fill the database.
 CHALLENGES_KEPT = 10_000
+# ... and per client address or signed-in user: a browser has one or two at a time.
+CHALLENGES_PER_CLIENT = 32
+# The user id of a login begun for a name with no passkey: nobody's, so it ends as a
+# login answered with another user's passkey does.
+NOBODY = -1
 TIMEOUT_MS = 120_000
 REGISTER, LOGIN = "register", "login"
 EXPIRED = "passkey request expired or already used, please try again"
@@ -62,8 +82,11 @@ EXPIRED = "passkey request expired or already used, please try again"
 class ChallengeStore(Protocol):
     """Where begun ceremonies wait for their answer; shared by every instance."""
 
-    async def put(self, session: str, challenge: Challenge, now: float, most: int) -> bool:
-        """Keep ``challenge``; False when ``most`` unexpired ones are kept already."""
+    async def put(
+        self, session: str, challenge: Challenge, now: float, per_owner: int, per_pool: int
+    ) -> bool:
+        """Keep ``challenge``; False when its owner, or its pool, has as many unexpired
+        ones as allowed already."""
         ...
 
     async def take(self, session: str, now: float) -> Challenge | None:
@@ -102,12 +125,17 @@ class PasskeyService:
         users: UserService,
         tokens: TokenService,
         settings: SettingsService,
+        secret: Secret,
     ) -> None:
         self._keys = keys
         self._challenges = challenges
         self._users = users
         self._tokens = tokens
         self._settings = settings
+        # A key of its own: the decoys must be the same on every instance, and secret.
+        self._decoy_key = hmac.new(
+            secret.reveal().encode(), b"passkey decoys", hashlib.sha256
+        ).digest()
 
     async def begin_registration(self, user: User, rp: RelyingParty) -> tuple[dict[str, Any], str]:
         self._check_enabled()
@@ -126,7 +154,8 @@ class PasskeyService:
             ),
             exclude_credentials=[_descriptor(k) for k in existing],
         )
-        session = await self._remember(REGISTER, user.id, options.challenge, rp)
+        owner = f"user:{user.id}"
+        session = await self._remember(REGISTER, user.id, options.challenge, rp, owner)
         return {"publicKey": options_to_json_dict(options)}, session
 
     async def finish_registration(self, user: User, session: str, answer: str) -> None:
@@ -158,26 +187,22 @@ class PasskeyService:
         )
         await self._keys.add(key)
 
-    async def begin_login(self, username: str, rp: RelyingParty) -> tuple[dict[str, Any], str]:
+    async def begin_login(
+        self, username: str, rp: RelyingParty, client: str
+    ) -> tuple[dict[str, Any], str]:
         """Options for a login as ``username``, or, without one, as whoever the
-        authenticator holds a passkey for (a discoverable credential)."""
+        authenticator holds a passkey for (a discoverable credential); ``client`` is
+        the caller's address."""
         self._check_enabled()
-        allowed: list[PublicKeyCredentialDescriptor] = []
-        user_id = 0
-        if username:
-            user = await self._user_named(username)
-            keys = await self._keys.for_user(user.id)
-            if not keys:
-                raise BadRequest("Found no credentials for user")
-            allowed = [_descriptor(k) for k in keys]
-            user_id = user.id
+        user_id, allowed = await self._allowed(username)
         options = generate_authentication_options(
             rp_id=rp.id,
             timeout=TIMEOUT_MS,
             allow_credentials=allowed,
             user_verification=UserVerificationRequirement.PREFERRED,
         )
-        session = await self._remember(LOGIN, user_id, options.challenge, rp)
+        owner = client_key(client)
+        session = await self._remember(LOGIN, user_id, options.challenge, rp, owner)
         return {"publicKey": options_to_json_dict(options)}, session
 
     async def finish_login(self, username: str, session: str, answer: str) -> str:
@@ -224,17 +249,34 @@ class PasskeyService:
         except ServerError:
             return None
 
-    async def _user_named(self, username: str) -> User:
+    async def _allowed(self, username: str) -> tuple[int, list[PublicKeyCredentialDescriptor]]:
+        """Whose login this is and the credentials it allows: nobody's and none without
+        a name, ``NOBODY``'s and a decoy for a name with no passkey."""
+        if not username:
+            return 0, []
         user = await self._users.by_name(username)
-        if user is None:
-            raise BadRequest("failed find user: record not found")
-        return user
+        keys = await self._keys.for_user(user.id) if user is not None else []
+        if user is None or not keys:
+            return NOBODY, [self._decoy(username)]
+        return user.id, [_descriptor(k) for k in keys]
 
-    async def _remember(self, purpose: str, user_id: int, raw: bytes, rp: RelyingParty) -> str:
+    def _decoy(self, username: str) -> PublicKeyCredentialDescriptor:
+        """A credential id no authenticator holds, as long as a common passkey's."""
+        raw = hmac.new(self._decoy_key, username.encode(), hashlib.sha256).digest()
+        hints = [AuthenticatorTransport.INTERNAL, AuthenticatorTransport.HYBRID]
+        return PublicKeyCredentialDescriptor(id=raw, transports=hints)
+
+    async def _remember(
+        self, purpose: str, user_id: int, raw: bytes, rp: RelyingParty, owner: str
+    ) -> str:
         now = time.time()
         session = secrets.token_urlsafe(32)
-        challenge = Challenge(purpose, user_id, raw, rp.id, rp.origin, now + CHALLENGE_SECONDS)
-        if not await self._challenges.put(session, challenge, now, CHALLENGES_KEPT):
+        expires = now + CHALLENGE_SECONDS
+        challenge = Challenge(purpose, user_id, raw, rp.id, rp.origin, expires, owner)
+        kept = await self._challenges.put(
+            session, challenge, now, CHALLENGES_PER_CLIENT, CHALLENGES_KEPT
+        )
+        if not kept:
             raise TooManyAttempts("too many passkey requests in progress, try again later")
         return session
 
@@ -264,6 +306,20 @@ class PasskeyService:
             raise BadRequest(f"passkey login failed: {exc}") from exc
         if not await self._keys.advance(key.id, verified.new_sign_count, time.time()):
             raise BadRequest("passkey login failed: the signature counter did not advance")
+
+
+def client_key(address: str) -> str:
+    """What a client's ceremonies count against: its address, or for IPv6 its /64 (a
+    single host commonly holds a whole /64 and may pick any address of it)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "addr:" + address[:60]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"addr:{ip.ipv4_mapped}"
+        return f"net:{ipaddress.ip_network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
 
 
 def _descriptor(key: Passkey) -> PublicKeyCredentialDescriptor:
