@@ -305,6 +305,24 @@ async def test_bind_an_identity_from_the_profile(sso: Api) -> None:
     assert (await sso.get("/api/me", token=bob))["data"]["sso_id"] == "carol"
 
 
+async def test_saving_a_user_keeps_the_binding_unless_the_id_changes(sso: Api) -> None:
+    token = await sso_token(sso, "ivan")
+    me = (await sso.get("/api/me", token=token))["data"]
+    # The user editor and the profile page send back the sso_id they were given.
+    edited = {**me, "base_path": "/ivan", "password": ""}
+    assert (await sso.post("/api/admin/user/update", edited))["code"] == 200
+    profile = {"username": "ivan", "password": "", "sso_id": me["sso_id"]}
+    assert (await sso.post("/api/me/update", profile, token=token))["code"] == 200
+    again = await sso_token(sso, "ivan")
+    assert (await sso.get("/api/me", token=again))["data"]["id"] == me["id"]
+    # An sso_id the admin types is no provider's subject: it opens nothing.
+    typed = {**edited, "sso_id": "ivan2"}
+    assert (await sso.post("/api/admin/user/update", typed))["code"] == 200
+    url, flow = await start_flow(sso, "sso_get_token")
+    _, page, _ = await come_back(sso, sign_in(url, "ivan2", SITE), flow)
+    assert json.loads(page) == {"code": 400, "message": REBIND, "data": None}
+
+
 async def test_a_plain_sso_id_cannot_be_claimed(sso: Api) -> None:
     await sso.make_user("eve", "pw-eve-1")
     eve = await sso.login("eve", "pw-eve-1")
