@@ -209,6 +209,13 @@ class RevocationRepo(Repo):
         stmt = select(t.revoked_tokens).where(t.revoked_tokens.c.expires_at > now)
         return {r.jti: r.expires_at for r in await self._rows(stmt)}
 
+    async def expiry(self, jti: str, now: int) -> int | None:
+        """When the token revoked as ``jti`` expires; None if it is not revoked."""
+        table = t.revoked_tokens
+        stmt = select(table.c.expires_at).where(table.c.jti == jti, table.c.expires_at > now)
+        rows = await self._rows(stmt)
+        return int(rows[0].expires_at) if rows else None
+
     async def add(self, jti: str, expires_at: int) -> None:
         try:
             await self._write(insert(t.revoked_tokens).values(jti=jti, expires_at=expires_at))

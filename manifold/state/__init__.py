@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.config import Config
@@ -42,6 +43,8 @@ from manifold.state.sql_bus import DatabaseBus
 from manifold.state.sql_locks import DatabaseLocks
 
 Kind = Literal["memory", "database", "redis"]
+# The longest a Redis call waits for a connection or an answer.
+REPLY_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -106,14 +109,23 @@ def open_state(config: Config, engine: AsyncEngine, shared: bool = False) -> Sta
     kind = state_kind(config, shared)
     origin = config.instance_id or _default_origin()
     if kind == "redis":
-        client = aioredis.Redis.from_url(config.redis_url)
+        # A connection Redis closed (it restarted) is found dead on its next use: that
+        # call is tried once more, on a new connection, instead of failing.
+        client = _redis(config.redis_url, retry=Retry(NoBackoff(), 1, (RedisConnectionError,)))
         # The subscription must fail loudly when it drops (see ``redis_bus``).
-        listener = aioredis.Redis.from_url(config.redis_url, retry=Retry(NoBackoff(), 0))
+        listener = _redis(config.redis_url, retry=Retry(NoBackoff(), 0))
         bus = RedisBus(client, listener, origin)
         return State(kind, bus, RedisLocks(client), engine, origin, client, listener)
     if kind == "database":
         return State(kind, DatabaseBus(engine, origin), DatabaseLocks(engine), engine, origin)
     return State(kind, MemoryBus(), MemoryLocks(), engine, origin)
+
+
+def _redis(url: str, **options: Any) -> aioredis.Redis:
+    """A client whose calls fail in bounded time when Redis hangs, instead of waiting."""
+    return aioredis.Redis.from_url(
+        url, socket_timeout=REPLY_SECONDS, socket_connect_timeout=REPLY_SECONDS, **options
+    )
 
 
 def _default_origin() -> str:

@@ -63,10 +63,16 @@ class DatabaseBus:
 
     async def stop(self) -> None:
         await self._outbox.flush()
+        await self._outbox.close()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+    @property
+    def live(self) -> bool:
+        """Always: a process that polled too late resyncs before it applies more."""
+        return True
 
     async def publish(self, topic: str, data: dict[str, Any]) -> None:
         await self._outbox.flush()  # in order after what was posted

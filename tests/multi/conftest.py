@@ -9,6 +9,7 @@ each its own data folder) and nginx sending requests to them in turn.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -236,21 +237,18 @@ def throttled_ftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FtpServe
     daemon.stop()
 
 
-@pytest.fixture(scope="session")
-def cluster(
-    tmp_path_factory: pytest.TempPathFactory,
-    redis_server: RedisServer,
-    throttled_ftp: FtpServer,
-) -> Iterator[Cluster]:
+@contextlib.contextmanager
+def running_cluster(base: Path, redis_url: str, ftp: FtpServer) -> Iterator[Cluster]:
+    """Instances ``a`` and ``b`` on a new PostgreSQL in ``base`` and Redis at
+    ``redis_url``, nginx before them, the admin logged in and ``ftp`` mounted."""
     if not have_postgres() or shutil.which("nginx") is None:
         pytest.fail("PostgreSQL or nginx is not installed: run the test command from README.md")
-    base = tmp_path_factory.mktemp("multi")
     postgres = start_postgres(base / "pg")
     daemons: dict[str, Daemon] = {}
     try:
         shared = {
             "database_url": postgres.url,
-            "redis_url": redis_server.url,
+            "redis_url": redis_url,
             "jwt_secret": secrets.token_urlsafe(32),
             "cluster": True,
             "trusted_proxies": ["127.0.0.1"],
@@ -267,12 +265,24 @@ def cluster(
             Node("b", f"http://127.0.0.1:{ports['b']}"),
             Node("nginx", f"http://127.0.0.1:{lb_port}"),
             daemons,
-            throttled_ftp,
+            ftp,
         )
         found.admin = found.a.login("admin", ADMIN_PASSWORD)
-        found.a.ok("/api/admin/storage/create", throttled_ftp.storage("/ftp"), found.admin)
+        found.a.ok("/api/admin/storage/create", ftp.storage("/ftp"), found.admin)
         yield found
     finally:
         for daemon in daemons.values():
             daemon.stop()
         postgres.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+    redis_server: RedisServer,
+    throttled_ftp: FtpServer,
+) -> Iterator[Cluster]:
+    with running_cluster(
+        tmp_path_factory.mktemp("multi"), redis_server.url, throttled_ftp
+    ) as found:
+        yield found

@@ -1,13 +1,14 @@
 """A process that may have missed changes reloads (its handlers hear ``RESYNC``):
-on Redis when its subscription drops (the connection killed, or the server
-restarted), on the database when rows were pruned before it read them. Afterwards
-messages flow again."""
+on Redis when its subscription drops (the connection killed, the server restarted,
+or hung and silent), on the database when rows were pruned before it read them.
+Afterwards messages flow again. While Redis is away the bus is not ``live``."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from manifold.db.state_repo import ChangeRepo
 from manifold.state import State, open_state
 from manifold.state.bus import RESYNC, Bus
 from manifold.state.sql_bus import KEEP_SECONDS, DatabaseBus
-from tests.fixtures.redisserver import RedisServer, start_redis
+from tests.fixtures.processes import Daemon
+from tests.fixtures.redisserver import RedisServer, redis_daemon, start_redis
 
 # Long enough for any slow machine; the tests end as soon as the event comes.
 WAIT_SECONDS = 60.0
@@ -162,3 +164,55 @@ async def test_messages_still_arrive_after_every_row_was_old_enough_to_prune(
     finally:
         await writer.stop()
         await reader.stop()
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not check():
+        assert time.monotonic() < deadline, f"not within {WAIT_SECONDS} s: {what}"
+        await asyncio.sleep(0.05)
+
+
+@contextlib.contextmanager
+def outage(redis: Daemon, kind: str) -> Iterator[None]:
+    """Redis hung (SIGSTOP: connections open, no answers) or dead while the block runs."""
+    if kind == "hung":
+        with redis.paused():
+            yield
+        return
+    redis.kill()
+    try:
+        yield
+    finally:
+        redis.start()
+
+
+@pytest.mark.parametrize("kind", ["hung", "dead"])
+async def test_while_redis_is_away_the_bus_is_not_live_and_keeps_what_it_could_not_send(
+    kind: str, engine_of: Any, tmp_path: Path, states: list[State]
+) -> None:
+    redis, url = redis_daemon(tmp_path / "redis")  # this test's own: it goes away
+    redis.start()
+    try:
+        engine = await engine_of("sqlite")
+        a = await opened(url, engine, tmp_path)
+        b = await opened(url, engine, tmp_path)
+        states += [a, b]
+        heard = Heard(b.bus, "user")
+        assert a.bus.live and b.bus.live
+        with outage(redis, kind):
+            # Answers within the bound, without raising: the change is made already.
+            await asyncio.wait_for(a.bus.publish("user", {"name": "during"}), WAIT_SECONDS)
+            assert not a.bus.live
+            await until(lambda: not b.bus.live, "b no longer trusts what it heard")
+        await until(lambda: a.bus.live and b.bus.live, "both live again")
+        assert heard.resyncs >= 1  # b reloaded before it counted as live again
+        await a.bus.publish("user", {"name": "after"})
+        await asyncio.wait_for(b.bus.sync(), WAIT_SECONDS)
+        assert heard.messages[-1] == {"name": "after"}
+        assert heard.messages.count({"name": "after"}) == 1
+    finally:
+        for state in states:
+            await state.stop()
+        states.clear()
+        redis.stop()

@@ -9,7 +9,8 @@ account under the same name has another generation, however soon it is made.
 Logout revokes one token by its ``jti``; the revocation is kept in the database
 until the token would have expired anyway. ``RevocationStore`` is the interface:
 this process keeps the revoked ids in memory, loaded at start, and hears of the other
-processes' revocations on the change bus.
+processes' revocations on the change bus (or, while the bus is away, asks the
+database about each id it does not know).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class RevocationStore(Protocol):
 
 class DatabaseRevocationStore:
     """Revoked ids in the database, mirrored in memory; other processes hear of each
-    revocation on the bus (``learn``) and reload all on a resync (``load``)."""
+    revocation on the bus (``learn``) and reload all on a resync (``load``). While the
+    bus is not ``live`` an id not known here is looked up in the database."""
 
     def __init__(self, repo: RevocationRepo, bus: Bus | None = None) -> None:
         self._repo = repo
@@ -60,7 +62,14 @@ class DatabaseRevocationStore:
         self._revoked = await self._repo.active(now)
 
     async def is_revoked(self, jti: str) -> bool:
-        return jti in self._revoked
+        if jti in self._revoked:
+            return True
+        if self._bus.live:
+            return False
+        expires_at = await self._repo.expiry(jti, int(time.time()))
+        if expires_at is not None:
+            self.learn(jti, expires_at)
+        return expires_at is not None
 
     async def revoke(self, jti: str, expires_at: int) -> None:
         self._revoked[jti] = expires_at

@@ -2,9 +2,12 @@
 
 The cache holds users by name, and the admin and guest by role too: nearly every
 request of a public site is the guest's, and the admin token's requests name no
-user. An entry is dropped on every change made through this service. Changes made
-behind its back (the command line editing the database of a running server) are
-noticed through ``UserChanges`` (``notice_changes``), which drops them all.
+user. An entry is dropped on every change made through this service, here and, told
+by the change bus, in every other process. While the bus is not ``live`` (Redis away)
+another process's change may not reach this one, so the cache is not trusted: each
+lookup reads the database. Changes made behind its back (the command line editing
+the database of a running server) are noticed through ``UserChanges``
+(``notice_changes``), which drops them all.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class UserService:
         return created
 
     async def by_name(self, username: str) -> User | None:
-        cached = self._by_name.get(username)
+        cached = self._by_name.get(username) if self._bus.live else None
         if cached is not None:
             return cached
         changes = self._changes
@@ -110,7 +113,7 @@ class UserService:
         return await self._with_role(Role.GUEST, "no guest user")
 
     async def _with_role(self, role: int, missing: str) -> User:
-        cached = self._by_role.get(role)
+        cached = self._by_role.get(role) if self._bus.live else None
         if cached is not None:
             return cached
         changes = self._changes
