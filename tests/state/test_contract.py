@@ -279,6 +279,30 @@ async def test_failures_spread_over_processes_add_up(processes: Processes) -> No
     assert await b.is_locked("198.51.100.1", "bob")
 
 
+async def test_parallel_attempts_past_the_limit_are_refused(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    a = processes.limiter(await processes.open(), scope, clock)
+    b = processes.limiter(await processes.open(), scope, clock) if processes.shared else a
+    tries = [(a if n % 2 else b).attempt("198.51.100.1", "admin") for n in range(30)]
+    let_through = sum(await asyncio.gather(*tries))
+    assert let_through <= MAX_FAILURES
+    assert await a.is_locked("198.51.100.1", "admin")
+    assert not await b.attempt("198.51.100.9", "admin")  # the name is locked too
+
+
+async def test_an_attempt_refused_as_locked_does_not_extend_the_lock(
+    processes: Processes,
+) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES):
+        assert await limiter.attempt("198.51.100.1", "admin")
+    clock.now += LOCKOUT - 1
+    assert not await limiter.attempt("198.51.100.1", "admin")
+    clock.now += 1
+    assert await limiter.attempt("198.51.100.1", "admin")
+
+
 # --- wrong folder passwords ---------------------------------------------------------
 
 
