@@ -257,6 +257,13 @@ class TemporaryFailure(ServerError):
     default_message = "temporary failure, try again later"
 
 
+class LeaseLost(TemporaryFailure):
+    """A run-once lock's lease could not be renewed (``state.locks``): the work under
+    it was stopped, since another process may hold the lock now."""
+
+    default_message = "the lock was lost before the work ended"
+
+
 class UpstreamStatus(ServerError):
     """A URL a download relays answered an HTTP error; ``status`` is what it answered."""
 

@@ -28,6 +28,8 @@ others, so a driver's imports from the package fit on one line:
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
   ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
+* ``progress``: ``made_progress``, said after each step of a call as long as its
+  data (a folder removed entry by entry), which is watched for steps, not timed;
 * ``options``: ``describe_options``, the storage form's items, which only the
   registry reads.
 """
@@ -53,6 +55,7 @@ from manifold.drivers.helpers import (
     translate,
     translating,
 )
+from manifold.drivers.progress import made_progress
 from manifold.drivers.resources import Resources
 from manifold.drivers.trees import VirtualTree, WritableTree
 from manifold.errors import NotSupported, PermissionDenied
@@ -81,6 +84,7 @@ __all__ = [
     "VirtualTree",
     "WritableTree",
     "check_size",
+    "made_progress",
     "option",
     "run_blocking",
     "temporary_name",

@@ -57,11 +57,14 @@ class _DatabaseCounts:
             return 0
         return sum(count for _, count, _ in rows)
 
-    async def _add(self, side: str, key: str, other: str) -> None:
+    async def _add(self, side: str, key: str, other: str) -> int:
+        """Count one failure, then read the count it is in: read after the write, it
+        takes in every failure written before (see ``LoginLimiter.attempt``)."""
         bucket = self._bucket(side, key)
         rows = await self._repo.bucket(bucket)
         expired = bool(rows) and self._expired(max(last for _, _, last in rows))
         await self._repo.add(bucket, _digest(bucket, other), other, self.clock(), expired)
+        return await self._count(bucket)
 
     async def _purge_now_and_then(self) -> None:
         self._failures += 1
@@ -80,6 +83,16 @@ class DatabaseLoginLimiter(_DatabaseCounts):
         if await self._is_known(username, address):
             return False
         return await self._count(self._bucket("n", username)) >= self.max_failures
+
+    async def attempt(self, address: str, username: str) -> bool:
+        if await self.is_locked(address, username):
+            return False
+        by_address = await self._add("a", address, username)
+        by_name = await self._add("n", username, address)
+        await self._purge_now_and_then()
+        return _within(self.max_failures, by_address, by_name) or (
+            by_address <= self.max_failures and await self._is_known(username, address)
+        )
 
     async def record_failure(self, address: str, username: str) -> None:
         await self._add("a", address, username)
@@ -108,13 +121,17 @@ class DatabaseGuessLimiter(_DatabaseCounts):
         await self._purge_now_and_then()
 
 
+def _within(limit: int, *counts: int) -> bool:
+    return all(count <= limit for count in counts)
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 # Adds one failure to a hash of counts (fields "o:<other>") with its time ("last"),
-# emptying it first when its last failure is ``lockout`` old; the key itself goes
-# some time after that, as garbage.
+# emptying it first when its last failure is ``lockout`` old, and returns the count
+# of the hash with it; the key itself goes some time after that, as garbage.
 _ADD = """
 local last = redis.call('HGET', KEYS[1], 'last')
 if last and tonumber(ARGV[2]) - tonumber(last) >= tonumber(ARGV[3]) then
@@ -123,7 +140,14 @@ end
 redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 redis.call('HSET', KEYS[1], 'last', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return 1
+local fields = redis.call('HGETALL', KEYS[1])
+local total = 0
+for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'o:' then
+        total = total + tonumber(fields[i + 1])
+    end
+end
+return total
 """
 # Clears one pair's count; a hash left with only its time goes.
 _CLEAR = """
@@ -171,10 +195,12 @@ class _RedisCounts:
         counts = [int(value) for name, value in fields.items() if name.startswith(b"o:")]
         return sum(counts)
 
-    async def _count_one(self, key: str, other: str) -> None:
+    async def _count_one(self, key: str, other: str) -> int:
+        """Count one failure; the count of ``key`` with it, in the same script."""
         ttl = int((self.lockout_seconds + 60) * 1000)
         now = repr(self.clock())
-        await self._add(keys=[key], args=["o:" + other, now, self.lockout_seconds, ttl])
+        args: list[str | float] = ["o:" + other, now, self.lockout_seconds, ttl]
+        return int(await self._add(keys=[key], args=args))
 
 
 class RedisLoginLimiter(_RedisCounts):
@@ -184,6 +210,15 @@ class RedisLoginLimiter(_RedisCounts):
         if await self._is_known(username, address):
             return False
         return await self._count(self._key("n", username)) >= self.max_failures
+
+    async def attempt(self, address: str, username: str) -> bool:
+        if await self.is_locked(address, username):
+            return False
+        by_address = await self._count_one(self._key("a", address), username)
+        by_name = await self._count_one(self._key("n", username), address)
+        return _within(self.max_failures, by_address, by_name) or (
+            by_address <= self.max_failures and await self._is_known(username, address)
+        )
 
     async def record_failure(self, address: str, username: str) -> None:
         await self._count_one(self._key("a", address), username)

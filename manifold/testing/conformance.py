@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from manifold.concurrency import DISK_POOL, run_in
+from manifold.drivers import progress
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
     FOLDER_MOVE,
@@ -41,6 +43,7 @@ from manifold.errors import (
 )
 from manifold.models import Link, Obj
 from manifold.services.fs.streams import open_range
+from manifold.vfs.layers import TimeoutLayer
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 
 DriverFactory = Callable[[], Awaitable[Driver[Any]]]
@@ -69,6 +72,20 @@ RANGES = [
 
 
 RACERS = 8
+
+# A back end whose every step (an entry removed, an object copied) takes ``SLOW_STEP``
+# seconds, behind a call timeout shorter than two of them: a folder removed or renamed
+# in steps outlasts the timeout, and completes only if it is timed step by step.
+SLOW_STEP = 0.9
+STEP_LIMIT = 1.5
+
+
+@contextmanager
+def slow_steps() -> Iterator[None]:
+    """Every step a driver reports in the block takes ``SLOW_STEP`` seconds more (it
+    holds the thread that reports it: the loop, or a driver's thread)."""
+    with progress.watching(lambda: time.sleep(SLOW_STEP)):
+        yield
 
 
 def _outcomes(results: list[Any]) -> tuple[int, int]:
@@ -507,6 +524,25 @@ class DriverConformance:
         folder = await self._filled_folder(driver, place.obj, "doomed")
         await driver.remove(folder)
         assert await driver.list(place.obj) == []
+
+    async def test_a_folder_removal_longer_than_the_call_timeout_completes(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put", "remove")
+        folder = await self._filled_folder(driver, place.obj, "doomed")
+        with slow_steps():
+            await TimeoutLayer(driver, STEP_LIMIT).remove(folder)
+        assert await driver.list(place.obj) == []
+
+    async def test_a_folder_rename_longer_than_the_call_timeout_completes(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        require(driver, "put", "rename")
+        folder = await self._filled_folder(driver, place.obj, "before")
+        with slow_steps():
+            renamed = await TimeoutLayer(driver, STEP_LIMIT).rename(folder, "after")
+        assert await names(driver, place.obj) == ["after"]
+        await self._check_filled(driver, renamed)
 
     async def test_remove_missing_is_not_found(self, driver: Driver[Any], place: Place) -> None:
         gone = await self.gone_file(driver, place)

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from manifold.concurrency import Pool
+from manifold.drivers import progress
 from manifold.drivers.base import (
     ArchiveEntry,
     ArchiveMeta,
@@ -63,6 +64,11 @@ IDEMPOTENT = frozenset(
 )
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
 UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
+# Calls as long as a folder is big (a tree removed entry by entry, a folder renamed by
+# copying its objects): limited by the time between two of their steps
+# (``drivers.progress``), not by their whole length. One that is a single round
+# trip makes no step, and is limited as any other call.
+WATCHED = frozenset({"remove", "rename"})
 
 
 class Layer(Driver[Any]):
@@ -245,7 +251,8 @@ class Layer(Driver[Any]):
 
 
 class TimeoutLayer(Layer):
-    """A call that outlasts ``seconds`` fails as temporary (uploads and copies excepted)."""
+    """A call that outlasts ``seconds`` fails as temporary (uploads and copies
+    excepted); a removal or a rename, once ``seconds`` pass without a step."""
 
     def __init__(self, inner: Driver[Any], seconds: float) -> None:
         super().__init__(inner)
@@ -255,10 +262,40 @@ class TimeoutLayer(Layer):
         if name in UNBOUNDED:
             return await call()
         try:
-            async with asyncio.timeout(self.seconds):
-                return await call()
+            async with asyncio.timeout(self.seconds) as limit:
+                if name not in WATCHED:
+                    return await call()
+                return await _Steps(limit, self.seconds).watch(call)
         except TimeoutError as exc:
             raise TemporaryFailure(f"{name} timed out after {self.seconds:g}s") from exc
+
+
+class _Steps:
+    """A watched call's deadline, moved ``seconds`` on by each of its steps. A step
+    may be said from a driver's thread, even after the call ended (a thread runs to
+    its end when its caller is cancelled): the move is made on the loop, if still
+    wanted."""
+
+    def __init__(self, limit: asyncio.Timeout, seconds: float) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        self.loop = asyncio.get_running_loop()
+        self.open = True
+
+    async def watch(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            with progress.watching(self.tell):
+                return await call()
+        finally:
+            self.open = False
+
+    def tell(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._push)
+
+    def _push(self) -> None:
+        if self.open and not self.limit.expired():
+            self.limit.reschedule(self.loop.time() + self.seconds)
 
 
 class RetryLayer(Layer):

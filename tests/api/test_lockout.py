@@ -7,6 +7,7 @@ guessing either the password or, when the password is known, the 2FA code.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -152,6 +153,15 @@ async def test_guesses_spread_over_names_lock_the_address(api: Api, services: Se
     assert (await login(api, "bob", "bob-pw"))["code"] == 429
     async with open_api(services, "192.0.2.50") as elsewhere:
         assert (await login(elsewhere, "bob", "bob-pw"))["code"] == 200
+
+
+async def test_parallel_guesses_past_the_limit_are_not_checked(api: Api, target: Target) -> None:
+    # Three times the limit at once: each is counted before its check, so only the
+    # first ``MAX_FAILURES`` counted reach the check at all, and the rest are locked.
+    answers = await asyncio.gather(*(target.guess(api) for _ in range(3 * MAX_FAILURES)))
+    checked = [body for body in answers if body["code"] != 429]
+    assert len(checked) <= MAX_FAILURES, [body["code"] for body in answers]
+    assert await target.right(api) == {"code": 429, "message": LOCKED, "data": None}
 
 
 # --- expiry ------------------------------------------------------------------------

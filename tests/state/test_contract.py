@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from manifold.config import Config
+from manifold.errors import LeaseLost
 from manifold.services.auth.limiter import (
     GuessLimiter,
     LoginLimiter,
@@ -21,6 +22,7 @@ from manifold.services.auth.limiter import (
 )
 from manifold.state import State, open_state
 from manifold.state.bus import RESYNC
+from manifold.state.locks import LeaseLocks
 
 BACKENDS = ("memory", "sqlite", "postgresql", "redis")
 MAX_FAILURES = 5
@@ -215,6 +217,70 @@ async def test_a_long_hold_is_renewed_past_its_lease(processes: Processes) -> No
             assert not other
 
 
+class Unrenewable(LeaseLocks):
+    """The locks of ``store`` whose renewals fail once ``failing`` is set: as if the
+    store could not be reached (``raises``) or had given the lease to another."""
+
+    def __init__(self, store: LeaseLocks, raises: bool) -> None:
+        self.store = store
+        self.raises = raises
+        self.failing = False
+
+    async def take(self, name: str, token: str, ttl: float) -> bool:
+        return await self.store.take(name, token, ttl)
+
+    async def extend(self, name: str, token: str, ttl: float) -> bool:
+        if not self.failing:
+            return await self.store.extend(name, token, ttl)
+        if self.raises:
+            raise ConnectionError("the store cannot be reached")
+        return False
+
+    async def release(self, name: str, token: str) -> None:
+        await self.store.release(name, token)
+
+
+@pytest.mark.parametrize("raises", [True, False], ids=["renewal fails", "renewal refused"])
+async def test_a_holder_that_cannot_renew_stops_before_another_enters(
+    processes: Processes, raises: bool
+) -> None:
+    a = await processes.open()
+    b = await processes.open() if processes.shared else a
+    assert isinstance(a.locks, LeaseLocks)
+    flaky, name = Unrenewable(a.locks, raises), "lost-" + secrets.token_hex(4)
+    events: list[str] = []
+    entered = asyncio.Event()
+
+    async def first() -> None:
+        with pytest.raises(LeaseLost):
+            async with flaky.hold(name, 1.0) as got:
+                assert got
+                flaky.failing = True
+                entered.set()
+                try:
+                    await asyncio.sleep(10)
+                finally:
+                    events.append("first stopped")
+
+    async def second() -> None:
+        await entered.wait()
+        async with b.locks.hold(name, 30, wait=20) as got:
+            assert got
+            events.append("second entered")
+
+    await asyncio.gather(first(), second())
+    assert events == ["first stopped", "second entered"]
+
+
+async def test_a_timeout_inside_a_held_block_is_not_a_lost_lease(processes: Processes) -> None:
+    a = await processes.open()
+    with pytest.raises(TimeoutError):
+        async with a.locks.hold("own-" + secrets.token_hex(4), 30) as got:
+            assert got
+            async with asyncio.timeout(0.05):
+                await asyncio.sleep(5)
+
+
 # --- login failure counters ---------------------------------------------------------
 
 
@@ -277,6 +343,30 @@ async def test_failures_spread_over_processes_add_up(processes: Processes) -> No
         await (a if n % 2 else b).record_failure("198.51.100.1", "admin")
     assert await a.is_locked("198.51.100.7", "admin")
     assert await b.is_locked("198.51.100.1", "bob")
+
+
+async def test_parallel_attempts_past_the_limit_are_refused(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    a = processes.limiter(await processes.open(), scope, clock)
+    b = processes.limiter(await processes.open(), scope, clock) if processes.shared else a
+    tries = [(a if n % 2 else b).attempt("198.51.100.1", "admin") for n in range(30)]
+    let_through = sum(await asyncio.gather(*tries))
+    assert let_through <= MAX_FAILURES
+    assert await a.is_locked("198.51.100.1", "admin")
+    assert not await b.attempt("198.51.100.9", "admin")  # the name is locked too
+
+
+async def test_an_attempt_refused_as_locked_does_not_extend_the_lock(
+    processes: Processes,
+) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    limiter = processes.limiter(await processes.open(), scope, clock)
+    for _ in range(MAX_FAILURES):
+        assert await limiter.attempt("198.51.100.1", "admin")
+    clock.now += LOCKOUT - 1
+    assert not await limiter.attempt("198.51.100.1", "admin")
+    clock.now += 1
+    assert await limiter.attempt("198.51.100.1", "admin")
 
 
 # --- wrong folder passwords ---------------------------------------------------------

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
-from manifold.drivers.base import EXCLUSIVE_CREATE, Upload
+from manifold.drivers.base import EXCLUSIVE_CREATE, Upload, made_progress
 from manifold.errors import ObjectExists, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, Storage
-from manifold.vfs.layers import ConcurrencyLimitLayer, IdleLayer
+from manifold.vfs.layers import ConcurrencyLimitLayer, IdleLayer, TimeoutLayer
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 from tests.drivers.inert import InertDriver
 
@@ -186,6 +186,40 @@ async def test_a_reader_yielding_slowly_but_steadily_is_not_stalled() -> None:
 
     link = await IdleLayer(Trickle(), 0.05).link(Obj("t.bin", 10, False, WHEN), LinkArgs())
     assert await read(link) == b"t" * 10
+
+
+class TreeRemover(Remote):
+    """Removes a folder an entry at a time, ``pause`` seconds an entry, saying each
+    step it made (``made_progress``) unless ``silent``: a back end without a call to
+    remove a whole tree."""
+
+    def __init__(self, entries: int, pause: float, silent: bool = False) -> None:
+        super().__init__()
+        self.files = {f"big/{n}": b"x" for n in range(entries)}
+        self.pause = pause
+        self.silent = silent
+
+    async def remove(self, obj: Obj) -> None:
+        for name in list(self.files):
+            await asyncio.sleep(self.pause)
+            del self.files[name]
+            if not self.silent:
+                made_progress()
+
+
+async def test_a_folder_removal_longer_than_the_call_timeout_completes_step_by_step() -> None:
+    # Ten steps of a fifth of the time limit each: twice the limit in all, never
+    # near it between two steps.
+    driver = TreeRemover(entries=10, pause=0.1)
+    await TimeoutLayer(driver, 0.5).remove(Obj("big", 0, True, WHEN, path="/big"))
+    assert driver.files == {}
+
+
+async def test_a_removal_without_a_step_for_the_call_timeout_fails_as_temporary() -> None:
+    driver = TreeRemover(entries=10, pause=0.1, silent=True)
+    with pytest.raises(TemporaryFailure, match="remove timed out"):
+        await TimeoutLayer(driver, 0.3).remove(Obj("big", 0, True, WHEN, path="/big"))
+    assert driver.files  # stopped half-way
 
 
 async def test_racing_puts_on_a_back_end_without_the_promise_have_one_winner() -> None:

@@ -34,6 +34,7 @@ from manifold.drivers.base import (
     LinkArgs,
     Upload,
     check_size,
+    made_progress,
     temporary_name,
     validate_name,
 )
@@ -309,8 +310,10 @@ class FtpDriver(Driver[Addition]):
                     folders.append(child)
                 elif not entry.is_dir:
                     await conn.do(f"DELE {child}")
+                made_progress()
         for folder in reversed(order):
             await conn.do(f"RMD {folder}")
+            made_progress()
 
     async def _store(self, conn: Connection, temp: _Temp, target: str, upload: Upload) -> int:
         with ftp_errors():

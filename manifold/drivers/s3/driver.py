@@ -38,7 +38,14 @@ from botocore import UNSIGNED
 from botocore.handlers import set_list_objects_encoding_type_url
 from botocore.utils import parse_timestamp
 
-from manifold.drivers.base import Driver, LinkArgs, Upload, translating, validate_name
+from manifold.drivers.base import (
+    Driver,
+    LinkArgs,
+    Upload,
+    made_progress,
+    translating,
+    validate_name,
+)
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -349,6 +356,7 @@ class S3Driver(Driver[Addition]):
         v2 = self.options.list_object_version == "v2"
         while True:
             page = await self._call("list_objects_v2" if v2 else "list_objects", **params)
+            made_progress()
             yield page
             if limit or not page.get("IsTruncated"):
                 return
@@ -508,6 +516,7 @@ class S3Driver(Driver[Addition]):
                     await work(item)
                 except Exception as exc:
                     failures.append(exc)
+                made_progress()
 
         workers = asyncio.gather(*(worker() for _ in range(self.TREE_CONCURRENCY)))
         try:

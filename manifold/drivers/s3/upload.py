@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from manifold.drivers.base import Upload, check_size, translating
+from manifold.drivers.base import Upload, check_size, made_progress, translating
 from manifold.errors import InvalidRequest
 
 from .failures import ERRORS, answer
@@ -157,6 +157,7 @@ class Uploader:
                     CopySourceRange=f"bytes={start}-{end}",
                 )
                 parts.append({"ETag": copied["CopyPartResult"]["ETag"], "PartNumber": number})
+                made_progress()
             await self.call(
                 "complete_multipart_upload",
                 Key=key,

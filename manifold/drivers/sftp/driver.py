@@ -42,6 +42,7 @@ from manifold.drivers.base import (
     LinkArgs,
     Upload,
     check_size,
+    made_progress,
     temporary_name,
     translating,
     validate_name,
@@ -712,14 +713,17 @@ async def _remove_tree(sftp: asyncssh.SFTPClient, root: str) -> None:
                 continue
             path = posixpath.join(folder, name)
             (pending if entry.attrs.type == _DIR else files).append(path)
+        made_progress()
         await _fan_out([_remove_file(sftp, path) for path in files])
     for folder in reversed(folders):
         await sftp.rmdir(folder)
+        made_progress()
 
 
 async def _remove_file(sftp: asyncssh.SFTPClient, path: str) -> None:
     with suppress(asyncssh.SFTPNoSuchFile):  # gone meanwhile: what was wanted
         await sftp.remove(path)
+    made_progress()
 
 
 async def _remove_quietly(sftp: asyncssh.SFTPClient, path: str, tree: bool) -> bool:

@@ -32,7 +32,7 @@ from smbprotocol.exceptions import SMBException, SMBOSError
 from smbprotocol.file_info import FileAttributes
 from smbprotocol.header import NtStatus
 
-from manifold.drivers.base import RESERVED_PREFIX, temporary_name
+from manifold.drivers.base import RESERVED_PREFIX, made_progress, temporary_name
 from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
 
@@ -530,8 +530,10 @@ class Share:
                     smbclient.rmdir(child, **self._kwargs)
                 else:
                     pending.append(child)
+                made_progress()
         for folder in reversed(folders):
             smbclient.rmdir(folder, **self._kwargs)
+            made_progress()
 
     def _sweep(self, unc: str, is_dir: bool) -> None:
         """Remove a left-over temporary, unless this process is still writing it."""

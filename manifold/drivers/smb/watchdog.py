@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
+from manifold.drivers import progress
 from manifold.errors import TemporaryFailure
 
 
@@ -45,7 +46,9 @@ class Watchdog:
     @contextmanager
     def watch(self, seconds: float, sever: Callable[[], None]) -> Iterator[None]:
         """The block within ``seconds``, or ``sever()`` called and the block's failure
-        raised as ``TemporaryFailure``. 0 or less: no deadline."""
+        raised as ``TemporaryFailure``. 0 or less: no deadline. Each step the block
+        says it made (``drivers.progress``) gives it ``seconds`` more: a folder
+        removed entry by entry is as long as the folder is big."""
         if seconds <= 0:
             yield
             return
@@ -55,8 +58,14 @@ class Watchdog:
             self._watches[number] = watch
             self._start()
             self._changed.notify()
+
+        def renew() -> None:
+            with self._changed:
+                watch.deadline = time.monotonic() + seconds
+
         try:
-            yield
+            with progress.watching(renew):
+                yield
         except Exception as exc:
             if watch.fired:
                 raise TemporaryFailure(

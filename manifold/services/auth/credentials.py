@@ -77,23 +77,29 @@ class Credentials:
         self._users.notice_changes()
         user = await self._users.by_name(username) if username else None
         name = user.username if user is not None else username[:_MAX_NAME]
-        if await self._limiter.is_locked(client, name):
+        key = self._cache_key(user, password) if user is not None and password else None
+        if user is not None and key is not None and self._remembered(key):
+            # Checked seconds ago (a WebDAV client sends it with every request): no
+            # guess, nothing to count.
+            if await self._limiter.is_locked(client, name):
+                raise TooManyAttempts()
+            return self._admit(user, client, protocol)
+        # Counted before the slow check, as the API's login does, so that parallel
+        # guesses cannot slip past the limit.
+        if not await self._limiter.attempt(client, name):
             raise TooManyAttempts()
-        if user is None or not password:
-            await self._limiter.record_failure(client, name)
+        if user is None or key is None:
             raise Unauthorized(BAD_CREDENTIALS)
-        key = self._cache_key(user, password)
-        if not self._remembered(key):
-            # Counted before the slow check, as the API's login does, so that parallel
-            # guesses cannot slip past the limit.
-            await self._limiter.record_failure(client, name)
-            if not await verify_static_async(user.pwd_hash, static_hash(password)):
-                raise Unauthorized(BAD_CREDENTIALS)
-            await self._limiter.record_success(client, name)
-            if needs_upgrade(user.pwd_hash):
-                await self._users.upgrade_hash(user, static_hash(password))
-            self._remember(key)
+        await self._verify(user, password, client, name)
+        self._remember(key)
         return self._admit(user, client, protocol)
+
+    async def _verify(self, user: User, password: str, client: str, name: str) -> None:
+        if not await verify_static_async(user.pwd_hash, static_hash(password)):
+            raise Unauthorized(BAD_CREDENTIALS)
+        await self._limiter.record_success(client, name)
+        if needs_upgrade(user.pwd_hash):
+            await self._users.upgrade_hash(user, static_hash(password))
 
     async def public_key(self, username: str, key_blob: bytes, client: str) -> Caller:
         """An SFTP login by the wire form of a key the user registered."""

@@ -40,6 +40,14 @@ _KNOWN_PER_NAME = 16
 class LoginLimiter(Protocol):
     async def is_locked(self, address: str, username: str) -> bool: ...
 
+    async def attempt(self, address: str, username: str) -> bool:
+        """Count an attempt about to be checked as a failure, before the check; False
+        (locked) when the pair is locked, or when counting it took a count past the
+        limit. Each attempt reads the count its own failure is in, so of parallel
+        attempts however interleaved at most ``max_failures`` are let through to the
+        check; one refused before counting is not counted (nor extends the lock)."""
+        ...
+
     async def record_failure(self, address: str, username: str) -> None: ...
 
     async def record_success(self, address: str, username: str) -> None: ...
@@ -98,6 +106,14 @@ class MemoryLoginLimiter(_Window):
         if self._is_known(username, address):
             return False
         return self._count(self._by_name, username) >= self.max_failures
+
+    async def attempt(self, address: str, username: str) -> bool:
+        # No await between the check and the count: nothing in this process runs
+        # between them.
+        if await self.is_locked(address, username):
+            return False
+        await self.record_failure(address, username)
+        return True
 
     async def record_failure(self, address: str, username: str) -> None:
         self._add(self._by_address, address, username)

@@ -82,10 +82,9 @@ class AuthService:
         self._users.notice_changes(now=True)
         user = await self._users.by_name(username) if username else None
         name = _limit_key(user, username)
-        if await self.limiter.is_locked(client, name):
-            raise TooManyAttempts()
         # Count the attempt before the slow check, so parallel guesses cannot slip past.
-        await self.limiter.record_failure(client, name)
+        if not await self.limiter.attempt(client, name):
+            raise TooManyAttempts()
         user = await _check_credentials(username, user, hashed, otp_code)
         await self.limiter.record_success(client, name)
         if needs_upgrade(user.pwd_hash):
@@ -104,9 +103,8 @@ class AuthService:
         self._users.notice_changes(now=True)
         local = await self._users.by_name(username) if username else None
         name = _limit_key(local, username)
-        if await self.limiter.is_locked(client, name):
+        if not await self.limiter.attempt(client, name):
             raise TooManyAttempts()
-        await self.limiter.record_failure(client, name)
         if not username:
             raise BadRequest("username is empty")
         await ldap.check_password(ldap_login.directory(self._settings), username, password)
@@ -163,9 +161,8 @@ class AuthService:
         if caller.user.is_guest:
             raise Forbidden("Guest user can not generate 2FA code")
         attempt = (caller.client, str(caller.user.id))
-        if await self._setup_limiter.is_locked(*attempt):
+        if not await self._setup_limiter.attempt(*attempt):
             raise TooManyAttempts()
-        await self._setup_limiter.record_failure(*attempt)
         if not _otp_ok(secret, code):
             raise BadRequest("Invalid 2FA code")
         await self._setup_limiter.record_success(*attempt)

@@ -27,10 +27,11 @@ afresh, not from the list cache, so the index shows the storages as they are now
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -45,7 +46,7 @@ from manifold.db.search_repo import (
     Replace,
     is_contention,
 )
-from manifold.errors import IndexNotRunning, IndexRunning
+from manifold.errors import IndexNotRunning, IndexRunning, LeaseLost
 from manifold.logs import error_text
 from manifold.models import Obj
 from manifold.paths import child_path, split_path
@@ -399,12 +400,13 @@ class Indexer:
             raise IndexRunning()
 
     async def _build(self, sink: IndexSink, walker: Walker) -> None:
-        async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
-            if got:
-                await self._build_held(sink, walker)
-            else:
-                log.warning("an index build runs in another process; this one is not started")
-                await self._finish()
+        with _stopped_if_lost("index build"):
+            async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
+                if got:
+                    await self._build_held(sink, walker)
+                else:
+                    log.warning("an index build runs in another process; this one is not started")
+                    await self._finish()
 
     async def _build_held(self, sink: IndexSink, walker: Walker) -> None:
         try:
@@ -426,12 +428,13 @@ class Indexer:
     async def _update(
         self, sink: IndexSink, walker: Walker, paths: list[str], max_depth: int
     ) -> None:
-        async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
-            if got:
-                await self._update_held(sink, walker, paths, max_depth)
-            else:
-                log.warning("an index build runs in another process; the update waits")
-                await self._finish()
+        with _stopped_if_lost("index update"):
+            async with self._locks.hold(BUILD_LOCK, BUILD_LEASE) as got:
+                if got:
+                    await self._update_held(sink, walker, paths, max_depth)
+                else:
+                    log.warning("an index build runs in another process; the update waits")
+                    await self._finish()
 
     async def _update_held(
         self, sink: IndexSink, walker: Walker, paths: list[str], max_depth: int
@@ -631,3 +634,13 @@ class Indexer:
             return mounted.storage.disable_index or never
 
         return skipped
+
+
+@contextlib.contextmanager
+def _stopped_if_lost(work: str) -> Iterator[None]:
+    """A build whose lock was lost has been stopped (another process may run one now):
+    said in the log, not left as an error no one reads in a finished task."""
+    try:
+        yield
+    except LeaseLost as exc:
+        log.warning("%s stopped: %s", work, error_text(exc))
