@@ -62,14 +62,14 @@ def temporaries(folder: Path) -> list[Path]:
 class Node:
     """One server's data folder and storage folder, across its starts."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, **config: object) -> None:
         self.data = folder / "data"
         self.data.mkdir(mode=0o700)
         self.root = folder / "root"
         self.root.mkdir()
         self.port, self.ftp_port = free_port(), free_port()
         self.sftp_port, self.s3_port = free_port(), free_port()
-        config = {
+        config |= {
             "ftp_port": self.ftp_port,
             "sftp_port": self.sftp_port,
             "s3_port": self.s3_port,
@@ -155,9 +155,10 @@ def after_restart(node: Node, name: str, size: int) -> None:
     target = node.root / name
     if target.exists():
         assert target.stat().st_size == size
-    listed = node.listed("/local")
+    folder = "/local/" + str(Path(name).parent).removeprefix(".")
+    listed = node.listed(folder.rstrip("/"))
     assert all(not n.startswith(RESERVED_PREFIX) for n in listed), listed
-    assert (name in listed) == target.exists()
+    assert (target.name in listed) == target.exists()
     database_sound(node.data / "data.db")
 
 

@@ -155,8 +155,8 @@ def test_no_two_modules_import_each_other_even_through_others() -> None:
 # The services' own order, lowest first: each sub-package (or module) of ``services``
 # imports, as run, only those before it. The meta rules and name patterns that the
 # settings, the metas and the file tree all apply live below them all, in ``policy``.
-SERVICES_ORDER = ["task_context", "task_kinds", "task_leases", "admin", "auth", "runner", "fs",
-                  "search", "archive", "offline", "shares"]  # fmt: skip
+SERVICES_ORDER = ["task_context", "task_kinds", "task_leases", "task_owners", "admin", "auth",
+                  "runner", "fs", "search", "archive", "offline", "shares"]  # fmt: skip
 
 
 def _services_unit(path: Path) -> str:
