@@ -71,12 +71,14 @@ def crash_mid_upload(node: Node, begin: Callable[[], object]) -> None:
     """Start an upload, kill the server once bytes landed, start it again; then every
     check of ``after_restart``."""
     held = begin()
-    temp = in_flight(node)
-    # Never served by its name, even while it is being written.
-    assert not served_by_name(node, temp)
-    node.kill()
-    with contextlib.suppress(Exception):
-        held.close()  # type: ignore[attr-defined]
+    try:
+        temp = in_flight(node)
+        # Never served by its name, even while it is being written.
+        assert not served_by_name(node, temp)
+        node.kill()
+    finally:
+        with contextlib.suppress(Exception):
+            held.close()  # type: ignore[attr-defined]
     node.start()
     after_restart(node, NAME, SIZE)
     assert not (node.root / NAME).exists()
@@ -218,10 +220,10 @@ def test_s3_multipart_upload(node: Node) -> None:
                             Body=part)["ETag"] for n in (1, 2)]  # fmt: skip
     conn = half_a_part(node, upload_id, 3)
     parts = node.data / "temp" / "s3-multipart" / upload_id
-    wait_for(lambda: any(p.stat().st_size >= 1 << 20 for p in parts.glob(".*.partial")),
-             "the third part's first bytes on disk")  # fmt: skip
-    node.kill()
-    conn.close()
+    with contextlib.closing(conn):
+        wait_for(lambda: any(p.stat().st_size >= 1 << 20 for p in parts.glob(".*.partial")),
+                 "the third part's first bytes on disk")  # fmt: skip
+        node.kill()
     node.start()
     # Nothing became an object; the half-sent part is gone; the whole parts stay, so
     # the upload completes after the restart, as S3 keeps an upload until it ends.
@@ -239,10 +241,14 @@ def test_s3_multipart_upload(node: Node) -> None:
 
 def test_a_temporary_is_served_by_no_protocol(node: Node) -> None:
     """While an upload is under way its temporary is found by no name, by any front end."""
-    conn = api_put(node)
-    temp = in_flight(node)
-    path = f"/local/{temp.name}"
-    assert not served_by_name(node, temp)
+    with contextlib.closing(api_put(node)):
+        temp = in_flight(node)
+        assert not served_by_name(node, temp)
+        never_served(node, f"/local/{temp.name}")
+
+
+def never_served(node: Node, path: str) -> None:
+    """``path`` answers as a missing name through the API, /d, WebDAV, FTP and SFTP."""
     assert node.call("/api/fs/list", {"path": path})["code"] != 200
     token = {"Authorization": node.token}
     for url, options in ((f"{node.base}/d", {"headers": token}),
@@ -250,12 +256,11 @@ def test_a_temporary_is_served_by_no_protocol(node: Node) -> None:
         missing = httpx.get(f"{url}/local/no-such-name", **options).status_code
         assert missing in (401, 403, 404)
         assert httpx.get(url + path, **options).status_code == missing
-    ftp = ftplib.FTP(timeout=60)
-    ftp.connect("127.0.0.1", node.ftp_port)
-    ftp.login(USER, USER_PASSWORD)
-    with pytest.raises(ftplib.error_perm, match=r"^550"):
-        ftp.size(path)
-    ftp.close()
+    with ftplib.FTP(timeout=60) as ftp:
+        ftp.connect("127.0.0.1", node.ftp_port)
+        ftp.login(USER, USER_PASSWORD)
+        with pytest.raises(ftplib.error_perm, match=r"^550"):
+            ftp.size(path)
 
     async def sftp_stat() -> None:
         async with sftp_client(node) as sftp:
@@ -263,4 +268,3 @@ def test_a_temporary_is_served_by_no_protocol(node: Node) -> None:
                 await sftp.stat(path)
 
     asyncio.run(sftp_stat())
-    conn.close()

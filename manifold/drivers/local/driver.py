@@ -818,8 +818,14 @@ def _in_flight(temp: str) -> Iterator[None]:
 
 
 def _hold(temp: str) -> None:
-    """Hold the temporary just made at ``temp`` until its ``_in_flight`` block ends."""
-    _HELD[temp] = hold(temp)
+    """Hold the temporary just made at ``temp`` until its ``_in_flight`` block ends.
+    A block already over (a cancelled call whose thread went on) holds nothing: what
+    the thread made is left to the sweeps."""
+    held = hold(temp)
+    if temp in _IN_FLIGHT:
+        _HELD[temp] = held
+    else:
+        os.close(held)
 
 
 def _sweep(folder: str, names: builtins.list[str]) -> None:
