@@ -58,6 +58,7 @@ from manifold.services.offline.service import OfflineService
 from manifold.services.runner import TaskService
 from manifold.services.search.service import SearchService
 from manifold.services.shares import ShareService
+from manifold.services.task_owners import OwnerMarks
 from manifold.sharing import listen
 from manifold.state import State, open_state
 from manifold.vfs.storage_ops import MemoryListCache
@@ -149,7 +150,11 @@ class Services:
         events.subscribe(search)
         storages.on_listed = search.listed
         tasks = TaskService(
-            TaskRepo(engine), settings, repos.UserRepo(engine), instance=config.instance_id
+            TaskRepo(engine),
+            settings,
+            repos.UserRepo(engine),
+            instance=config.instance_id,
+            marks=OwnerMarks(config.data_dir / "owners"),
         )
         tasks.set_lease(config.task_lease_seconds)
         writer = GuardedWriter(fs, metas, tasks)
@@ -236,8 +241,11 @@ class Services:
         await self.metas.start()
         await self.revocations.load()
         await self.storages.start()
-        await self.transfers.start(self.tasks)
-        await self.archives.start(self.tasks)
+        # Alone on the data folder (a start after a crash, say), nothing left in its
+        # temporary areas can be in progress: what no task needs goes, however young.
+        alone = await self.tasks.mark()
+        await self.transfers.start(self.tasks, alone)
+        await self.archives.start(self.tasks, alone)
         await self.offline.start(self.tasks)
         # Last: a task taken over at start finds its kind's service ready.
         await self.tasks.start()

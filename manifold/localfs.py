@@ -98,14 +98,16 @@ def _identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def copy_tree(source: str, target: str) -> None:
-    """Copy the folder ``source`` to the new folder ``target``, however deep.
+def copy_tree(source: str, target: str, made: bool = False) -> None:
+    """Copy the folder ``source`` to the new folder ``target``, however deep
+    (``made``: the caller made ``target``, empty, to hold it while it fills).
 
     As ``cp -a`` does: links are copied as links, never followed; files and folders
     keep their mode and modified time. Pipes, sockets and devices are left out, as
     listings leave them out. What was made is left for the caller to remove on failure.
     """
-    os.mkdir(target, 0o700)
+    if not made:
+        os.mkdir(target, 0o700)
     src = os.open(source, _DIR_FLAGS)
     try:
         dst = os.open(target, _DIR_FLAGS)

@@ -165,6 +165,12 @@ def is_listable_name(name: str) -> bool:
 RESERVED_PREFIX = ".manifold-upload-"
 
 
+def is_reserved_name(name: str) -> bool:
+    """Whether ``name`` starts with ``RESERVED_PREFIX``, in any letter case: data in
+    progress, which no client makes, sees or reads."""
+    return name.casefold().startswith(RESERVED_PREFIX)
+
+
 def validate_name(name: str) -> str:
     """Return ``name`` if it can be a single entry of a folder, else raise.
 
@@ -177,7 +183,7 @@ def validate_name(name: str) -> str:
         raise RelativePath()
     if not name or not _SEPARATORS.isdisjoint(name):
         raise InvalidName(f"invalid name: {name!r}")
-    if name.casefold().startswith(RESERVED_PREFIX):
+    if is_reserved_name(name):
         raise InvalidName(
             f"invalid name: {name!r}: names starting with {RESERVED_PREFIX} are reserved"
         )

@@ -81,6 +81,7 @@ from manifold.services.task_kinds import (
     utc_now,
 )
 from manifold.services.task_leases import LeaseLoop
+from manifold.services.task_owners import OwnerMarks
 
 __all__ = [
     "CANCELED_ERROR",
@@ -115,8 +116,11 @@ class TaskService(LeaseLoop):
         users: UserRepo,
         flush_interval: float = FLUSH_SECONDS,
         instance: str = "",
+        marks: OwnerMarks | None = None,
     ) -> None:
         self._repo = repo
+        self._marks = marks
+        self._marked = False
         self._settings = settings
         self._users = users
         # Unique per service, so two in one process (or a restart) never share rows.
@@ -154,9 +158,26 @@ class TaskService(LeaseLoop):
     async def start(self) -> None:
         """Begin claiming: unheld tasks in the table (a stopped instance's, or a dead
         one's once its lease has run out) are found by the first poll. A task another
-        instance holds is left alone."""
+        instance holds is left alone, unless that instance shared this data folder
+        and is gone (``task_owners``): its tasks are let go of at once."""
         self._closing = self._stopping = False
+        if self._marks is not None:
+            if not self._marked:
+                await self.mark()
+            for dead in self._marks.dead:
+                log.info("tasks of %s, which ended without letting go, run again", dead)
+                await self._repo.release(dead)
+            await self._marks.started()
         self._tender = asyncio.create_task(self._tend())
+
+    async def mark(self) -> bool:
+        """Mark this service as alive on the data folder, taking the start's turn
+        until ``start``; whether it is alone there (``task_owners``): then the
+        services' temporary areas hold nothing in progress. False without marks."""
+        if self._marks is None:
+            return False
+        self._marked = True
+        return await self._marks.start(self.owner)
 
     async def stop(self, finish_within: float = 0.0, *, release: bool = True) -> None:
         """Stop claiming, let running tasks end within ``finish_within`` seconds, cancel
@@ -185,6 +206,8 @@ class TaskService(LeaseLoop):
             with suppress(Exception):
                 await self._flush()
                 await self._repo.release(self.owner)
+        if self._marks is not None:
+            await self._marks.stop(let_go=release)
 
     # -- the interface for code that creates tasks ------------------------------------
 

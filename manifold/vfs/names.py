@@ -8,7 +8,9 @@ every listing and every object a driver looks up through ``NameCheck`` before an
 sees them: an entry whose name is no name of the tree (``paths.is_tree_name``), or
 holds a control or text-reordering character that no client may give a new entry
 (``paths.is_listable_name``), is left out and logged, once, with its name escaped; and
-a path through such a name is not found.
+a path through such a name is not found. So is a name under ``paths.RESERVED_PREFIX``:
+drivers write data in progress there (an upload, a copy, or what a crash left), which
+no front end may list or read by its exact name; it is left out without a warning.
 
 The folder remembers how many entries it left out (``left_out``), so that nothing
 decides from the listing alone that a folder is empty and may go: removing it would
@@ -23,7 +25,7 @@ from collections import OrderedDict
 
 from manifold.errors import ObjectNotFound
 from manifold.models import Obj
-from manifold.paths import is_listable_name
+from manifold.paths import is_listable_name, is_reserved_name
 
 log = logging.getLogger("manifold.drivers")
 
@@ -45,10 +47,10 @@ class NameCheck:
     def listed(self, folder: str, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         """``objs`` (the listing of ``folder``) without the entries whose names are
         left out; the very list given when none is."""
-        if all(is_listable_name(obj.name) for obj in objs):
+        if all(_shown(obj.name) for obj in objs):
             self._left_out.pop(folder, None)
             return objs
-        kept = [obj for obj in objs if is_listable_name(obj.name)]
+        kept = [obj for obj in objs if _shown(obj.name)]
         for obj in objs:
             if not is_listable_name(obj.name):
                 self._warn(folder, obj.name)
@@ -62,15 +64,16 @@ class NameCheck:
     def refuse_unlisted(path: str) -> None:
         """``ObjectNotFound`` when a segment of the clean ``path`` is a name listings
         leave out: what no listing shows is not found by its path either."""
-        if not all(is_listable_name(name) for name in path.split("/")[1:]):
+        if not all(_shown(name) for name in path.split("/")[1:]):
             raise ObjectNotFound()
 
     def found(self, path: str, obj: Obj) -> Obj:
         """``obj`` as the driver looked ``path`` up; ``ObjectNotFound`` when its name is
         one a listing leaves out."""
-        if is_listable_name(obj.name):
+        if _shown(obj.name):
             return obj
-        self._warn(path, obj.name)
+        if not is_reserved_name(obj.name):
+            self._warn(path, obj.name)
         raise ObjectNotFound()
 
     def left_out(self, folder: str) -> int:
@@ -91,3 +94,9 @@ class NameCheck:
             ascii(where),
             ascii(name),
         )
+
+
+def _shown(name: str) -> bool:
+    """Whether an entry named ``name`` is shown and found: a listable name that is not
+    reserved for data in progress."""
+    return is_listable_name(name) and not is_reserved_name(name)

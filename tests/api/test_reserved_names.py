@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -14,9 +14,9 @@ from manifold.drivers.base import RESERVED_PREFIX
 from tests.api.fs_helpers import fs_list, make_tree, mount_local, names
 from tests.api.test_fs_write import put
 from tests.conftest import Api
+from tests.fixtures.holding import held_elsewhere
 
 RESERVED = f"{RESERVED_PREFIX}0123456789abcdef"
-HOUR = 3600
 
 
 # What the `root` fixture makes (tests/api/conftest.py).
@@ -52,9 +52,18 @@ WRITES: dict[str, Any] = {
 }
 
 
+@pytest.fixture
+def writing(root: Path) -> Iterator[Path]:
+    """The reserved entry of ``TREE``, held by another process (an upload under way)."""
+    with held_elsewhere(root / RESERVED):
+        yield root / RESERVED
+
+
 class TestReservedPrefix:
     @pytest.mark.parametrize("write", list(WRITES))
-    async def test_every_write_refuses_it(self, admin: Api, root: Path, write: str) -> None:
+    async def test_every_write_refuses_it(
+        self, writing: Path, admin: Api, root: Path, write: str
+    ) -> None:
         body = await WRITES[write](admin)
         assert body["code"] == 400, body
         assert f"names starting with {RESERVED_PREFIX} are reserved" in body["message"]
@@ -70,13 +79,9 @@ class TestReservedPrefix:
         assert (root / name).read_bytes() == b"ok"
 
 
-def age(path: Path, seconds: float) -> None:
-    then = time.time() - seconds
-    os.utime(path, (then, then))
-
-
 class TestStaleTemporaries:
-    """What a killed upload or copy left behind goes; what may still be written stays."""
+    """What a killed upload or copy left behind goes, however young; what a live process
+    is still writing (and holds) stays."""
 
     @pytest.mark.parametrize("kind", ["file", "folder"])
     async def test_stale_ones_in_the_root_go_when_the_storage_starts(
@@ -86,20 +91,20 @@ class TestStaleTemporaries:
         stale, fresh = root / f"{RESERVED_PREFIX}stale", root / f"{RESERVED_PREFIX}fresh"
         for path in (stale, fresh):
             make_tree(path, {"part": "x"}) if kind == "folder" else path.write_bytes(b"x")
-        age(stale, HOUR)
         await api.as_admin()
-        await mount_local(api, "/local", root)
+        with held_elsewhere(fresh):
+            await mount_local(api, "/local", root)
         assert sorted(os.listdir(root)) == sorted(["a.txt", fresh.name])
 
     async def test_stale_ones_in_a_folder_go_when_it_is_listed(
         self, admin: Api, root: Path
     ) -> None:
-        stale, fresh = root / "sub" / f"{RESERVED_PREFIX}stale", root / "sub" / "x"
+        stale = root / "sub" / f"{RESERVED_PREFIX}stale"
         stale.write_bytes(b"half an upload")
         fresh = root / "sub" / f"{RESERVED_PREFIX}fresh"
         fresh.write_bytes(b"still arriving")
-        age(stale, HOUR)
-        assert names(await fs_list(admin, "/local/sub", refresh=True)) == []
+        with held_elsewhere(fresh):
+            assert names(await fs_list(admin, "/local/sub", refresh=True)) == []
         assert os.listdir(root / "sub") == [fresh.name]
 
 

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from manifold.drivers.base import FileSource, LinkArgs, Upload
-from manifold.drivers.local.driver import STALE_AFTER, TEMP_PREFIX, LocalDriver, os_errors
+from manifold.drivers.local.driver import TEMP_PREFIX, LocalDriver, os_errors
 from manifold.drivers.local.meta import Addition
 from manifold.drivers.local.seen import NOTHING, Scan, SeenFolders
 from manifold.errors import (
@@ -45,6 +45,7 @@ from manifold.testing.conformance import (
     put_bytes,
     read_obj,
 )
+from tests.fixtures.holding import held_elsewhere
 
 WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -327,33 +328,32 @@ async def test_upload_temp_files_are_not_listed(driver: LocalDriver, root: Path)
     assert not [n for n in names if n.startswith(TEMP_PREFIX)]
 
 
-def aged(path: Path, seconds: float = 2 * STALE_AFTER) -> Path:
-    then = time.time() - seconds
-    os.utime(path, (then, then), follow_symlinks=False)
-    return path
-
-
 class TestStaleTemporaries:
     @pytest.mark.parametrize("folder", ["", "sub", "sub/deeper"])
     async def test_stale_ones_go_at_start_or_when_listed(self, tmp_path: Path, folder: str) -> None:
+        """A temporary nobody holds goes, however young (a kill a moment ago left it);
+        one another process holds stays, however old."""
         root = tmp_path / "root"
         (root / folder).mkdir(parents=True, exist_ok=True)
         stale = root / folder / f"{TEMP_PREFIX}stale"
         stale.write_bytes(b"left by a kill")
-        aged(stale)
-        fresh = root / folder / f"{TEMP_PREFIX}fresh"
-        fresh.write_bytes(b"another process writing")
-        driver = await local_driver(root)
-        await driver.list(await driver.get("/" + folder))
-        assert not stale.exists()
-        assert fresh.exists()
+        writing = root / folder / f"{TEMP_PREFIX}writing"
+        writing.write_bytes(b"another process writing")
+        then = time.time() - 86_400
+        os.utime(writing, (then, then))
+        with held_elsewhere(writing):
+            driver = await local_driver(root)
+            await driver.list(await driver.get("/" + folder))
+            assert not stale.exists()
+            assert writing.exists()
+        await driver.list(await driver.get("/" + folder))  # its writer died: it goes
+        assert not writing.exists()
 
     async def test_a_stale_copy_folder_goes_with_its_content(self, tmp_path: Path) -> None:
         root = tmp_path / "root"
         stale = root / f"{TEMP_PREFIX}copy"
         (stale / "inner").mkdir(parents=True)
         (stale / "inner" / "f").write_bytes(b"x")
-        aged(stale)
         await local_driver(root)
         assert os.listdir(root) == []
 
@@ -374,7 +374,6 @@ class TestStaleTemporaries:
         )
         await arrived.wait()
         [temp] = [root / n for n in os.listdir(root) if n.startswith(TEMP_PREFIX)]
-        aged(temp)
         await driver.list(await driver.root_obj())
         await local_driver(root)  # the storage restarted by an edit, while the upload runs
         assert temp.exists()

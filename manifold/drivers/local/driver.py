@@ -21,9 +21,10 @@ renamed into place when whole (without replacing anything unless asked). A proce
 killed meanwhile leaves its temporary behind, so temporaries are swept: those in the
 root when the storage starts, those in any other folder when it is next listed
 (listing reads every name anyway, so this costs nothing until one is found; walking
-the whole tree at start would cost a big storage minutes). A temporary this process
-is writing is never swept; one that another process sharing the folder may still be
-writing is told apart by its age: untouched for ``STALE_AFTER`` seconds.
+the whole tree at start would cost a big storage minutes); none is ever listed or
+found by its name meanwhile (``vfs.names``). The process writing a temporary holds
+it (``manifold.held``) until it is renamed or removed: a sweep, in this process or
+in another sharing the folder, removes only what no live process holds.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ from manifold.errors import (
     RelativePath,
     ServerError,
 )
+from manifold.held import hold, take_unheld
 from manifold.localfs import TreeChanged, copy_tree, remove_tree
 from manifold.models import THUMB_SELF, DiskUsage, Link, Obj, Storage, new_obj
 from manifold.paths import name_bytes
@@ -85,7 +87,6 @@ T = TypeVar("T")
 # Uploads and copies are written under this prefix and renamed into place when
 # complete; listings leave such names out so a half-written file is never seen.
 TEMP_PREFIX = RESERVED_PREFIX
-STALE_AFTER = 30 * 60
 # How long a resolved real path is reused (``real_paths``): a link made on the host
 # counts for confinement within this time; and how many are kept at most.
 REAL_PATH_SECONDS = 1.0
@@ -111,6 +112,8 @@ class _Moves:
 # Temporaries being written by this process, whichever storage (or an earlier
 # instance of it, before an edit restarted it) writes them: never swept.
 _IN_FLIGHT: set[str] = set()
+# The descriptor holding each of them (``manifold.held``), once it exists.
+_HELD: dict[str, int] = {}
 _WRITE_BATCH = 1 << 20
 _SYNC_EVERY = 32 << 20
 
@@ -770,10 +773,11 @@ def _link_or_copy(source: str, temp: str, size: int | None) -> int:
     check_size(st.st_size, size)
     try:
         os.link(source, temp, follow_symlinks=False)
+        _hold(temp)
     except OSError as exc:
         if exc.errno not in _NO_LINK:
             raise
-        with open(source, "rb") as src, open(temp, "xb") as dst:
+        with open(source, "rb") as src, _create(temp) as dst:
             shutil.copyfileobj(src, dst)  # sendfile/copy_file_range where the OS has them
     fd = os.open(temp, os.O_RDONLY)
     try:
@@ -801,23 +805,37 @@ def _place(temp: str, target: str, modified: datetime | None, overwrite: bool) -
 
 @contextmanager
 def _in_flight(temp: str) -> Iterator[None]:
+    """``temp`` is this process's while the block runs: never swept, and held (once
+    ``_hold`` was called) for other processes until it ends."""
     _IN_FLIGHT.add(temp)
     try:
         yield
     finally:
         _IN_FLIGHT.discard(temp)
+        held = _HELD.pop(temp, None)
+        if held is not None:
+            os.close(held)
+
+
+def _hold(temp: str) -> None:
+    """Hold the temporary just made at ``temp`` until its ``_in_flight`` block ends.
+    A block already over (a cancelled call whose thread went on) holds nothing: what
+    the thread made is left to the sweeps."""
+    held = hold(temp)
+    if temp in _IN_FLIGHT:
+        _HELD[temp] = held
+    else:
+        os.close(held)
 
 
 def _sweep(folder: str, names: builtins.list[str]) -> None:
-    """Remove the temporaries ``names`` in ``folder`` that nobody can still be writing."""
-    now = time.time()
+    """Remove the temporaries ``names`` in ``folder`` that no live process holds."""
     for name in names:
         path = os.path.join(folder, name)
         if path in _IN_FLIGHT:
             continue
         with suppress(OSError):
-            if now - os.lstat(path).st_mtime >= STALE_AFTER:
-                _discard_tree(path)
+            take_unheld(path, _discard_tree)
 
 
 async def _write_stream(file: IO[bytes], stream: AsyncIterator[bytes]) -> int:
@@ -882,7 +900,14 @@ async def _write(file: IO[bytes], data: bytes) -> None:
 
 
 def _create(path: str) -> IO[bytes]:
-    return open(path, "xb")  # closed by _commit or _discard
+    """The new temporary ``path``, open for writing and held (see ``_hold``)."""
+    file = open(path, "xb")  # noqa: SIM115 - closed by _commit or _discard
+    try:
+        _hold(path)
+    except BaseException:
+        file.close()
+        raise
+    return file
 
 
 def _discard(file: IO[bytes], temp: str) -> None:
@@ -937,6 +962,7 @@ def _replace_entry(old: str, new: str) -> None:
     with _in_flight(temp):
         try:
             shutil.copy2(old, temp, follow_symlinks=False)
+            _hold(temp)
             os.replace(temp, new)
         except BaseException:
             _discard_path(temp)
@@ -945,12 +971,16 @@ def _replace_entry(old: str, new: str) -> None:
 
 
 def _copy_entry(source: str, target: str) -> None:
+    """Copy ``source`` to the temporary ``target``, made and held first."""
     # Links inside a copied folder stay links, as ``cp -a`` keeps them; a link
     # that leaves the root stays unreadable through this driver in the copy too.
     if os.path.isdir(source):
-        copy_tree(source, target)  # any depth: no recursion, no path longer than a name
+        os.mkdir(target, 0o700)
+        _hold(target)
+        copy_tree(source, target, made=True)  # any depth: no recursion, no long path
     else:
-        shutil.copy2(source, target)
+        _create(target).close()
+        shutil.copy2(source, target)  # into the file made and held, the same inode
 
 
 DRIVER = LocalDriver

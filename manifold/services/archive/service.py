@@ -145,16 +145,19 @@ class ArchiveService:
         self._catalogs: OrderedDict[tuple[str, int, datetime], Catalog] = OrderedDict()
         self._scans: SingleFlight[Catalog] = SingleFlight()
 
-    async def start(self, tasks: TaskService) -> None:
+    async def start(self, tasks: TaskService, alone: bool = False) -> None:
         """Drop what extractions left before a restart that no task will upload (one
-        still to run, here or on another instance sharing the data folder, does)."""
+        still to run, here or on another instance sharing the data folder, does).
+        Unless ``alone`` on the data folder, a young one may be another process's
+        extraction under way, and stays."""
         kept = await tasks.files_in_use("decompress_upload", "file")
-        await run_in(ARCHIVE_POOL, self._drop_leftovers, kept)
+        idle = 0.0 if alone else LEFTOVER_SECONDS
+        await run_in(ARCHIVE_POOL, self._drop_leftovers, kept, idle)
 
-    def _drop_leftovers(self, kept: set[str]) -> None:
+    def _drop_leftovers(self, kept: set[str], idle: float) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self._temp_dir)
-        for entry in stale_entries(self._temp_dir, WORK_PREFIX, kept, LEFTOVER_SECONDS):
+        for entry in stale_entries(self._temp_dir, WORK_PREFIX, kept, idle):
             discard_tree(entry)
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()

@@ -48,16 +48,18 @@ class Transfers:
         self._writer = writer
         self._temp_dir = temp_dir
 
-    async def start(self, tasks: TaskService) -> None:
+    async def start(self, tasks: TaskService, alone: bool = False) -> None:
         """Make the spool folder; drop bodies spooled before a restart that no upload
         task will send (one that is still to run, here or on another instance sharing
-        the data folder, sends its body)."""
-        await run_in(DISK_POOL, self._drop_spooled, await tasks.files_in_use("upload", "spool"))
+        the data folder, sends its body). Unless ``alone`` on the data folder, one
+        still young may be another process's upload being spooled, and stays."""
+        kept = await tasks.files_in_use("upload", "spool")
+        await run_in(DISK_POOL, self._drop_spooled, kept, 0.0 if alone else LEFTOVER_SECONDS)
 
-    def _drop_spooled(self, kept: set[str]) -> None:
+    def _drop_spooled(self, kept: set[str], idle: float) -> None:
         self._temp_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self._temp_dir)
-        for entry in stale_entries(self._temp_dir, SPOOL_PREFIX, kept, LEFTOVER_SECONDS):
+        for entry in stale_entries(self._temp_dir, SPOOL_PREFIX, kept, idle):
             _unlink(str(entry))
 
     def register(self, tasks: TaskService) -> None:
