@@ -26,7 +26,9 @@ others, so a driver's imports from the package fit on one line:
   ``FOLDER_MOVE``, ``ATOMIC_REPLACE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
-  ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
+  ``run_blocking``, ``FileSource``, ``check_size``;
+* ``temporaries``: ``Temporaries``, data in progress under a ``temporary_name``
+  (discarded on failure, swept when stale);
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
 * ``options``: ``describe_options``, the storage form's items, which only the
   registry reads.
@@ -49,11 +51,17 @@ from manifold.drivers.helpers import (
     FileSource,
     check_size,
     run_blocking,
-    temporary_name,
     translate,
     translating,
 )
 from manifold.drivers.resources import Resources
+from manifold.drivers.temporaries import (
+    Seen,
+    Temporaries,
+    Temporary,
+    is_temporary,
+    temporary_name,
+)
 from manifold.drivers.trees import VirtualTree, WritableTree
 from manifold.errors import NotSupported, PermissionDenied
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
@@ -77,10 +85,14 @@ __all__ = [
     "Resources",
     "RootID",
     "RootPath",
+    "Seen",
+    "Temporaries",
+    "Temporary",
     "Upload",
     "VirtualTree",
     "WritableTree",
     "check_size",
+    "is_temporary",
     "option",
     "run_blocking",
     "temporary_name",

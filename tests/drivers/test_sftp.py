@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -394,6 +395,20 @@ async def test_listings_carry_utc_times_and_hide_temporaries(
     assert listed[0].modified.timestamp() == 1_700_000_000
     assert listed[0].modified.utcoffset() is not None
     assert listed[0].modified.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+
+async def test_stale_temporaries_are_swept_fresh_ones_only_hidden(
+    driver: SftpDriver, served: Path
+) -> None:
+    """A temporary left for an hour by a process that died goes at the next listing;
+    a young one (an upload under way elsewhere) stays."""
+    stale, young = served / f"{RESERVED_PREFIX}stale", served / f"{RESERVED_PREFIX}young"
+    stale.write_bytes(b"left by a dead upload")
+    young.write_bytes(b"being written elsewhere")
+    an_hour_ago = time.time() - 3600
+    os.utime(stale, (an_hour_ago, an_hour_ago))
+    assert await driver.list(await driver.root_obj()) == []
+    assert temporaries(served) == [young.name]
 
 
 async def test_a_big_folder_comes_in_pages(driver: SftpDriver, served: Path) -> None:

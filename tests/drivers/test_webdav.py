@@ -426,6 +426,28 @@ async def test_an_aborted_upload_leaves_nothing_on_the_server(
     assert on_disk(rclone_basic, folder) == []
 
 
+async def test_a_cancelled_upload_leaves_nothing_on_the_server(
+    wsgidav_basic: DavServer, fresh: Callable[..., Any]
+) -> None:
+    driver, folder = await fresh(wsgidav_basic)
+    sent = asyncio.Event()
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield b"x" * 5000
+        sent.set()
+        await asyncio.Event().wait()  # the sender goes quiet
+        yield b""
+
+    upload = asyncio.ensure_future(driver.put(folder, Upload("c.bin", stalled(), None, None)))
+    await sent.wait()
+    upload.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await upload
+    assert await driver.list(folder) == []
+    await driver.drop()  # waits for the second look at the temporary
+    assert on_disk(wsgidav_basic, folder) == []
+
+
 async def test_a_put_over_a_folder_is_refused_and_keeps_it(
     rclone_basic: DavServer, fresh: Callable[..., Any]
 ) -> None:
