@@ -310,6 +310,26 @@ def test_bad_addresses_are_refused(address: str) -> None:
         parse_address(address)
 
 
+async def test_a_key_that_cannot_be_pinned_leaves_no_connection_open(
+    sshd: SshServer, served: Path
+) -> None:
+    """The first key is pinned by saving the options: when that fails, the connection
+    it was offered on is closed, not left to the server."""
+    driver = SftpDriver(STORAGE, key_options(sshd, served, host_key_fingerprint=""))
+
+    async def unsaved(addition: str) -> None:
+        raise ServerError("the database is away")
+
+    driver.options_saver = unsaved
+    with pytest.raises(ServerError, match="database"):
+        await driver.init()
+    for _ in range(300):  # the server's session ends once the client is gone
+        if sshd.sessions() == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert sshd.sessions() == 0
+
+
 async def test_a_missing_root_fails_init(sshd: SshServer, served: Path) -> None:
     with pytest.raises(ObjectNotFound, match="root folder"):
         await started(key_options(sshd, served / "nope"))
