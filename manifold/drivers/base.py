@@ -65,7 +65,7 @@ from manifold.drivers.temporaries import (
 from manifold.drivers.trees import VirtualTree, WritableTree
 from manifold.errors import NotSupported, PermissionDenied
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
-from manifold.paths import RESERVED_PREFIX, validate_name
+from manifold.paths import RESERVED_PREFIX, parking_name, validate_name
 
 # The contract defined here, and what a driver imports from the other three modules.
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "check_size",
     "is_temporary",
     "option",
+    "parking_name",
     "run_blocking",
     "temporary_name",
     "translate",

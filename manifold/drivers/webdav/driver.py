@@ -17,11 +17,15 @@ listings leave such names out, and sweep stale ones left by a process that died.
 A ``?`` in a MOVE or COPY destination is misread by some servers (wsgidav takes it
 for the start of a query and stores the object under the name cut there): such
 destinations are never sent with ``Overwrite: T``, and one that did not land where it
-was sent is reported, moved back where possible.
+was sent is reported, moved back where possible. A file with ``?`` in its name is
+replaced only on a server seen to keep such a name (the new file is moved to a
+temporary name with ``?`` first), and the old one is set aside until the new one is
+in place, put back if it cannot be.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import posixpath
@@ -41,9 +45,11 @@ from manifold.drivers.base import (
     LinkArgs,
     Seen,
     Temporaries,
+    Temporary,
     Upload,
     check_size,
     is_temporary,
+    parking_name,
     translating,
     validate_name,
 )
@@ -343,7 +349,20 @@ class WebDavDriver(Driver[Addition]):
     async def _propfind(
         self, path: str, depth: str, is_dir: bool
     ) -> tuple[str, builtins.list[Entry]]:
-        """The URL asked and the entries of a PROPFIND, read as the answer streams in."""
+        """The URL asked and the entries of a PROPFIND, read as the answer streams in.
+        A redirect of a file's URL (a folder's without its slash) is asked again as a
+        folder, once the first answer is closed: it holds a connection of the pool."""
+        found = await self._propfind_once(path, depth, is_dir)
+        if found is None:
+            found = await self._propfind_once(path, depth, is_dir=True)
+        if found is None:  # a folder's URL is never followed: refused as an error
+            raise ServerError("the WebDAV server redirected a folder's URL")
+        return found
+
+    async def _propfind_once(
+        self, path: str, depth: str, is_dir: bool
+    ) -> tuple[str, builtins.list[Entry]] | None:
+        """``_propfind`` without following: None for a redirect of a file's URL."""
         url = self._url(path, is_dir)
         headers = {"Depth": depth, "Content-Type": "application/xml; charset=utf-8"}
         with translating(_HTTP_ERRORS):
@@ -351,7 +370,7 @@ class WebDavDriver(Driver[Addition]):
                 "PROPFIND", url, headers=headers, content=PROPFIND_BODY, auth=self._auth
             ) as response:
                 if response.status_code in _REDIRECTS and not is_dir:
-                    return await self._propfind(path, depth, is_dir=True)
+                    return None
                 if response.status_code == 401:
                     raise _LoginRefused(status_error(response).message, _offers_digest(response))
                 if response.status_code not in (200, 207):
@@ -459,16 +478,11 @@ class WebDavDriver(Driver[Addition]):
 
     async def _place(self, temp: str, final: str, is_dir: bool, *, overwrite: bool) -> None:
         """MOVE a finished temporary into place. A destination with ``?`` is never sent
-        with ``Overwrite: T`` (see the module's docstring): what it replaces goes first."""
-        risky = "?" in final
-        if overwrite and risky:
-            replaced = await self._send("DELETE", final)
-            if not replaced.is_success and replaced.status_code != 404:
-                raise status_error(replaced)
-        headers = {
-            "Destination": self._url(final, is_dir),
-            "Overwrite": "T" if overwrite and not risky else "F",
-        }
+        with ``Overwrite: T`` (see the module's docstring)."""
+        if overwrite and "?" in final:
+            await self._place_over(temp, final, is_dir)
+            return
+        headers = {"Destination": self._url(final, is_dir), "Overwrite": "T" if overwrite else "F"}
         response = await self._send("MOVE", temp, is_dir=is_dir, headers=headers)
         if response.status_code == 412:
             raise ObjectExists()
@@ -479,6 +493,48 @@ class WebDavDriver(Driver[Addition]):
                 raise ObjectExists()
             raise status_error(response)
         await self._check_landed(temp, final, is_dir)
+
+    async def _place_over(self, temp: str, final: str, is_dir: bool) -> None:
+        """Replace ``final``, whose name has ``?``, without ``Overwrite: T``: the new
+        object goes to a name with ``?`` of its own first (a server that cuts such
+        names is found out there, before anything of the old is touched); then the
+        old is set aside, the new moved in, and the old removed, or put back."""
+        folder = posixpath.dirname(final)
+        probe = self._temps.new(folder, is_dir)
+        probe.path += "?"
+        probe.made = True
+        async with self._temps.writing(probe):
+            await self._place(temp, probe.path, is_dir, overwrite=False)
+            # Set aside under a parking name, which no sweep takes: should it not go
+            # back, the old file is still there to be found.
+            aside = Temporary(posixpath.join(folder, parking_name()))
+            aside.made = await self._set_aside(final, aside.path)
+            try:
+                await self._place(probe.path, final, is_dir, overwrite=False)
+            except BaseException:
+                if aside.made:
+                    await self._put_back(aside.path, final)
+                raise
+            if aside.made:
+                await self._temps.discard(aside)
+
+    async def _set_aside(self, path: str, aside: str) -> bool:
+        """MOVE the file ``path`` to ``aside``; False when there was nothing there."""
+        headers = {"Destination": self._url(aside), "Overwrite": "F"}
+        response = await self._send("MOVE", path, headers=headers)
+        if response.is_success:
+            return True
+        if response.status_code == 404 or not await self._exists(path):
+            return False  # some servers (rclone) answer 403 for a missing source
+        raise status_error(response)
+
+    async def _put_back(self, aside: str, path: str) -> None:
+        """Move a file set aside back to ``path``, shielded: a cancelled replace must
+        not leave the name empty."""
+        headers = {"Destination": self._url(path), "Overwrite": "F"}
+        back = asyncio.ensure_future(self._send("MOVE", aside, headers=headers))
+        with suppress(ManifoldError):
+            await asyncio.shield(back)
 
     async def _check_landed(self, src: str, target: str, is_dir: bool) -> None:
         """After a move to a name with ``?``: did the server put it there? If it cut the

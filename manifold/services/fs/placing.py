@@ -23,7 +23,6 @@ so no sweep of unfinished uploads can take an object parked here.
 from __future__ import annotations
 
 import builtins
-import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -39,7 +38,14 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj
-from manifold.paths import clean_path, is_sub_path, refuse_long_name, split_path, validate_name
+from manifold.paths import (
+    clean_path,
+    is_sub_path,
+    parking_name,
+    refuse_long_name,
+    split_path,
+    validate_name,
+)
 from manifold.services.fs.rules import HOLDS_SOURCE, overlap
 
 if TYPE_CHECKING:
@@ -192,11 +198,6 @@ async def backing_path(tree: FileTree, path: str, hops: int = 0) -> str:
         parent, name = split_path(path)
         return clean_path(f"{await backing_path(tree, parent, hops + 1)}/{name}")
     return path if inner is None else await backing_path(tree, inner, hops + 1)
-
-
-def parking_name() -> str:
-    """A name no one uses, for an object on its way to a taken or another name."""
-    return f".manifold-parked-{secrets.token_hex(8)}"
 
 
 class _Steps:
