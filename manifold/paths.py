@@ -7,6 +7,7 @@ path goes through ``join_base``, which can never return a path outside the base.
 from __future__ import annotations
 
 import posixpath
+import secrets
 
 from manifold.errors import InvalidName, NameTooLong, RelativePath
 
@@ -163,6 +164,15 @@ def is_listable_name(name: str) -> bool:
 # Drivers write data in progress (uploads, copies) under names with this prefix and
 # sweep stale ones away, so no client may make, rename onto or touch such a name.
 RESERVED_PREFIX = ".manifold-upload-"
+# An object set aside or passed by while another takes a name is parked under this
+# prefix: hidden, never reserved, and never swept by the drivers (it may be the only
+# copy of a user's data should a step fail).
+PARKING_PREFIX = ".manifold-parked-"
+
+
+def parking_name() -> str:
+    """A name no one uses, for an object on its way to a taken or another name."""
+    return PARKING_PREFIX + secrets.token_hex(8)
 
 
 def is_reserved_name(name: str) -> bool:

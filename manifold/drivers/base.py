@@ -26,7 +26,9 @@ others, so a driver's imports from the package fit on one line:
   ``FOLDER_MOVE``, ``ATOMIC_REPLACE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
-  ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
+  ``run_blocking``, ``FileSource``, ``check_size``;
+* ``temporaries``: ``Temporaries``, data in progress under a ``temporary_name``
+  (discarded on failure, swept when stale);
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
 * ``progress``: ``made_progress``, said after each step of a call as long as its
   data (a folder removed entry by entry), which is watched for steps, not timed;
@@ -51,16 +53,22 @@ from manifold.drivers.helpers import (
     FileSource,
     check_size,
     run_blocking,
-    temporary_name,
     translate,
     translating,
 )
 from manifold.drivers.progress import made_progress
 from manifold.drivers.resources import Resources
+from manifold.drivers.temporaries import (
+    Seen,
+    Temporaries,
+    Temporary,
+    is_temporary,
+    temporary_name,
+)
 from manifold.drivers.trees import VirtualTree, WritableTree
 from manifold.errors import NotSupported, PermissionDenied
 from manifold.models import DiskUsage, Link, LinkArgs, Obj, OtherArgs, Storage
-from manifold.paths import RESERVED_PREFIX, validate_name
+from manifold.paths import RESERVED_PREFIX, parking_name, validate_name
 
 # The contract defined here, and what a driver imports from the other three modules.
 __all__ = [
@@ -80,12 +88,17 @@ __all__ = [
     "Resources",
     "RootID",
     "RootPath",
+    "Seen",
+    "Temporaries",
+    "Temporary",
     "Upload",
     "VirtualTree",
     "WritableTree",
     "check_size",
+    "is_temporary",
     "made_progress",
     "option",
+    "parking_name",
     "run_blocking",
     "temporary_name",
     "translate",

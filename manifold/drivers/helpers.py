@@ -7,14 +7,12 @@ needs from there in one line.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
 from manifold.concurrency import DISK_POOL, DRIVER_POOL, run_in
 from manifold.errors import InvalidRequest, ManifoldError
-from manifold.paths import RESERVED_PREFIX
 
 T = TypeVar("T")
 
@@ -50,12 +48,6 @@ async def trimmed(
             yield data
         if left == 0:
             return
-
-
-def temporary_name() -> str:
-    """A fresh name for an upload's bytes until they are whole: ``RESERVED_PREFIX``,
-    which listings leave out and clients may not use, then random hex."""
-    return RESERVED_PREFIX + secrets.token_hex(8)
 
 
 def check_size(written: int, size: int | None) -> None:

@@ -119,6 +119,11 @@ class SshServer:
                         held.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
         return held
 
+    def sessions(self) -> int:
+        """How many processes serve connections now (each connection has its own)."""
+        proc = self.daemon.proc
+        return 0 if proc is None or proc.poll() is not None else len(_descendants(proc.pid))
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """The server and its connections hang (SIGSTOP): nothing answers."""

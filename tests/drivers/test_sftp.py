@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,6 +310,26 @@ def test_bad_addresses_are_refused(address: str) -> None:
         parse_address(address)
 
 
+async def test_a_key_that_cannot_be_pinned_leaves_no_connection_open(
+    sshd: SshServer, served: Path
+) -> None:
+    """The first key is pinned by saving the options: when that fails, the connection
+    it was offered on is closed, not left to the server."""
+    driver = SftpDriver(STORAGE, key_options(sshd, served, host_key_fingerprint=""))
+
+    async def unsaved(addition: str) -> None:
+        raise ServerError("the database is away")
+
+    driver.options_saver = unsaved
+    with pytest.raises(ServerError, match="database"):
+        await driver.init()
+    for _ in range(300):  # the server's session ends once the client is gone
+        if sshd.sessions() == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert sshd.sessions() == 0
+
+
 async def test_a_missing_root_fails_init(sshd: SshServer, served: Path) -> None:
     with pytest.raises(ObjectNotFound, match="root folder"):
         await started(key_options(sshd, served / "nope"))
@@ -394,6 +415,20 @@ async def test_listings_carry_utc_times_and_hide_temporaries(
     assert listed[0].modified.timestamp() == 1_700_000_000
     assert listed[0].modified.utcoffset() is not None
     assert listed[0].modified.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+
+async def test_stale_temporaries_are_swept_fresh_ones_only_hidden(
+    driver: SftpDriver, served: Path
+) -> None:
+    """A temporary left for an hour by a process that died goes at the next listing;
+    a young one (an upload under way elsewhere) stays."""
+    stale, young = served / f"{RESERVED_PREFIX}stale", served / f"{RESERVED_PREFIX}young"
+    stale.write_bytes(b"left by a dead upload")
+    young.write_bytes(b"being written elsewhere")
+    an_hour_ago = time.time() - 3600
+    os.utime(stale, (an_hour_ago, an_hour_ago))
+    assert await driver.list(await driver.root_obj()) == []
+    assert temporaries(served) == [young.name]
 
 
 async def test_a_big_folder_comes_in_pages(driver: SftpDriver, served: Path) -> None:

@@ -426,6 +426,28 @@ async def test_an_aborted_upload_leaves_nothing_on_the_server(
     assert on_disk(rclone_basic, folder) == []
 
 
+async def test_a_cancelled_upload_leaves_nothing_on_the_server(
+    wsgidav_basic: DavServer, fresh: Callable[..., Any]
+) -> None:
+    driver, folder = await fresh(wsgidav_basic)
+    sent = asyncio.Event()
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield b"x" * 5000
+        sent.set()
+        await asyncio.Event().wait()  # the sender goes quiet
+        yield b""
+
+    upload = asyncio.ensure_future(driver.put(folder, Upload("c.bin", stalled(), None, None)))
+    await sent.wait()
+    upload.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await upload
+    assert await driver.list(folder) == []
+    await driver.drop()  # waits for the second look at the temporary
+    assert on_disk(wsgidav_basic, folder) == []
+
+
 async def test_a_put_over_a_folder_is_refused_and_keeps_it(
     rclone_basic: DavServer, fresh: Callable[..., Any]
 ) -> None:
@@ -460,6 +482,26 @@ async def test_a_name_with_a_question_mark_that_wsgidav_would_cut_is_moved_back(
     listed = await driver.list(folder)
     assert [o.name for o in listed] == ["plain.txt"]
     assert await read_link(await driver.link(listed[0], LinkArgs())) == b"plain"
+
+
+async def test_a_file_with_a_question_mark_is_never_lost_to_its_replacement(
+    wsgidav_basic: DavServer, rclone_basic: DavServer, fresh: Callable[..., Any]
+) -> None:
+    """wsgidav cuts a MOVE destination at ``?``: the replace is refused before the
+    old file is touched. rclone keeps such names: the file is replaced."""
+    for server, replaced in ((wsgidav_basic, False), (rclone_basic, True)):
+        driver, folder = await fresh(server)
+        (server.root / folder.path.lstrip("/") / "what?.txt").write_bytes(b"old")
+        upload = Upload("what?.txt", chunks(b"new"), 3, None, overwrite=True)
+        if replaced:
+            await driver.put(folder, upload)
+        else:
+            with pytest.raises(ServerError, match="cannot take '\\?'"):
+                await driver.put(folder, upload)
+        await driver.drop()  # waits for the clean-ups it started
+        assert on_disk(server, folder) == ["what?.txt"]
+        kept = (server.root / folder.path.lstrip("/") / "what?.txt").read_bytes()
+        assert kept == (b"new" if replaced else b"old")
 
 
 async def test_stale_temporaries_are_hidden_and_swept_fresh_ones_only_hidden(

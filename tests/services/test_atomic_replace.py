@@ -135,6 +135,46 @@ async def test_a_back_end_unable_after_all_is_replaced_the_old_way(
     assert list((root / "x").iterdir()) == []
 
 
+class SlowRemoveLocal(UnableLocal):
+    """Test-only: an UnableLocal whose removals wait for ``gate`` once they began
+    (``removing``), as a slow back end's do."""
+
+    removing = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def remove(self, obj: Obj) -> None:
+        type(self).removing.set()
+        await type(self).gate.wait()
+        await super().remove(obj)
+
+
+async def test_a_replace_cancelled_after_its_last_rename_leaves_nothing_parked(
+    services: Services, tmp_path: Path
+) -> None:
+    """Cancelled while the replaced file, set aside, is being removed: the removal
+    runs to its end, and nothing stays parked."""
+    SlowRemoveLocal.removing, SlowRemoveLocal.gate = asyncio.Event(), asyncio.Event()
+    root = make_tree(tmp_path / "s", {"x/next.txt": "new", "y/report.txt": "old"})
+    config = dataclasses.replace(CONFIG, name="SlowRemoveLocal")
+    services.registry.register("SlowRemoveLocal", SlowRemoveLocal, Addition, config)
+    addition = json.dumps({"root_folder_path": str(root)})
+    await services.storages.create(Storage(0, "/s", "SlowRemoveLocal", addition=addition))
+    moving = asyncio.ensure_future(
+        services.ops.rename(caller(), "/s/x/next.txt", "/s/y/report.txt", overwrite=True)
+    )
+    await SlowRemoveLocal.removing.wait()
+    moving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await moving
+    SlowRemoveLocal.gate.set()
+    for _ in range(600):  # the removal goes on by itself; a guard, not a timing check
+        if not parked(root / "y"):
+            break
+        await asyncio.sleep(0.05)
+    assert parked(root / "y") == []
+    assert (root / "y" / "report.txt").read_text() == "new"
+
+
 async def test_a_webdav_move_with_overwrite_replaces_in_one_step(
     services: Services, disk: Path
 ) -> None:

@@ -7,35 +7,36 @@ and UTC times for files and folders), else ``LIST``. Downloads are range readers
 ``REST`` then ``RETR`` on a pooled connection, ended with ``ABOR`` once the range is
 read, so many small reads (an archive's) keep reusing a few connections.
 
-Uploads go to a ``RESERVED_PREFIX`` name in the target folder, are checked for their
-byte count and renamed into place; a failed or cancelled one deletes its temporary
-file, on a new connection if need be, and when even that fails (the server is down)
-the name is remembered and deleted by the next connection made. Temporary names never
-show in listings, and ones left for a day (a process killed mid-upload) are deleted
-when their folder is listed.
+Uploads go to a temporary name in the target folder (``Temporaries``), are checked
+for their byte count and renamed into place; a failed or cancelled one deletes its
+temporary file, on a connection of its own, and when even that fails (the server is
+down) the name is remembered and deleted by the next connection made. Temporary names
+never show in listings, and ones left for a day (a process killed mid-upload; FTP
+times may be the server's local time) are deleted when their folder is listed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import posixpath
 from collections.abc import AsyncIterator
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import aioftp
 
 from manifold.drivers.base import (
     FOLDER_MOVE,
-    RESERVED_PREFIX,
     Driver,
     LinkArgs,
+    Seen,
+    Temporaries,
+    Temporary,
     Upload,
     check_size,
+    is_temporary,
     made_progress,
-    temporary_name,
     validate_name,
 )
 from manifold.drivers.ftp.errors import ftp_errors
@@ -74,18 +75,6 @@ def _name(name: str) -> str:
     return name
 
 
-def _is_temp(name: str) -> bool:
-    return name.casefold().startswith(RESERVED_PREFIX)
-
-
-@dataclass(slots=True)
-class _Temp:
-    """An upload's temporary name, and whether a STOR for it was sent."""
-
-    path: str
-    sent: bool = False
-
-
 class FtpDriver(Driver[Addition]):
     # Neither promise is kept. FTP's RNTO replaces whatever holds the name, so a put
     # without overwrite is checked just before the rename, a best effort the server
@@ -100,9 +89,10 @@ class FtpDriver(Driver[Addition]):
         self.pool = ConnectionPool(self._open, CONFIG.max_concurrency)
         self._endpoint: Endpoint | None = None
         self._root = ""
-        # Temporaries whose deletion failed: deleted by the next connection made.
-        self._orphans: set[str] = set()
-        self._cleanups: set[asyncio.Task[None]] = set()
+        # One that could not be deleted is deleted by the next connection made.
+        self._temps = Temporaries(
+            f"ftp://{options.address}", self._delete_temp, join=_join, stale_after=STALE_AFTER
+        )
 
     async def init(self) -> None:
         """Check the options, log in and find the root folder."""
@@ -111,8 +101,7 @@ class FtpDriver(Driver[Addition]):
 
     async def drop(self) -> None:
         with suppress(Exception):
-            if self._cleanups:
-                await asyncio.wait(list(self._cleanups), timeout=CLEANUP_SECONDS)
+            await self._temps.drain(CLEANUP_SECONDS)
         self.pool.close()
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
@@ -166,15 +155,11 @@ class FtpDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = _name(upload.name)
         target = _join(dst_dir.path, name)
-        temp = _Temp(_join(dst_dir.path, temporary_name()))
-        try:
+        temp = self._temps.new(dst_dir.path)
+        async with self._temps.writing(temp):
             written = await self.pool.run(
                 lambda conn: self._store(conn, temp, target, upload), "write"
             )
-        except BaseException:
-            if temp.sent:
-                await self._discard(temp.path)
-            raise
         modified = upload.modified or datetime.now(UTC)
         return Obj(name=name, size=written, is_dir=False, modified=modified, path=target)
 
@@ -187,10 +172,7 @@ class FtpDriver(Driver[Addition]):
         with ftp_errors():
             conn = await Connection.open(self._endpoint)
             try:
-                for temp in list(self._orphans):
-                    reply = await conn.ask(f"DELE {temp}")
-                    if reply.ok() or reply.code == "550":
-                        self._orphans.discard(temp)
+                await self._temps.retry(lambda path, _: _delete(conn, path))
             except BaseException:
                 conn.close()
                 raise
@@ -213,12 +195,10 @@ class FtpDriver(Driver[Addition]):
     async def _list(self, conn: Connection, path: str) -> builtins.list[Obj]:
         with ftp_errors():
             entries = await self._entries(conn, path)
-            now = datetime.now(UTC)
-            objs, stale = [], []
+            objs, temps = [], []
             for entry in entries:
-                if _is_temp(entry.name):
-                    if entry.modified is not None and now - entry.modified > STALE_AFTER:
-                        stale.append(entry.name)
+                if is_temporary(entry.name):
+                    temps.append(Seen(_join(path, entry.name), entry.is_dir, entry.modified))
                     continue
                 if entry.kind == LINK:
                     resolved = await conn.stat(_join(path, entry.name))
@@ -226,8 +206,8 @@ class FtpDriver(Driver[Addition]):
                         continue  # a link that leads nowhere
                     entry = replace(resolved, name=entry.name, modified=entry.modified)
                 objs.append(_obj(path, entry))
-            for name in stale:
-                await conn.ask(f"DELE {_join(path, name)}")
+            for temp in self._temps.stale(temps):
+                await conn.ask(f"DELE {temp.path}")
         return objs
 
     async def _entries(self, conn: Connection, path: str) -> builtins.list[Entry]:
@@ -315,10 +295,10 @@ class FtpDriver(Driver[Addition]):
             await conn.do(f"RMD {folder}")
             made_progress()
 
-    async def _store(self, conn: Connection, temp: _Temp, target: str, upload: Upload) -> int:
+    async def _store(self, conn: Connection, temp: Temporary, target: str, upload: Upload) -> int:
         with ftp_errors():
             await self._refuse_taken(conn, target, upload.overwrite)
-            temp.sent = True
+            temp.made = True
             data = await conn.open_data(f"STOR {temp.path}")
         written = await _send(conn, data, upload)
         with ftp_errors():
@@ -343,26 +323,9 @@ class FtpDriver(Driver[Addition]):
         if entry is not None and (entry.is_dir or not overwrite):
             raise ObjectExists()
 
-    async def _discard(self, temp: str) -> None:
-        """Delete an upload's temporary, on a connection of its own. Shielded: this
-        runs when the upload is being cancelled too, and goes on if cancelled again."""
-        task = asyncio.ensure_future(self._delete_temp(temp))
-        self._cleanups.add(task)
-        task.add_done_callback(self._cleanups.discard)
-        await asyncio.shield(task)
-
-    async def _delete_temp(self, temp: str) -> None:
-        async def delete(conn: Connection) -> bool:
-            with ftp_errors():
-                reply = await conn.ask(f"DELE {temp}")
-            return reply.ok() or reply.code == "550"
-
-        try:
-            deleted = await self.pool.run(delete)
-        except Exception:
-            deleted = False
-        if not deleted:
-            self._orphans.add(temp)
+    async def _delete_temp(self, path: str, is_dir: bool) -> bool:
+        """Delete an upload's temporary, on a connection of the pool's."""
+        return await self.pool.run(lambda conn: _delete(conn, path))
 
     # --- downloads -------------------------------------------------------------------
 
@@ -403,6 +366,13 @@ class FtpDriver(Driver[Addition]):
         finally:
             data.close()
             self.pool.release(conn, reusable, gone=gone)
+
+
+async def _delete(conn: Connection, path: str) -> bool:
+    """DELE ``path``; whether it is gone now (550: it was not there)."""
+    with ftp_errors():
+        reply = await conn.ask(f"DELE {path}")
+    return reply.ok() or reply.code == "550"
 
 
 async def _retrieve(conn: Connection, path: str, offset: int) -> DataChannel | None:

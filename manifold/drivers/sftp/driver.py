@@ -13,8 +13,9 @@ and renamed into place when whole. Without overwrite that is the plain SFTP rena
 which OpenSSH refuses over an existing name (it links the new name, which the kernel
 refuses when taken): of racing writers one wins. With overwrite it is OpenSSH's
 ``posix-rename``, an atomic replace, as is a move or rename over a file
-(``move_over``). A temporary that could not be removed when a
-transfer failed (the connection was gone) is removed after the next reconnect.
+(``move_over``). Temporaries are ``Temporaries``': one that could not be removed
+when a transfer failed (the connection was gone) is removed after the next
+reconnect, and stale ones left by a process that died go when their folder is listed.
 
 Copies run on the server with OpenSSH's ``copy-data`` extension, a part at a time so
 that other requests on the connection are not held for a whole big file; a server
@@ -36,14 +37,16 @@ import asyncssh
 
 from manifold.drivers.base import (
     EXCLUSIVE_CREATE,
-    RESERVED_PREFIX,
     Driver,
     ErrorTable,
     LinkArgs,
+    Seen,
+    Temporaries,
+    Temporary,
     Upload,
     check_size,
+    is_temporary,
     made_progress,
-    temporary_name,
     translating,
     validate_name,
 )
@@ -128,11 +131,15 @@ ERRORS: ErrorTable = {
 
 
 def _shown(name: str) -> bool:
-    return name not in (".", "..") and not name.casefold().startswith(RESERVED_PREFIX)
+    return name not in (".", "..") and not is_temporary(name)
 
 
 def _time(attrs: asyncssh.SFTPAttrs) -> datetime:
     return datetime.fromtimestamp(attrs.mtime, UTC) if attrs.mtime is not None else _EPOCH
+
+
+def _known_time(attrs: asyncssh.SFTPAttrs) -> datetime | None:
+    return None if attrs.mtime is None else _time(attrs)
 
 
 def _obj(name: str, path: str, attrs: asyncssh.SFTPAttrs) -> Obj:
@@ -152,8 +159,7 @@ class SftpDriver(Driver[Addition]):
         self._root = "/"
         self._root_modified = _EPOCH
         self._promises = self.PROMISES
-        # Temporaries a failed transfer could not remove (path, whether a folder).
-        self._leftovers: set[tuple[str, bool]] = set()
+        self._temps = Temporaries(f"sftp://{options.address}", self._remove_temp)
 
     async def init(self) -> None:
         """Connect and log in, pin the host key on first use, and check the root."""
@@ -176,6 +182,8 @@ class SftpDriver(Driver[Addition]):
             self._promises = self.PROMISES - {EXCLUSIVE_CREATE}
 
     async def drop(self) -> None:
+        with suppress(Exception):
+            await self._temps.drain(CLOSE_SECONDS)
         connector, self._connector = self._connector, None
         if connector is not None:
             with suppress(Exception):
@@ -267,18 +275,16 @@ class SftpDriver(Driver[Addition]):
                 raise ServerError(_SUBFOLDER)
             if await _exists(sftp, target):
                 raise ObjectExists()
-        temp = posixpath.join(dst_dir.path, temporary_name())
-        try:
+        temp = self._temps.new(dst_dir.path, is_dir)
+        temp.made = True
+        async with self._temps.writing(temp):
             with self._errors(sftp):
                 if is_dir:
-                    await self._copy_tree(sftp, src.path, temp)
-                    await self._place_folder(sftp, temp, target)
+                    await self._copy_tree(sftp, src.path, temp.path)
+                    await self._place_folder(sftp, temp.path, target)
                 else:
-                    await self._copy_file(sftp, src.path, temp, attrs)
-                    await _place_file(sftp, temp, target, overwrite=False)
-        except BaseException:
-            await self._discard(sftp, temp, is_dir)
-            raise
+                    await self._copy_file(sftp, src.path, temp.path, attrs)
+                    await _place_file(sftp, temp.path, target, overwrite=False)
         with self._errors(sftp):
             placed = await sftp.stat(target)
         return _obj(src.name, target, placed)
@@ -295,9 +301,10 @@ class SftpDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = validate_name(upload.name)
         target = posixpath.join(dst_dir.path, name)
-        temp = posixpath.join(dst_dir.path, temporary_name())
+        temp = self._temps.new(dst_dir.path)
         sftp, file = await self._twice(lambda sftp: self._create(sftp, temp))
-        try:
+        temp.made = True
+        async with self._temps.writing(temp):
             try:
                 written = await self._write(sftp, file, upload.stream)
             except BaseException:
@@ -309,11 +316,8 @@ class SftpDriver(Driver[Addition]):
             with self._errors(sftp):
                 if upload.modified is not None:
                     stamp = upload.modified.timestamp()
-                    await sftp.utime(temp, (stamp, stamp))
-                await _place_file(sftp, temp, target, upload.overwrite)
-        except BaseException:
-            await self._discard(sftp, temp, False)
-            raise
+                    await sftp.utime(temp.path, (stamp, stamp))
+                await _place_file(sftp, temp.path, target, upload.overwrite)
         with self._errors(sftp):
             attrs = await sftp.stat(target)
         return _obj(name, target, attrs)
@@ -380,20 +384,15 @@ class SftpDriver(Driver[Addition]):
         with self._errors(sftp):
             return sftp, await call(sftp)
 
-    async def _create(self, sftp: asyncssh.SFTPClient, temp: str) -> asyncssh.SFTPClientFile:
-        """Make and open the new file ``temp``. Counted among the leftovers until it is
-        open: a request whose answer was lost with its connection may have made it,
-        and the reconnect then removes it before the second try makes it anew."""
-        self._leftovers.add((temp, False))
+    async def _create(self, sftp: asyncssh.SFTPClient, temp: Temporary) -> asyncssh.SFTPClientFile:
+        """Make and open the new file ``temp``. A request whose answer was lost with
+        its connection (or its caller) may have made it: it is remembered, and the
+        reconnect removes it before the second try makes it anew."""
         try:
-            file = await sftp.open(temp, "xb")
-        except NETWORK:
+            return await sftp.open(temp.path, "xb")
+        except (*NETWORK, asyncio.CancelledError):
+            self._temps.remember(temp.path)
             raise
-        except BaseException:
-            self._leftovers.discard((temp, False))  # refused: nothing was made
-            raise
-        self._leftovers.discard((temp, False))
-        return file
 
     def _pinned(self) -> str:
         return self.options.host_key_fingerprint.strip()
@@ -423,6 +422,7 @@ class SftpDriver(Driver[Addition]):
     async def _objs(
         self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[asyncssh.SFTPName]
     ) -> builtins.list[Obj]:
+        await self._sweep(sftp, folder, names)
         entries = [(str(n.filename), n.attrs) for n in names if _shown(str(n.filename))]
         links = [i for i, (_, attrs) in enumerate(entries) if attrs.type == _LINK]
         followed = await _fan_out(
@@ -595,26 +595,26 @@ class SftpDriver(Driver[Addition]):
                     await dst.write(data, start)
         await sftp.utime(target, (attrs.atime or 0, attrs.mtime or 0))
 
-    async def _discard(self, sftp: asyncssh.SFTPClient, path: str, tree: bool) -> None:
-        """Remove a failed transfer's temporary; when the connection is gone, remember
-        it for the next reconnect. Finishes even when the caller is being cancelled."""
-        removal = asyncio.ensure_future(_remove_quietly(sftp, path, tree))
-        try:
-            removed = await asyncio.shield(removal)
-        except asyncio.CancelledError:
-            removal.add_done_callback(lambda done: self._remember(done, path, tree))
-            raise
-        if not removed:
-            self._leftovers.add((path, tree))
+    # --- temporaries -----------------------------------------------------------------
 
-    def _remember(self, removal: asyncio.Future[bool], path: str, tree: bool) -> None:
-        if removal.cancelled() or removal.exception() is not None or not removal.result():
-            self._leftovers.add((path, tree))
+    async def _remove_temp(self, path: str, tree: bool) -> bool:
+        """Remove a failed transfer's temporary, on a live connection."""
+        return await _remove_quietly(await self._client(), path, tree)
 
     async def _remove_leftovers(self, sftp: asyncssh.SFTPClient) -> None:
-        for path, tree in builtins.list(self._leftovers):
-            if await _remove_quietly(sftp, path, tree):
-                self._leftovers.discard((path, tree))
+        await self._temps.retry(lambda path, tree: _remove_quietly(sftp, path, tree))
+
+    async def _sweep(
+        self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[asyncssh.SFTPName]
+    ) -> None:
+        """Remove the stale temporaries a listing met (a process died writing them)."""
+        seen = [
+            Seen(posixpath.join(folder, name), n.attrs.type == _DIR, _known_time(n.attrs))
+            for n in names
+            if is_temporary(name := str(n.filename))
+        ]
+        if seen:
+            await self._temps.sweep(seen, lambda path, tree: _remove_quietly(sftp, path, tree))
 
 
 async def _take(

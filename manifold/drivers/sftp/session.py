@@ -247,9 +247,14 @@ class Connector:
                     f"the server at {creds.where} refused the SFTP subsystem: {exc.reason}"
                 ) from exc
             raise _connect_error(exc, creds, client) from exc
+        session = _Session(conn, client, sftp)
         if not pinned and client.offered:
-            await self._on_first_key(client.offered)
-        return _Session(conn, client, sftp)
+            try:
+                await self._on_first_key(client.offered)
+            except BaseException:
+                await session.close()  # the key could not be pinned: nothing is kept
+                raise
+        return session
 
 
 # AES-GCM first (the processor does AES, and the library seals a packet in one call),

@@ -7,7 +7,9 @@ inside ``translating``, which maps smbprotocol's exceptions (by NT status) onto
 
 Downloads are range readers (SMB has no URLs): a file opened at the offset and read a
 block at a time, closed as soon as the reader is. Uploads are written under a
-``RESERVED_PREFIX`` name in the target folder and renamed into place when whole; the
+temporary name in the target folder (``Temporaries``: removed when the upload fails,
+once the server is back if it was away, and swept when stale by a listing of their
+folder) and renamed into place when whole; the
 rename that must not replace is the server's own no-replace rename; one that must
 (an upload's, and a move or rename over a file: ``move_over``) is a rename with
 ReplaceIfExists, one step on the server.
@@ -35,9 +37,9 @@ from manifold.drivers.base import (
     FOLDER_TIMES,
     Driver,
     LinkArgs,
+    Temporaries,
     Upload,
     check_size,
-    temporary_name,
     translating,
     validate_name,
 )
@@ -50,13 +52,13 @@ from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .failures import ERRORS
 from .meta import CONFIG, Addition
-from .share import Handle, Share, Temporary
+from .share import Handle, OpenUpload, Share
 
 T = TypeVar("T")
 
 # Bytes read per request by a download, and written per request by an upload.
 BLOCK = 1 << 20
-# Seconds a drop waits for the storage to log off.
+# Seconds a drop waits for the storage to log off, and for removals of temporaries.
 DROP_SECONDS = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -78,10 +80,12 @@ class SMBDriver(Driver[Addition]):
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
         self._share: Share | None = None
+        where = f"smb://{options.address}/{options.share_name}/{options.root_folder_path}"
+        self._temps = Temporaries(where, self._remove_temp, casefold=True)
 
     async def init(self) -> None:
         """Log in and check that the root folder is a folder of the share."""
-        share = Share(self.options, self.CALL_SECONDS, self.BLOCK_SECONDS)
+        share = Share(self.options, self._temps, self.CALL_SECONDS, self.BLOCK_SECONDS)
         self._share = share
         try:
             await self._run(share.check_root, again=True)
@@ -90,6 +94,8 @@ class SMBDriver(Driver[Addition]):
             raise exc.with_context(where) from exc
 
     async def drop(self) -> None:
+        with suppress(Exception):
+            await self._temps.drain(DROP_SECONDS)
         share, self._share = self._share, None
         if share is None:
             return
@@ -147,20 +153,18 @@ class SMBDriver(Driver[Addition]):
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         name = validate_name(upload.name)
         share = self.share
-        temp = Temporary(posixpath.join(dst_dir.path, temporary_name()), threading.Lock())
-        try:
-            await self._run(share.create, temp)
-            written = await self._send(temp, upload)
+        temp = self._temps.new(dst_dir.path)
+        temp.made = True
+        held = OpenUpload(temp.path, threading.Lock())
+        # Given up in the storage's threads, after any write under way on it.
+        async with self._temps.writing(temp, lambda *_: self.run_blocking(share.discard, held)):
+            await self._run(share.create, held)
+            written = await self._send(held, upload)
             check_size(written, upload.size)
             target = posixpath.join(dst_dir.path, name)
             return await self._run(
-                share.put_in_place, temp, target, upload.modified, upload.overwrite
+                share.put_in_place, held, target, upload.modified, upload.overwrite
             )
-        except BaseException:
-            # Shielded: a cancelled upload still waits for its temporary to go (in the
-            # storage's threads, after any write under way on it).
-            await asyncio.shield(self.run_blocking(share.discard, temp))
-            raise
 
     async def move_over(self, src: Obj, dst_dir: Obj, name: str, replaced: Obj) -> Obj:
         """An SMB rename with ReplaceIfExists: the server gives the name over in one step
@@ -191,7 +195,7 @@ class SMBDriver(Driver[Addition]):
         with translating(ERRORS):
             return await self.run_blocking(func, *args)
 
-    async def _send(self, temp: Temporary, upload: Upload) -> int:
+    async def _send(self, temp: OpenUpload, upload: Upload) -> int:
         """Write the upload's bytes to the temporary, a block per request, each block
         going to the server while the next one arrives; how many bytes there were."""
         written = 0
@@ -240,6 +244,10 @@ class SMBDriver(Driver[Addition]):
             return None
         want = BLOCK if length is None else min(BLOCK, length)
         return asyncio.ensure_future(self._io(handle.read, want))
+
+    async def _remove_temp(self, path: str, is_dir: bool) -> bool:
+        """Remove a temporary of this storage's (one it remembered)."""
+        return await self.run_blocking(self.share.remove_temporary, path, is_dir)
 
     @staticmethod
     async def _quietly(call: Awaitable[object]) -> None:

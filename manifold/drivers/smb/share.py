@@ -21,8 +21,8 @@ import errno
 import posixpath
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -32,7 +32,12 @@ from smbprotocol.exceptions import SMBException, SMBOSError
 from smbprotocol.file_info import FileAttributes
 from smbprotocol.header import NtStatus
 
-from manifold.drivers.base import RESERVED_PREFIX, made_progress, temporary_name
+from manifold.drivers.base import (
+    Seen,
+    Temporaries,
+    is_temporary,
+    made_progress,
+)
 from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
 
@@ -45,9 +50,6 @@ T = TypeVar("T")
 
 # Seconds to open the TCP connection and log in; smbclient waits 60 by default.
 CONNECT_SECONDS = 10
-# A temporary nobody wrote to for this long is left over from a process that died
-# (or lost its connection) while writing it, and is removed when its folder is listed.
-STALE_AFTER = timedelta(minutes=30)
 # A folder changed this recently may change again within the same tick of its time,
 # which a fingerprint taken now would not see.
 _TICK_NS = 1_000_000_000
@@ -62,13 +64,6 @@ _NO_SERVER_COPY = frozenset(
         NtStatus.STATUS_INVALID_PARAMETER,
     }
 )
-# Temporaries being written by this process (UNC paths, with the server's port):
-# never swept, whichever storage lists their folder.
-_IN_FLIGHT: set[str] = set()
-
-
-def is_reserved(name: str) -> bool:
-    return name.casefold().startswith(RESERVED_PREFIX)
 
 
 def _time(ns: int) -> datetime:
@@ -135,8 +130,9 @@ class Handle:
 
 
 @dataclass(slots=True)
-class Temporary:
-    """A file being uploaded under a temporary name until it is put in place."""
+class OpenUpload:
+    """A file being uploaded under a temporary name until it is put in place; its
+    lock keeps a late ``create`` (from an upload given up) from making it anew."""
 
     path: str
     lock: threading.Lock
@@ -148,7 +144,11 @@ class Share:
     """Where one storage's files are, how it logs in, and its connections."""
 
     def __init__(
-        self, options: Addition, call_seconds: float = 0, block_seconds: float = 0
+        self,
+        options: Addition,
+        temps: Temporaries,
+        call_seconds: float = 0,
+        block_seconds: float = 0,
     ) -> None:
         self.host, self.port = parse_address(options.address)
         # How long a call, and a read or write of one block, may wait on the server.
@@ -162,9 +162,9 @@ class Share:
         self.username = options.username
         self._connections: dict[str, Any] = {}
         self._lock = threading.Lock()
-        # Temporaries of failed uploads and copies that the server was not there to
-        # remove (UNC path, whether a folder): removed once it is back.
-        self._leftovers: builtins.list[tuple[str, bool]] = []
+        # This storage's temporaries: those the server was not there to remove are
+        # removed once it is back (``_connect``).
+        self.temps = temps
         # Every smbclient call gets these: this storage's credentials, port and cache.
         self._kwargs: dict[str, Any] = {
             "username": options.username or None,
@@ -227,19 +227,14 @@ class Share:
                     connection_timeout=self._connect_seconds,
                     connection_cache=self._connections,
                 )
-                self._clean_leftovers()
+                self.temps.retry_now(self.remove_temporary)
             return next(iter(self._connections.values()))
 
-    def _clean_leftovers(self) -> None:
-        """Remove the temporaries that could not be removed while the server was away."""
-        leftovers, self._leftovers = self._leftovers, []
-        for unc, is_dir in leftovers:
-            try:
-                self._remove(unc, is_dir)
-            except SMBOSError:
-                pass  # gone already, or refused: the listing's sweep tries again
-            except (SMBException, OSError):
-                self._leftovers.append((unc, is_dir))
+    def remove_temporary(self, path: str, is_dir: bool) -> bool:
+        """Remove a temporary that could not be removed while the server was away."""
+        with suppress(SMBOSError):  # gone already, or refused: the listing's sweep tries again
+            self._remove(self.place.unc(path), is_dir)
+        return True
 
     def _forget(self, connection: Any, exc: Exception) -> None:
         """Drop ``connection``, which a call found broken: its session is gone, or its
@@ -284,22 +279,20 @@ class Share:
         folder = self.place.unc(path)
         prefix = path.rstrip("/") + "/"
         objs: builtins.list[Obj] = []
-        stale: builtins.list[tuple[str, bool]] = []
-        now = datetime.now(UTC)
+        temps: builtins.list[Seen] = []
         with smbclient.scandir(folder, **self._kwargs) as entries:
             for entry in entries:
                 info = entry.smb_info
                 is_dir = bool(info.file_attributes & _DIRECTORY)
-                if is_reserved(info.file_name):
-                    if now - info.last_write_time > STALE_AFTER:
-                        stale.append((rf"{folder}\{info.file_name}", is_dir))
+                if is_temporary(info.file_name):
+                    temps.append(Seen(prefix + info.file_name, is_dir, info.last_write_time))
                     continue
                 name = from_wire(info.file_name)
                 size = 0 if is_dir else info.end_of_file
                 modified, created = info.last_write_time, info.creation_time
                 objs.append(new_obj(name, size, is_dir, modified, created, prefix + name, ""))
-        for unc, is_dir in stale:
-            self._sweep(unc, is_dir)
+        for stale in self.temps.stale(temps):
+            self._discard(self.place.unc(stale.path), stale.is_dir)
         return objs
 
     def stat(self, path: str) -> Obj:
@@ -372,38 +365,38 @@ class Share:
         target = posixpath.join(dst_dir, source.name)
         if self._exists(target):
             raise ObjectExists()
-        temp = self.place.unc(posixpath.join(dst_dir, temporary_name()))
-        with self._in_flight(temp):
+        temp = self.temps.new(dst_dir, source.is_dir)
+        unc = self.place.unc(temp.path)
+        with self.temps.marked(temp):
             try:
                 if source.is_dir:
-                    self._copy_tree(self.place.unc(path), temp)
+                    self._copy_tree(self.place.unc(path), unc)
                 else:
-                    self._copy_file(self.place.unc(path), temp, source.modified)
-                smbclient.rename(temp, self.place.unc(target), **self._kwargs)
+                    self._copy_file(self.place.unc(path), unc, source.modified)
+                smbclient.rename(unc, self.place.unc(target), **self._kwargs)
             except BaseException:
-                self._clean(temp, source.is_dir)
+                self._clean_or_remember(temp.path, source.is_dir)
                 raise
         return self.stat(target)
 
     # --- uploads ------------------------------------------------------------------
 
-    def create(self, temp: Temporary) -> None:
+    def create(self, temp: OpenUpload) -> None:
         """Make the temporary file, unless the upload was given up meanwhile."""
         with temp.lock:
             if temp.done:
                 return
             unc = self.place.unc(temp.path)
-            _IN_FLIGHT.add(self._key(unc))
             raw = smbclient.open_file(unc, mode="xb", buffering=0, **self._kwargs)
             temp.handle = Handle(raw, self.watchdog, self.block_seconds)
 
-    def write(self, temp: Temporary, data: bytes) -> None:
+    def write(self, temp: OpenUpload, data: bytes) -> None:
         if temp.handle is None:
             raise ServerError("upload not started")
         temp.handle.write(data)
 
     def put_in_place(
-        self, temp: Temporary, path: str, modified: datetime | None, overwrite: bool
+        self, temp: OpenUpload, path: str, modified: datetime | None, overwrite: bool
     ) -> Obj:
         """Close the finished temporary and give it the name ``path``: replacing a file
         there when ``overwrite``, else only where the name is free."""
@@ -420,38 +413,23 @@ class Share:
             else:
                 smbclient.rename(unc, target, **self._kwargs)
             temp.done = True
-            _IN_FLIGHT.discard(self._key(unc))
         return self.stat(path)
 
-    def discard(self, temp: Temporary) -> None:
+    def discard(self, temp: OpenUpload) -> bool:
         """Give the upload up: close and remove the temporary, if it is still there.
-        Waits for a call on it under way; never raises."""
+        Waits for a call on it under way; whether it is gone (False: the server could
+        not be reached). Never raises."""
         with temp.lock:
             if temp.done:
-                return
+                return True
             temp.done = True
-            unc = self.place.unc(temp.path)
-            try:
-                if temp.handle is not None:
-                    with suppress(Exception):
-                        temp.handle.close()
-                    self._clean(unc, False)
-            finally:
-                _IN_FLIGHT.discard(self._key(unc))
+            if temp.handle is None:
+                return True
+            with suppress(Exception):
+                temp.handle.close()
+            return self._clean(temp.path, False)
 
     # --- helpers ------------------------------------------------------------------
-
-    def _key(self, unc: str) -> str:
-        return f"{self.port}:{unc}".casefold()
-
-    @contextmanager
-    def _in_flight(self, unc: str) -> Iterator[None]:
-        key = self._key(unc)
-        _IN_FLIGHT.add(key)
-        try:
-            yield
-        finally:
-            _IN_FLIGHT.discard(key)
 
     def _exists(self, path: str) -> bool:
         try:
@@ -484,7 +462,8 @@ class Share:
             refused = exc
         if self._is_folder(target):  # refused for being a folder: never set aside
             raise refused
-        aside = self.place.unc(posixpath.join(folder, temporary_name()))
+        set_aside = self.temps.new(folder)
+        aside = self.place.unc(set_aside.path)
         try:
             smbclient.rename(target, aside, **self._kwargs)
         except SMBOSError:
@@ -495,7 +474,7 @@ class Share:
             with suppress(SMBException, OSError):
                 smbclient.rename(aside, target, **self._kwargs)
             raise
-        self._clean(aside, False)
+        self._clean_or_remember(set_aside.path, False)
 
     def _remove(self, unc: str, is_dir: bool) -> None:
         """Remove a file, or a folder with everything in it."""
@@ -535,27 +514,27 @@ class Share:
             smbclient.rmdir(folder, **self._kwargs)
             made_progress()
 
-    def _sweep(self, unc: str, is_dir: bool) -> None:
-        """Remove a left-over temporary, unless this process is still writing it."""
-        if self._key(unc) not in _IN_FLIGHT:
-            self._discard(unc, is_dir)
-
     def _discard(self, unc: str, is_dir: bool) -> None:
         """Remove a temporary; never raises (one left behind is swept later)."""
         with suppress(SMBException, OSError):
             self._remove(unc, is_dir)
 
-    def _clean(self, unc: str, is_dir: bool) -> None:
+    def _clean(self, path: str, is_dir: bool) -> bool:
         """Remove this storage's own temporary now, on a new connection if the old one
-        broke, or once the server is back when it cannot be reached; never raises."""
+        broke; False when the server cannot be reached. Never raises."""
         try:
             self._connect()
-            self._remove(unc, is_dir)
+            self._remove(self.place.unc(path), is_dir)
         except SMBOSError:
             pass  # gone already, or refused: the listing's sweep tries again
         except Exception:
-            with self._lock:
-                self._leftovers.append((unc, is_dir))
+            return False
+        return True
+
+    def _clean_or_remember(self, path: str, is_dir: bool) -> None:
+        """``_clean``, or remembered to be removed once the server is back."""
+        if not self._clean(path, is_dir):
+            self.temps.remember(path, is_dir)
 
     def _copy_tree(self, source: str, target: str) -> None:
         smbclient.mkdir(target, **self._kwargs)
@@ -565,7 +544,7 @@ class Share:
             with smbclient.scandir(src, **self._kwargs) as entries:
                 found = [entry.smb_info for entry in entries]
             for info in found:
-                if is_reserved(info.file_name):
+                if is_temporary(info.file_name):
                     continue
                 child_src, child_dst = rf"{src}\{info.file_name}", rf"{dst}\{info.file_name}"
                 if info.file_attributes & _DIRECTORY:

@@ -17,7 +17,10 @@ listings leave such names out, and sweep stale ones left by a process that died.
 A ``?`` in a MOVE or COPY destination is misread by some servers (wsgidav takes it
 for the start of a query and stores the object under the name cut there): such
 destinations are never sent with ``Overwrite: T``, and one that did not land where it
-was sent is reported, moved back where possible.
+was sent is reported, moved back where possible. A file with ``?`` in its name is
+replaced only on a server seen to keep such a name (the new file is moved to a
+temporary name with ``?`` first), and the old one is set aside until the new one is
+in place, put back if it cannot be.
 """
 
 from __future__ import annotations
@@ -26,11 +29,10 @@ import asyncio
 import base64
 import builtins
 import posixpath
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import suppress
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -38,13 +40,16 @@ import httpx
 from manifold.drivers.base import (
     FOLDER_MOVE,
     FOLDER_TIMES,
-    RESERVED_PREFIX,
     Driver,
     ErrorTable,
     LinkArgs,
+    Seen,
+    Temporaries,
+    Temporary,
     Upload,
     check_size,
-    temporary_name,
+    is_temporary,
+    parking_name,
     translating,
     validate_name,
 )
@@ -67,16 +72,13 @@ from .meta import Addition
 from .multistatus import PROPFIND_BODY, Entry, MultistatusReader, listing
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# A temporary untouched this long belongs to an upload that will never finish.
-STALE_AFTER = timedelta(minutes=30)
 # Seconds ``drop`` gives the clean-ups still under way before leaving them.
 DROP_GRACE = 5.0
-# Seconds after a failed write when its temporary is removed again (``_discard_now``).
+# Seconds after a cut-off write when its temporary is removed again: the server may
+# still be handling it (the client gave up, the server has yet to notice).
 RECHECKS = (0.2, 1.0)
 CHUNK = 1 << 20
 _REDIRECTS = frozenset({301, 302, 307, 308})
-# Temporaries being written by this process, by URL, whichever instance writes them.
-_IN_FLIGHT: set[str] = set()
 
 
 def _unreachable(exc: Exception) -> ManifoldError:
@@ -158,9 +160,8 @@ class WebDavDriver(Driver[Addition]):
         self._auth: httpx.Auth | None = None
         self._digest = False
         self._folder_times = False
-        self._chores: set[asyncio.Task[None]] = set()
-        # Set by ``drop``: clean-ups waiting to look again do it at once.
-        self._dropping = asyncio.Event()
+        where = options.address.strip().rstrip("/")
+        self._temps = Temporaries(where, self._remove_temp, recheck=RECHECKS)
 
     def promises(self) -> frozenset[str]:
         return self.PROMISES | {FOLDER_TIMES} if self._folder_times else self.PROMISES
@@ -176,7 +177,7 @@ class WebDavDriver(Driver[Addition]):
         if options.vendor not in ("other", ""):
             raise InvalidRequest(f"unknown vendor {options.vendor!r}: sharepoint or other")
         self._base = _base_url(options.address)
-        self._dropping.clear()
+        self._temps.reopen()
         if options.username:
             self._auth = httpx.BasicAuth(options.username, options.password)
         root = await self._login()
@@ -185,13 +186,8 @@ class WebDavDriver(Driver[Addition]):
         self._folder_times = root.modified is not None
 
     async def drop(self) -> None:
-        self._dropping.set()
-        chores, self._chores = set(self._chores), set()
-        if chores:
-            with suppress(Exception):
-                await asyncio.wait(chores, timeout=DROP_GRACE)
-            for chore in chores:
-                chore.cancel()
+        with suppress(Exception):
+            await self._temps.drain(DROP_GRACE)
         if self.resources is self._own_resources:
             with suppress(Exception):
                 await self._own_resources.aclose()
@@ -204,12 +200,15 @@ class WebDavDriver(Driver[Addition]):
         if own is not None and not own.is_dir:
             raise NotAFolder()
         found: builtins.list[Obj] = []
+        temps: builtins.list[Seen] = []
         for name, entry in children:
             child = posixpath.join(dir.path, name)
-            if name.casefold().startswith(RESERVED_PREFIX):
-                self._sweep(child, entry)
+            if is_temporary(name):
+                temps.append(Seen(child, entry.is_dir, entry.modified))
             else:
                 found.append(_obj(entry, name, child))
+        if temps:
+            await self._temps.sweep(temps)
         return found
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
@@ -265,16 +264,12 @@ class WebDavDriver(Driver[Addition]):
         final = posixpath.join(dst_dir.path, src.name)
         if final == src.path:
             raise ObjectExists()
-        temp = posixpath.join(dst_dir.path, temporary_name())
-        copied = False
-        with self._writing(temp):
-            try:
-                await self._copy_to(src, temp)
-                copied = True
-                await self._place(temp, final, src.is_dir, overwrite=False)
-            except BaseException:
-                await self._discard_now(temp, src.is_dir, recheck=not copied)
-                raise
+        temp = self._temps.new(dst_dir.path, src.is_dir)
+        temp.made = temp.pending = True
+        async with self._temps.writing(temp):
+            await self._copy_to(src, temp.path)
+            temp.pending = False
+            await self._place(temp.path, final, src.is_dir, overwrite=False)
         return replace(src, path=final)
 
     async def remove(self, obj: Obj) -> None:
@@ -289,17 +284,14 @@ class WebDavDriver(Driver[Addition]):
         final = posixpath.join(dst_dir.path, name)
         # Looked at first: nothing is sent for a name that cannot take the file.
         await self._refuse_taken(final, upload.overwrite)
-        temp = posixpath.join(dst_dir.path, temporary_name())
-        sent = -1
-        with self._writing(temp):
-            try:
-                sent = await self._upload(temp, upload)
-                if upload.overwrite:
-                    await self._refuse_taken(final, overwrite=True)
-                await self._place(temp, final, False, overwrite=upload.overwrite)
-            except BaseException:
-                await self._discard_now(temp, False, recheck=sent < 0)
-                raise
+        temp = self._temps.new(dst_dir.path)
+        temp.made = temp.pending = True
+        async with self._temps.writing(temp):
+            sent = await self._upload(temp.path, upload)
+            temp.pending = False
+            if upload.overwrite:
+                await self._refuse_taken(final, overwrite=True)
+            await self._place(temp.path, final, False, overwrite=upload.overwrite)
         modified = upload.modified or datetime.now(UTC)
         return Obj(name=name, size=sent, is_dir=False, modified=modified, path=final)
 
@@ -357,7 +349,20 @@ class WebDavDriver(Driver[Addition]):
     async def _propfind(
         self, path: str, depth: str, is_dir: bool
     ) -> tuple[str, builtins.list[Entry]]:
-        """The URL asked and the entries of a PROPFIND, read as the answer streams in."""
+        """The URL asked and the entries of a PROPFIND, read as the answer streams in.
+        A redirect of a file's URL (a folder's without its slash) is asked again as a
+        folder, once the first answer is closed: it holds a connection of the pool."""
+        found = await self._propfind_once(path, depth, is_dir)
+        if found is None:
+            found = await self._propfind_once(path, depth, is_dir=True)
+        if found is None:  # a folder's URL is never followed: refused as an error
+            raise ServerError("the WebDAV server redirected a folder's URL")
+        return found
+
+    async def _propfind_once(
+        self, path: str, depth: str, is_dir: bool
+    ) -> tuple[str, builtins.list[Entry]] | None:
+        """``_propfind`` without following: None for a redirect of a file's URL."""
         url = self._url(path, is_dir)
         headers = {"Depth": depth, "Content-Type": "application/xml; charset=utf-8"}
         with translating(_HTTP_ERRORS):
@@ -365,7 +370,7 @@ class WebDavDriver(Driver[Addition]):
                 "PROPFIND", url, headers=headers, content=PROPFIND_BODY, auth=self._auth
             ) as response:
                 if response.status_code in _REDIRECTS and not is_dir:
-                    return await self._propfind(path, depth, is_dir=True)
+                    return None
                 if response.status_code == 401:
                     raise _LoginRefused(status_error(response).message, _offers_digest(response))
                 if response.status_code not in (200, 207):
@@ -473,16 +478,11 @@ class WebDavDriver(Driver[Addition]):
 
     async def _place(self, temp: str, final: str, is_dir: bool, *, overwrite: bool) -> None:
         """MOVE a finished temporary into place. A destination with ``?`` is never sent
-        with ``Overwrite: T`` (see the module's docstring): what it replaces goes first."""
-        risky = "?" in final
-        if overwrite and risky:
-            replaced = await self._send("DELETE", final)
-            if not replaced.is_success and replaced.status_code != 404:
-                raise status_error(replaced)
-        headers = {
-            "Destination": self._url(final, is_dir),
-            "Overwrite": "T" if overwrite and not risky else "F",
-        }
+        with ``Overwrite: T`` (see the module's docstring)."""
+        if overwrite and "?" in final:
+            await self._place_over(temp, final, is_dir)
+            return
+        headers = {"Destination": self._url(final, is_dir), "Overwrite": "T" if overwrite else "F"}
         response = await self._send("MOVE", temp, is_dir=is_dir, headers=headers)
         if response.status_code == 412:
             raise ObjectExists()
@@ -493,6 +493,48 @@ class WebDavDriver(Driver[Addition]):
                 raise ObjectExists()
             raise status_error(response)
         await self._check_landed(temp, final, is_dir)
+
+    async def _place_over(self, temp: str, final: str, is_dir: bool) -> None:
+        """Replace ``final``, whose name has ``?``, without ``Overwrite: T``: the new
+        object goes to a name with ``?`` of its own first (a server that cuts such
+        names is found out there, before anything of the old is touched); then the
+        old is set aside, the new moved in, and the old removed, or put back."""
+        folder = posixpath.dirname(final)
+        probe = self._temps.new(folder, is_dir)
+        probe.path += "?"
+        probe.made = True
+        async with self._temps.writing(probe):
+            await self._place(temp, probe.path, is_dir, overwrite=False)
+            # Set aside under a parking name, which no sweep takes: should it not go
+            # back, the old file is still there to be found.
+            aside = Temporary(posixpath.join(folder, parking_name()))
+            aside.made = await self._set_aside(final, aside.path)
+            try:
+                await self._place(probe.path, final, is_dir, overwrite=False)
+            except BaseException:
+                if aside.made:
+                    await self._put_back(aside.path, final)
+                raise
+            if aside.made:
+                await self._temps.discard(aside)
+
+    async def _set_aside(self, path: str, aside: str) -> bool:
+        """MOVE the file ``path`` to ``aside``; False when there was nothing there."""
+        headers = {"Destination": self._url(aside), "Overwrite": "F"}
+        response = await self._send("MOVE", path, headers=headers)
+        if response.is_success:
+            return True
+        if response.status_code == 404 or not await self._exists(path):
+            return False  # some servers (rclone) answer 403 for a missing source
+        raise status_error(response)
+
+    async def _put_back(self, aside: str, path: str) -> None:
+        """Move a file set aside back to ``path``, shielded: a cancelled replace must
+        not leave the name empty."""
+        headers = {"Destination": self._url(path), "Overwrite": "F"}
+        back = asyncio.ensure_future(self._send("MOVE", aside, headers=headers))
+        with suppress(ManifoldError):
+            await asyncio.shield(back)
 
     async def _check_landed(self, src: str, target: str, is_dir: bool) -> None:
         """After a move to a name with ``?``: did the server put it there? If it cut the
@@ -514,59 +556,10 @@ class WebDavDriver(Driver[Addition]):
 
     # --- temporaries ---------------------------------------------------------------
 
-    def _writing(self, temp: str) -> _Writing:
-        return _Writing(self._url(temp))
-
-    async def _discard(self, path: str, is_dir: bool) -> None:
-        with suppress(ManifoldError):
-            await self._send("DELETE", path, is_dir=is_dir)
-
-    async def _discard_now(self, path: str, is_dir: bool, *, recheck: bool) -> None:
-        """Remove a temporary, even when the caller is being cancelled: the removal
-        runs on as a task of its own. After a write that was cut off (``recheck``)
-        the server may still be handling it (the client gave up, the server has yet
-        to notice) and make the temporary again, so it is removed again a little
-        later, or at once when the storage is dropped."""
-        chore = self._chore(self._discard(path, is_dir))
-        with suppress(asyncio.CancelledError):
-            await asyncio.shield(chore)
-        if recheck:
-            self._chore(self._discard_later(path, is_dir))
-
-    async def _discard_later(self, path: str, is_dir: bool) -> None:
-        for delay in RECHECKS:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._dropping.wait(), delay)
-            await self._discard(path, is_dir)
-
-    def _chore(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        chore = asyncio.ensure_future(work)
-        self._chores.add(chore)
-        chore.add_done_callback(self._chores.discard)
-        return chore
-
-    def _sweep(self, path: str, entry: Entry) -> None:
-        """Remove a temporary seen in a listing once it is stale and not this
-        process's: the leftover of an upload whose process or server died."""
-        modified = entry.modified
-        if modified is None or datetime.now(UTC) - modified < STALE_AFTER:
-            return
-        if self._url(path, entry.is_dir) in _IN_FLIGHT or self._url(path) in _IN_FLIGHT:
-            return
-        self._chore(self._discard(path, entry.is_dir))
-
-
-class _Writing:
-    """Marks a temporary as this process's while it is being written."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def __enter__(self) -> None:
-        _IN_FLIGHT.add(self.url)
-
-    def __exit__(self, *exc: object) -> None:
-        _IN_FLIGHT.discard(self.url)
+    async def _remove_temp(self, path: str, is_dir: bool) -> bool:
+        """DELETE a temporary; whether it is gone (404: it was)."""
+        response = await self._send("DELETE", path, is_dir=is_dir)
+        return response.is_success or response.status_code == 404
 
 
 def _obj(entry: Entry, name: str, path: str) -> Obj:

@@ -7,7 +7,10 @@ once: a local file is read from its open descriptor (``os.pread``, no seek, no
 reopen), a reader or a URL through one open stream for as long as reads follow each
 other, reopened at the new offset on a seek. A ``WriteHandle`` feeds the storage's
 ``put`` through a short queue, so memory holds a few blocks, never the file; nothing
-is in place until ``close``, and ``abort`` leaves nothing.
+is in place until ``close``, and ``abort`` leaves nothing. The ``put`` starts at the
+first write (or at ``close``, for an empty file): clients open files long before they
+write (editors, sshfs), and a put started at the open would hold one of the storage's
+upload slots meanwhile and fail as idle.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -136,7 +140,9 @@ class WriteHandle:
         self.offset = start
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(QUEUED_BLOCKS)
         self._finished = False
-        self._task = asyncio.ensure_future(store(self._blocks(prefix)))
+        self._store = store
+        self._prefix = prefix
+        self._task: asyncio.Future[Obj] | None = None  # the put, once started
 
     async def write(self, offset: int, data: bytes) -> None:
         """Add ``data`` at ``offset``, which must be where the last write ended."""
@@ -157,7 +163,7 @@ class WriteHandle:
         self._finished = True
         try:
             await self._send(None)
-            return await self._task
+            return await self._started()
         except asyncio.CancelledError:
             await self.abort()
             raise
@@ -166,11 +172,15 @@ class WriteHandle:
         """Give the upload up: nothing of it stays (the put is cancelled, and a put
         cancelled leaves nothing behind)."""
         self._finished = True
-        if not self._task.done():
-            self._task.cancel()
-            await asyncio.wait({self._task})
-        if not self._task.cancelled():
-            self._task.exception()  # retrieved: an aborted upload's error is no news
+        task = self._task
+        if task is None:
+            await self._close_prefix()  # never started: nothing was sent anywhere
+            return
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: an aborted upload's error is no news
 
     async def __aenter__(self) -> WriteHandle:
         return self
@@ -181,8 +191,19 @@ class WriteHandle:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._task.done():
+        if self._task is None or not self._task.done():
             await self.abort()  # never closed: nothing is put in place
+
+    def _started(self) -> asyncio.Future[Obj]:
+        """The storage's put, started now if it was not yet."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._store(self._blocks(self._prefix)))
+        return self._task
+
+    async def _close_prefix(self) -> None:
+        prefix, self._prefix = self._prefix, None
+        if prefix is not None:
+            await close_stream(prefix)
 
     async def _blocks(self, prefix: AsyncIterator[bytes] | None) -> AsyncIterator[bytes]:
         if prefix is not None:
@@ -193,19 +214,21 @@ class WriteHandle:
 
     async def _send(self, item: bytes | None) -> None:
         """Queue ``item`` for the storage; the storage's error when it stopped taking."""
-        if not self._task.done():
+        task = self._started()
+        if not task.done():
             queued = asyncio.ensure_future(self._queue.put(item))
             try:
-                await asyncio.wait({queued, self._task}, return_when=asyncio.FIRST_COMPLETED)
+                either: set[asyncio.Future[Any]] = {queued, task}
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not queued.done():
                     queued.cancel()
             if queued.done() and not queued.cancelled():
                 return
         self._finished = True
-        if self._task.cancelled():
+        if task.cancelled():
             raise InvalidRequest("the upload was given up")
-        error = self._task.exception()
+        error = task.exception()
         raise error if error is not None else InvalidRequest("the upload already ended")
 
 

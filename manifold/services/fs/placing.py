@@ -17,13 +17,17 @@ them replaces a taken name. Here these steps are combined so that
   both the name never stands empty and nothing is parked.
 
 Parking names are hidden (a leading dot) and never reserved for drivers' own use,
-so no sweep of unfinished uploads can take an object parked here.
+so no sweep of unfinished uploads can take an object parked here: should a step and
+its undoing both fail, a parked object may be the only copy of a user's data. So the
+clean-ups (undoing, removing what was set aside) run to their end even when the
+caller is cancelled: a cancellation between the last rename and the removal of the
+replaced object leaves nothing parked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -39,7 +43,14 @@ from manifold.errors import (
     ServerError,
 )
 from manifold.models import Obj
-from manifold.paths import clean_path, is_sub_path, refuse_long_name, split_path, validate_name
+from manifold.paths import (
+    clean_path,
+    is_sub_path,
+    parking_name,
+    refuse_long_name,
+    split_path,
+    validate_name,
+)
 from manifold.services.fs.rules import HOLDS_SOURCE, overlap
 
 if TYPE_CHECKING:
@@ -93,10 +104,10 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         if via != new_name:
             obj = await steps.rename(clean_path(f"{dst_dir}/{via}"), new_name)
     except BaseException:
-        await steps.undo()
+        await finished(steps.undo())
         raise
     if set_aside:
-        await tree.remove(set_aside)
+        await finished(tree.remove(set_aside))
     return obj
 
 
@@ -137,7 +148,27 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         return await rename_to(tree, made, dst, replace)
     finally:
         with suppress(ManifoldError):  # gone once the copy took its place
-            await tree.remove(beside)
+            await finished(tree.remove(beside))
+
+
+# Clean-ups still running for callers that were cancelled (a task must be held).
+_CLEANUPS: set[asyncio.Future[None]] = set()
+
+
+async def finished(cleanup: Awaitable[None]) -> None:
+    """Await ``cleanup``, which runs to its end even when the caller is cancelled
+    meanwhile (the caller's cancellation is raised at once; a failure of the clean-up
+    it no longer waits for is dropped, as nobody is left to hear it)."""
+    task = asyncio.ensure_future(cleanup)
+    _CLEANUPS.add(task)
+    task.add_done_callback(_forget_cleanup)
+    await asyncio.shield(task)
+
+
+def _forget_cleanup(task: asyncio.Future[None]) -> None:
+    _CLEANUPS.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: reported to the caller if it was still waiting
 
 
 async def _move_over(tree: FileTree, path: str, dst: str) -> Obj | None:
@@ -192,11 +223,6 @@ async def backing_path(tree: FileTree, path: str, hops: int = 0) -> str:
         parent, name = split_path(path)
         return clean_path(f"{await backing_path(tree, parent, hops + 1)}/{name}")
     return path if inner is None else await backing_path(tree, inner, hops + 1)
-
-
-def parking_name() -> str:
-    """A name no one uses, for an object on its way to a taken or another name."""
-    return f".manifold-parked-{secrets.token_hex(8)}"
 
 
 class _Steps:
