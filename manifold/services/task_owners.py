@@ -79,12 +79,12 @@ class OwnerMarks:
     @staticmethod
     def _mark(path: Path, owner: str) -> int:
         for _ in range(ATTEMPTS - 1):
-            path.write_text(owner)
+            _write_private(path, owner)
             try:
                 return hold(str(path))
             except FileNotFoundError:
                 continue  # another start found it unheld and took it: make it again
-        path.write_text(owner)
+        _write_private(path, owner)
         return hold(str(path))
 
     def _stop(self, let_go: bool) -> None:
@@ -105,3 +105,10 @@ def _forget(path: str) -> str:
         owner = ""
     Path(path).unlink(missing_ok=True)
     return owner
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a mark readable by the server's user only, as all of the data folder is."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
