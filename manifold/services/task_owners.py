@@ -41,6 +41,7 @@ class OwnerMarks:
         self._mine: Path | None = None
         self._held: int | None = None
         self._turn: int | None = None
+        self._alone = False
 
     async def start(self, owner: str) -> bool:
         """Wait for this start's turn (until ``started``) and mark ``owner`` as alive
@@ -58,6 +59,8 @@ class OwnerMarks:
         await run_in(DISK_POOL, self._stop, let_go)
 
     def _start(self, owner: str) -> bool:
+        if self._held is not None:
+            return self._alone  # marked already: a second start of the same services
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._turn = os.open(self.folder / START_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._turn, fcntl.LOCK_EX)
@@ -69,6 +72,7 @@ class OwnerMarks:
             if path != mine and not take_unheld(str(path), lambda f: dead.append(_forget(f))):
                 alone = False
         self.dead = [owner for owner in dead if owner]
+        self._alone = alone
         return alone
 
     def _end_turn(self) -> None:
