@@ -152,6 +152,7 @@ class Services:
             TaskRepo(engine), settings, repos.UserRepo(engine), instance=config.instance_id
         )
         tasks.set_lease(config.task_lease_seconds)
+        tasks.path_ready = tree.ready
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
@@ -208,7 +209,8 @@ class Services:
         return built
 
     async def start(self, admin_password: str | None = None) -> None:
-        """Migrate, load caches, create the default users.
+        """Migrate, load caches, create the default users, start the storages (in the
+        background: see ``StorageService.start``), the tasks and the search index.
 
         The first admin's password is ``admin_password``, else the environment's
         ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``, to be
