@@ -241,12 +241,14 @@ def _with_services(
     work: Callable[[Services], Awaitable[int]],
     changes_users: bool = False,
 ) -> int:
+    """Run ``work`` on the database alone: no storage starts (a back end that does not
+    answer must not hold up, nor hear of, an admin's recovery)."""
     config = _config(args)
 
     async def run() -> int:
         services = Services.build(config)
         try:
-            await services.start()
+            await services.open_records()
             if services.created_admin_password:
                 sys.stdout.write(f"initial admin password: {services.created_admin_password}\n")
             result = await work(services)
@@ -256,7 +258,7 @@ def _with_services(
                 UserChanges(config.data_dir).mark()
             return result
         finally:
-            await services.stop()
+            await services.close_records()
 
     return asyncio.run(run())
 

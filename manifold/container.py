@@ -157,6 +157,7 @@ class Services:
             marks=OwnerMarks(config.data_dir / "owners"),
         )
         tasks.set_lease(config.task_lease_seconds)
+        tasks.path_ready = tree.ready
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
@@ -221,23 +222,14 @@ class Services:
         return built
 
     async def start(self, admin_password: str | None = None) -> None:
-        """Migrate, load caches, create the default users.
+        """Migrate, load caches, create the default users, start the storages (in the
+        background: see ``StorageService.start``), the tasks and the search index.
 
         The first admin's password is ``admin_password``, else the environment's
         ``MANIFOLD_ADMIN_PASSWORD``, else random (kept in ``created_admin_password``, to be
         shown once).
         """
-        if self.migrate_on_start:
-            await migrate(self.engine)
-        # Before the caches load: a change another process makes meanwhile is applied
-        # after them.
-        await self.state.start()
-        await self.settings.start()
-        password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
-        created = await self.users.ensure_defaults(password)
-        # Only a generated password is shown (once); one the operator chose is a secret
-        # that has no business in the log.
-        self.created_admin_password = created if password is None else None
+        await self.open_records(admin_password)
         await self.metas.start()
         await self.revocations.load()
         await self.storages.start()
@@ -253,6 +245,29 @@ class Services:
         self.state.bus.handlers.open()
         if self.metrics is not None:
             self.metrics_sync = asyncio.create_task(_sync_metrics(self.metrics))
+
+    async def open_records(self, admin_password: str | None = None) -> None:
+        """The database migrated, the settings and the default users, and nothing more:
+        what the command line's admin commands need. No storage is started, no driver
+        built, no task taken over, so a locked-out admin's recovery never waits on a
+        back end. ``close_records`` ends it; ``start`` goes on from here."""
+        if self.migrate_on_start:
+            await migrate(self.engine)
+        # Before the caches load: a change another process makes meanwhile is applied
+        # after them.
+        await self.state.start()
+        await self.settings.start()
+        password = admin_password or os.environ.get(ADMIN_PASSWORD_ENV) or None
+        created = await self.users.ensure_defaults(password)
+        # Only a generated password is shown (once); one the operator chose is a secret
+        # that has no business in the log.
+        self.created_admin_password = created if password is None else None
+
+    async def close_records(self) -> None:
+        """End what ``open_records`` began."""
+        await self.state.stop()
+        await self.http.aclose()
+        await self.engine.dispose()
 
     async def prepare(self) -> str | None:
         """What must happen once before several workers start: migrations, default
@@ -279,9 +294,7 @@ class Services:
         await self.tasks.stop(task_deadline)
         await self.offline.stop()
         await self.storages.stop()
-        await self.state.stop()
-        await self.http.aclose()
-        await self.engine.dispose()
+        await self.close_records()
 
 
 async def _sync_metrics(metrics: Metrics, every: float = 5.0) -> None:

@@ -106,6 +106,8 @@ async def start_services(data_dir: Path, database_url: str = "") -> Services:
     env = {"MANIFOLD_DATABASE_URL": database_url} if database_url else {}
     services = Services.build(load_config(data_dir, env=env))
     await services.start(admin_password=ADMIN_PASSWORD)
+    # A test of what survives a restart reads its storages at once: they start first.
+    await services.storages.started()
     return services
 
 

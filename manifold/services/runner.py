@@ -67,6 +67,7 @@ from manifold.services.task_kinds import (
     ID_LENGTH,
     LEASE_SECONDS,
     LEFTOVER_SECONDS,
+    PATH_KEYS,
     POLL_SECONDS,
     QUEUED,
     RETRYABLE,
@@ -136,6 +137,8 @@ class TaskService(LeaseLoop):
         self._closing = False  # no more claims
         self._stopping = False  # runs are being cancelled
         self._ended = asyncio.Event()
+        # Waits while the storage holding a path is starting (set by the container).
+        self.path_ready: Callable[[str], Awaitable[None]] | None = None
 
     def set_lease(self, seconds: float) -> None:
         """A lease of ``seconds`` (at least one), renewed every sixth of it."""
@@ -560,6 +563,7 @@ class TaskService(LeaseLoop):
         task.progress, live.done_bytes = 0.0, 0
         try:
             await self.persist(live)
+            await self._storages_ready(task.payload)
             if task.retry > 0:
                 live.creator = await self._recheck(task, spec) or live.creator
             if live.creator is None and task.creator_id:
@@ -575,6 +579,16 @@ class TaskService(LeaseLoop):
                 await self._failed(live, spec, detail_text(exc))
         else:
             await self._end(live, TaskState.SUCCEEDED, "")
+
+    async def _storages_ready(self, payload: dict[str, Any]) -> None:
+        """Wait for the storages the task's paths lie on, should they still be starting
+        (a task resumed at start): only those, not every storage."""
+        if self.path_ready is None:
+            return
+        for key in PATH_KEYS:
+            path = payload.get(key)
+            if isinstance(path, str) and path.startswith("/"):
+                await self.path_ready(path)
 
     async def _failed(self, live: Live, spec: Kind, error: str) -> None:
         task = live.task

@@ -45,6 +45,9 @@ LEFTOVER_SECONDS = 3600.0
 CANCELED_ERROR = "context canceled"
 QUEUED = frozenset({TaskState.PENDING, TaskState.WAITING_RETRY})
 RETRYABLE = frozenset({TaskState.FAILED, TaskState.CANCELED})
+# The payload keys that name virtual paths, in every kind: a run first waits for the
+# storages holding them to have started (a task resumed at start, before its storage).
+PATH_KEYS = ("src", "dst_dir", "path")
 # The creator id of a task whose creator was deleted: no user has it, so the task is
 # shown to admins only and a retry fails as the creator's would.
 DELETED_CREATOR = -1

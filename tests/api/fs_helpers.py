@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from manifold.container import Services
+from manifold.db.repos import StorageRepo
+from manifold.models import Storage
 from tests.conftest import Api
 
 CREATE = "/api/admin/storage/create"
@@ -21,6 +24,12 @@ def local_body(mount_path: str, root: Path | str, **fields: Any) -> dict[str, An
     if addition is None:
         addition = json.dumps({"root_folder_path": str(root)})
     return {"mount_path": mount_path, "driver": "Local", "addition": addition, **fields}
+
+
+async def store(services: Services, mount_path: str, driver: str, addition: object) -> None:
+    """Save a storage in the database only: it starts at the next start or ``load_all``."""
+    storage = Storage(0, mount_path, driver, addition=json.dumps(addition))
+    await StorageRepo(services.engine).create(storage)
 
 
 async def create_local(

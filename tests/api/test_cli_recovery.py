@@ -22,6 +22,10 @@ import httpx
 import pyotp
 import pytest
 
+from tests.api.fs_helpers import store
+from tests.conftest import start_services
+from tests.fixtures.silent import sftp_addition, silent_server
+
 OLD_PASSWORD = "first-admin-password"
 NEW_PASSWORD = "second-admin-password"
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +133,19 @@ async def test_cancel2fa_reaches_the_server(server: tuple[str, Path]) -> None:
         assert (await login(client, OLD_PASSWORD))["code"] == 402
         await asyncio.to_thread(manifold, "cancel2fa", "--data", str(data))
         assert (await login(client, OLD_PASSWORD))["code"] == 200
+
+
+async def test_recovery_starts_no_storage(tmp_path: Path) -> None:
+    """A storage whose back end never answers neither delays the commands nor hears
+    from them: they touch the database only."""
+    data = tmp_path / "data"
+    with silent_server() as silent:
+        made = await start_services(data)
+        await store(made, "/slow", "SFTP", sftp_addition(silent))
+        await made.stop()
+        commands = [("admin", "set", NEW_PASSWORD), ("admin", "random"), ("admin", "token"),
+                    ("cancel2fa",), ("admin",)]  # fmt: skip
+        for command in commands:
+            done = await asyncio.to_thread(manifold, *command, "--data", str(data))
+            assert "storage" not in done.stderr, done.stderr
+        assert silent.connections() == 0

@@ -23,8 +23,10 @@ from tests.api.fs_helpers import (
     mount_local,
     names,
     save_settings,
+    store,
 )
 from tests.conftest import Api
+from tests.fixtures.silent import sftp_addition, silent_server
 
 USER_PW = "user-password-1"
 
@@ -784,16 +786,16 @@ async def test_each_user_sees_their_own_view(api: Api, root: Path) -> None:
         assert "a.txt" in names(await fs_list(api, "/local"))
 
 
-async def test_reads_wait_for_storages_to_load(api: Api, root: Path) -> None:
+async def test_a_loading_storage_answers_at_once_and_the_others_serve(api: Api, root: Path) -> None:
     await api.as_admin()
     await mount_local(api, "/local", root)
-    api.services.storages.loaded = False
-    try:
-        for body in (await fs_list(api, "/local"), await fs_get(api, "/local/a.txt")):
-            assert (body["code"], body["message"]) == (500, "Loading storage, please wait")
-    finally:
-        api.services.storages.loaded = True
-    assert (await fs_list(api, "/local"))["code"] == 200
+    with silent_server() as silent:  # /slow's back end never answers: it stays loading
+        await store(api.services, "/slow", "SFTP", sftp_addition(silent))
+        await api.services.storages.load_all()
+        for body in (await fs_list(api, "/slow"), await fs_get(api, "/slow/a.txt")):
+            assert (body["code"], body["message"]) == (500, "storage not init: loading")
+        await api.services.storages.ready("/local")
+        assert (await fs_list(api, "/local"))["code"] == 200
 
 
 async def test_local_thumbnails_are_signed_links_here(api: Api, root: Path) -> None:

@@ -212,6 +212,7 @@ async def test_load_all_keeps_storages_working(api: Api, root: Path, tmp_path: P
     await create_local(api, "/broken", tmp_path / "nowhere")
     body = await api.post("/api/admin/storage/load_all")
     assert body["code"] == 200, body
+    await api.services.storages.started()  # the storages start again in the background
     assert set(names(await fs_list(api, "/local"))) == {"a.txt", "sub"}
     assert (await storage_by_mount(api, "/broken"))["status"] != "work"
 

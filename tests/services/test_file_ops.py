@@ -26,7 +26,8 @@ from manifold.errors import (
 )
 from manifold.models import Meta, Perm, Role, Storage, User
 from manifold.services.auth.service import Caller, Protocol
-from tests.api.fs_helpers import make_tree
+from tests.api.fs_helpers import make_tree, store
+from tests.fixtures.silent import sftp_addition, silent_server
 
 ALL_FILE_BITS = int(Perm(0xFF))
 
@@ -160,14 +161,13 @@ async def test_the_error_vocabulary(services: Services, disks: tuple[Path, Path]
     with pytest.raises(StorageNotFound) as missing:
         await tree.listing("/nowhere/x")
     assert missing.value.message == "failed get storage: storage not found; rawPath: /nowhere/x"
-    services.storages.loaded = False
-    try:
-        with pytest.raises(ServerError, match=r"^Loading storage, please wait$"):
-            await tree.lookup("/a/docs")
-        with pytest.raises(ServerError, match=r"^Loading storage, please wait$"):
-            await tree.make_dir("/a/docs/x")
-    finally:
-        services.storages.loaded = True
+    with silent_server() as silent:  # /c's back end never answers: /c stays loading
+        await store(services, "/c", "SFTP", sftp_addition(silent))
+        await services.storages.load_all()
+        with pytest.raises(ServerError, match=r"^storage not init: loading$"):
+            await tree.lookup("/c/x")
+        with pytest.raises(ServerError, match=r"^storage not init: loading$"):
+            await tree.make_dir("/c/x")
 
 
 async def test_no_storages_at_all(services: Services) -> None:

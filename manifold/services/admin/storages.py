@@ -4,8 +4,10 @@ A storage whose driver fails to start stays mounted in a failed state: paths und
 it answer its error at once and never fall through to a parent mount, and a later
 call starts it again in the background, waiting longer after each failure (1 s
 doubling to 5 minutes), so a server that was down at start is mounted once it is
-back, without an edit or ``load_all``. Storages start concurrently, each within its
-driver's ``init_timeout``, and a failure never stops the server nor the others.
+back, without an edit or ``load_all``. Storages start concurrently in the background,
+each within its driver's ``init_timeout``: the server answers at once, each storage
+serves as soon as its own driver is up (until then its paths answer ``storage not
+init: loading``), and a slow or failing one never holds the server nor the others.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +62,13 @@ class Mounted:
     retry_at: float = 0.0
     wait: float = 0.0
     revive: Callable[[Mounted], None] | None = None
+    # A loading placeholder's: set once what replaces it is published (see ``ready``).
+    settled: asyncio.Event | None = None
+
+    def settle(self) -> None:
+        """Let go of who waits on this placeholder (``StorageService.ready``)."""
+        if self.settled is not None:
+            self.settled.set()
 
     def require_ops(self) -> StorageOps:
         if self.ops is None:
@@ -87,13 +96,14 @@ class StorageService:
         self._locks: Locks = locks or MemoryLocks()
         self._mounted: dict[int, Mounted] = {}
         self._table: MountTable[Mounted] = MountTable()
-        self.loaded = False
         self.tree: VirtualTree | None = None
         # Told (in the background) of every listing fetched fresh from a back end, in
         # virtual paths: the search index's auto-update listens here.
         self.on_listed: Callable[[str, list[Obj]], Awaitable[None]] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._revivals: set[asyncio.Task[None]] = set()
+        # The starts that ``start`` (and so ``load_all``) left running in the background.
+        self._starts: set[asyncio.Task[None]] = set()
         # What every driver shares (HTTP pools); closed when the storages stop.
         self.resources = Resources()
         # Told of every driver call (``/metrics``); set before the storages start.
@@ -105,28 +115,59 @@ class StorageService:
         return self._registry
 
     async def start(self) -> None:
-        """Mount every enabled storage concurrently; each serves as soon as it is up.
+        """Mount every enabled storage; returns once each is published as loading, its
+        driver starting in the background. Each serves as soon as its own driver is up;
+        until then its paths answer ``storage not init: loading`` (never a parent mount).
 
-        Until then its paths answer ``storage not init: loading``: they never fall
-        through to a parent mount.
+        A storage mounted already (``load_all``) is replaced the same way, storage by
+        storage: its old driver is dropped, then its new one started.
         """
-        self.loaded = False
-        storages = [s for s in await self._repo.all() if not s.disabled]
-        for storage in storages:
-            self._mounted[storage.id] = Mounted(replace(storage, status=LOADING), None)
+        stored = [s for s in await self._repo.all() if not s.disabled]
+        old, self._mounted = self._mounted, {s.id: _loading(s) for s in stored}
         self._rebuild()
-        await asyncio.gather(*(self._mount_and_publish(s) for s in storages))
-        self.loaded = True
+        for storage in stored:
+            previous, placeholder = old.pop(storage.id, None), self._mounted[storage.id]
+            self._in_background(self._restart(storage, previous, placeholder))
+        for gone in old.values():  # no longer stored, or disabled
+            self._in_background(self._unmount(gone))
 
-    async def _mount_and_publish(self, storage: Storage) -> None:
-        await self._mount(storage)
-        self._rebuild()
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._starts.add(task)
+        task.add_done_callback(self._starts.discard)
+
+    async def _restart(
+        self, storage: Storage, previous: Mounted | None, placeholder: Mounted
+    ) -> None:
+        try:
+            if previous is not None:
+                await self._unmount(previous)
+            await self._mount(storage, before=placeholder)
+        finally:
+            placeholder.settle()  # also when stopped before the start began
+
+    async def started(self) -> None:
+        """Wait for the starts ``start`` left running (tests, and code that needs every
+        storage at once; what needs one storage waits with ``ready``)."""
+        while self._starts:
+            await asyncio.gather(*list(self._starts), return_exceptions=True)
+
+    async def ready(self, path: str) -> None:
+        """Wait while the storage holding ``path`` is loading: background work (a task
+        resumed at start, an index walk) waits for the storage it needs, where a request
+        is answered ``storage not init: loading`` at once."""
+        while True:
+            resolved = self._table.resolve(path)
+            settled = resolved.target.settled if resolved is not None else None
+            if settled is None or settled.is_set():
+                return
+            await settled.wait()
 
     async def stop(self) -> None:
-        self.loaded = False
-        for task in list(self._revivals):
+        running = [*self._revivals, *self._starts]
+        for task in running:
             task.cancel()
-        await asyncio.gather(*self._revivals, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         await asyncio.gather(*(self._unmount(m) for m in list(self._mounted.values())))
         self._mounted.clear()
         self._rebuild()
@@ -205,9 +246,10 @@ class StorageService:
         await self._repo.save(storage)
         await self._remount(storage)
         await self._bus.publish("storage", {"id": storage.id})
-        if storage.disabled:
+        now = self._mounted.get(storage.id)
+        if storage.disabled or now is None:  # disabled, or deleted meanwhile
             return storage
-        mounted = self._mounted[storage.id].storage
+        mounted = now.storage
         if mounted.status != WORK:
             raise ServerError(f"failed init storage: {mounted.status}")
         return mounted
@@ -266,7 +308,8 @@ class StorageService:
                 mounted.ops.dropped("/", True)
 
     async def load_all(self) -> None:
-        await self.stop()
+        """Drop and start every storage again, in the background as at start (AList
+        answers at once too); each answers ``loading`` until its new driver is up."""
         await self.start()
 
     def _checked(self, storage: Storage) -> Storage:
@@ -279,76 +322,110 @@ class StorageService:
         until the new one is up the path answers ``storage not init: loading``, as at
         start, never through a dropped driver or a parent mount."""
         mounted = self._mounted.pop(storage.id, None)
-        if not storage.disabled:
-            self._mounted[storage.id] = Mounted(replace(storage, status=LOADING), None)
+        placeholder = None if storage.disabled else _loading(storage)
+        if placeholder is not None:
+            self._mounted[storage.id] = placeholder
         self._rebuild()
         if mounted is not None:
             await self._unmount(mounted)
-        if not storage.disabled:
-            await self._mount(storage)
-            if save:
-                await self._repo.save(self._mounted[storage.id].storage)
+        if placeholder is not None:
+            await self._mount(storage, before=placeholder)
+            now = self._mounted.get(storage.id)
+            if save and now is not None:
+                await self._repo.save(now.storage)
         self._rebuild()
 
     async def _mount(self, storage: Storage, before: Mounted | None = None) -> None:
-        """Start ``storage``'s driver and publish it; ``before`` is the failed mount a
-        revival replaces (nothing is published if it was replaced meanwhile)."""
+        """Start ``storage``'s driver and publish it in place of ``before`` (its loading
+        placeholder, or the failed mount a revival replaces): nothing is published if
+        ``before`` was replaced meanwhile. Who waits on ``before`` goes on once the
+        outcome is published, or the start cancelled."""
+        try:
+            mounted = await self._started(storage, before)
+            if before is not None and self._mounted.get(storage.id) is not before:
+                # Edited, disabled, deleted or reloaded while this start ran: not wanted.
+                await self._unmount(mounted)
+                return
+            self._mounted[storage.id] = mounted
+            self._rebuild()
+        finally:
+            if before is not None:
+                before.settle()
+
+    async def _started(self, storage: Storage, before: Mounted | None) -> Mounted:
+        """``storage`` with its driver started, or failed with the reason; whatever goes
+        wrong, the driver built is dropped (a network driver's session must not stay
+        open behind a storage that never started), a cancelled start's too."""
         driver: Driver[Any] | None = None
         config: DriverConfig | None = None
         try:
             config = self._registry.get(storage.driver).config
-            built = self._registry.build(storage)
-            built.tree = self.tree
-            built.resources = self.resources
-            built.options_saver = self._saver(storage.id)
-            driver = wrap(built, config, self.call_recorder)
-            if config.call_timeout > 0 or config.check_status:
-                health = Health(config.check_status, self._status_setter(storage.id))
-                driver = HealthLayer(driver, health)
-            try:
-                await self._init_once(storage, driver, config.init_timeout)
-            except TimeoutError as exc:
-                raise ServerError(
-                    f"no answer from the back end within {config.init_timeout:g}s"
-                ) from exc
-            storage = replace(storage, status=WORK, addition=driver.addition())
-            ops = StorageOps(
-                storage,
-                driver,
-                self._cache,
-                no_cache=config.no_cache,
-                on_listed=self._notifier(storage),
-                on_changed=self._teller(storage.id),
-            )
-            mounted = Mounted(storage, ops, config)
+            driver = self._built(storage, config)
+            await self._init_within(storage, driver, config)
+            return self._working(storage, driver, config)
         except Exception as exc:
-            # Whatever went wrong, the driver is dropped: a network driver's session
-            # must not stay open behind a storage that never started.
-            status = exc.message if isinstance(exc, ManifoldError) else type(exc).__name__
-            log.warning("storage %s failed to start: %s", storage.mount_path, status)
-            if not isinstance(exc, ManifoldError):
-                status = f"failed init storage: {status}"
-            wait = min(before.wait * 2, LONGEST_RETRY) if before else FIRST_RETRY
-            mounted = Mounted(
-                replace(storage, status=status),
-                None,
-                config,
-                retry_at=time.monotonic() + wait,
-                wait=wait,
-                # Only a back end that did not answer is tried again by itself: a
-                # refused login or a wrong option stays failed until the storage is
-                # edited (a password tried again and again can lock the account).
-                revive=self._revive if config is not None and _passing(exc) else None,
-            )
             if driver is not None:
                 await driver.drop()
-                driver = None
-        if before is not None and self._mounted.get(storage.id) is not before:
-            # Edited, disabled or deleted while this revival ran: it is not wanted.
-            if mounted.ops is not None:
-                await mounted.ops.driver.drop()
-            return
-        self._mounted[storage.id] = mounted
+            return self._failed(storage, config, exc, before)
+        except asyncio.CancelledError:
+            # Stopped while starting: the driver goes, then the cancel goes on.
+            if driver is not None:
+                await driver.drop()
+            raise
+
+    def _built(self, storage: Storage, config: DriverConfig) -> Driver[Any]:
+        built = self._registry.build(storage)
+        built.tree = self.tree
+        built.resources = self.resources
+        built.options_saver = self._saver(storage.id)
+        driver = wrap(built, config, self.call_recorder)
+        if config.call_timeout > 0 or config.check_status:
+            health = Health(config.check_status, self._status_setter(storage.id))
+            driver = HealthLayer(driver, health)
+        return driver
+
+    async def _init_within(
+        self, storage: Storage, driver: Driver[Any], config: DriverConfig
+    ) -> None:
+        try:
+            await self._init_once(storage, driver, config.init_timeout)
+        except TimeoutError as exc:
+            raise ServerError(
+                f"no answer from the back end within {config.init_timeout:g}s"
+            ) from exc
+
+    def _working(self, storage: Storage, driver: Driver[Any], config: DriverConfig) -> Mounted:
+        storage = replace(storage, status=WORK, addition=driver.addition())
+        ops = StorageOps(
+            storage,
+            driver,
+            self._cache,
+            no_cache=config.no_cache,
+            on_listed=self._notifier(storage),
+            on_changed=self._teller(storage.id),
+        )
+        return Mounted(storage, ops, config)
+
+    def _failed(
+        self, storage: Storage, config: DriverConfig | None, exc: Exception, before: Mounted | None
+    ) -> Mounted:
+        status = exc.message if isinstance(exc, ManifoldError) else type(exc).__name__
+        log.warning("storage %s failed to start: %s", storage.mount_path, status)
+        if not isinstance(exc, ManifoldError):
+            status = f"failed init storage: {status}"
+        # A loading placeholder waited nothing: its first retry waits FIRST_RETRY.
+        wait = min(max(before.wait * 2, FIRST_RETRY), LONGEST_RETRY) if before else FIRST_RETRY
+        return Mounted(
+            replace(storage, status=status),
+            None,
+            config,
+            retry_at=time.monotonic() + wait,
+            wait=wait,
+            # Only a back end that did not answer is tried again by itself: a refused
+            # login or a wrong option stays failed until the storage is edited (a
+            # password tried again and again can lock the account).
+            revive=self._revive if config is not None and _passing(exc) else None,
+        )
 
     async def _init_once(self, storage: Storage, driver: Driver[Any], seconds: float) -> None:
         """Start ``driver``, in one process at a time (see ``INIT_LEASE``)."""
@@ -444,6 +521,11 @@ class StorageService:
 
     def _rebuild(self) -> None:
         self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
+
+
+def _loading(storage: Storage) -> Mounted:
+    """The placeholder a storage is published as while its driver starts."""
+    return Mounted(replace(storage, status=LOADING), None, settled=asyncio.Event())
 
 
 def _passing(exc: Exception) -> bool:

@@ -5,7 +5,7 @@ check, and so do the drivers that serve other mounts (Alias, as in AList where
 Alias calls the fs layer directly). The tree owns what must be written once:
 
 * resolving a virtual path to the storage holding it (``place``), with one
-  vocabulary of errors in AList's texts and the "storages are loading" check;
+  vocabulary of errors in AList's texts;
 * refusing to rename, move, copy or remove a storage's root (``refuse_root``);
 * telling ``TreeEvents`` after each change (the search index listens);
 * copying: within a storage by the driver when it can, across storages by
@@ -46,7 +46,6 @@ from manifold.services.fs.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.storage_ops import StorageOps
 
-LOADING = "Loading storage, please wait"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Merged lists (real entries plus virtual mount folders) kept at once, in objects.
 _MERGED_BUDGET = 200_000
@@ -127,15 +126,21 @@ class FileTree:
     # --- resolution ---------------------------------------------------------------
 
     def find(self, path: str) -> Place | None:
-        """The storage holding ``path``, or None where no storage does (virtual folders)."""
-        if not self._storages.loaded:
-            # While storages start, a path under one of them must not fall through to a
-            # parent mount or to "storage not found".
-            raise ServerError(LOADING)
+        """The storage holding ``path``, or None where no storage does (virtual folders).
+
+        A storage still starting is found too (its loading placeholder): its paths
+        answer ``storage not init: loading``, never through a parent mount or as
+        "storage not found"; the others answer as usual meanwhile.
+        """
         resolved = self._storages.resolve(path)
         if resolved is None:
             return None
         return Place(path, resolved.target, resolved.sub_path)
+
+    async def ready(self, path: str) -> None:
+        """Wait while the storage holding ``path`` is starting (background work only:
+        a request is answered at once)."""
+        await self._storages.ready(path)
 
     def place(self, path: str) -> Place:
         """The storage holding ``path``; AList's "storage not found" errors otherwise."""

@@ -190,6 +190,7 @@ class Walker:
         if self._skipped(path):
             return None
         try:
+            await self._fs.tree.ready(path)  # a storage still starting is waited for
             obj, _ = await self._fs.get_path(path)
         except Exception as exc:
             self._failed("get", path, exc)
@@ -198,6 +199,7 @@ class Walker:
 
     async def _list(self, folder: str, depth: int) -> list[tuple[str, int]]:
         try:
+            await self._fs.tree.ready(folder)  # a storage still starting is waited for
             objs, _ = await self._fs.list_path(folder, refresh=True)
         except Exception as exc:
             self._failed("list", folder, exc)
