@@ -133,6 +133,7 @@ class Services:
         registry = builtin_registry()
         list_cache = MemoryListCache()
         storages = StorageService(repos.StorageRepo(engine), registry, list_cache, bus, state.locks)
+        storages.resources.max_listing_entries = config.max_listing_entries
         metrics = Metrics() if config.metrics else None
         if metrics is not None:
             storages.call_recorder = metrics.storage_call

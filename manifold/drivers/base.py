@@ -26,7 +26,8 @@ others, so a driver's imports from the package fit on one line:
   ``FOLDER_MOVE``, ``ATOMIC_REPLACE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
-  ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``;
+  ``run_blocking``, ``FileSource``, ``temporary_name``, ``check_size``, ``gathered``
+  (a listing's pages joined within the server's bound) and ``too_many_entries``;
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
 * ``options``: ``describe_options``, the storage form's items, which only the
   registry reads.
@@ -48,8 +49,10 @@ from manifold.drivers.helpers import (
     ErrorTable,
     FileSource,
     check_size,
+    gathered,
     run_blocking,
     temporary_name,
+    too_many_entries,
     translate,
     translating,
 )
@@ -81,9 +84,11 @@ __all__ = [
     "VirtualTree",
     "WritableTree",
     "check_size",
+    "gathered",
     "option",
     "run_blocking",
     "temporary_name",
+    "too_many_entries",
     "translate",
     "translating",
     "validate_name",
