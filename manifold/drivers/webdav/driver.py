@@ -424,7 +424,8 @@ class WebDavDriver(Driver[Addition]):
             ) as response:
                 if response.status_code == 416:
                     return  # the range starts past the end: nothing to read
-                if response.status_code >= 400:
+                if response.status_code >= 300:
+                    # A redirect is not the file: this reader follows none (``redirects``).
                     raise status_error(response)
                 # A server that ignores Range answers 200 with everything: cut it here.
                 skip = offset if response.status_code == 200 else 0
