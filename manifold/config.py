@@ -69,6 +69,9 @@ class Config:
     max_login_failures: int = 5
     login_lockout_seconds: int = 300
     max_request_body: int = 4 << 20
+    # Entries one folder's listing from a back end may hold; a bigger one is refused
+    # with an error naming the folder instead of growing the server's memory.
+    max_listing_entries: int = 500_000
     # The web interface: on unless turned off; its files from ``dist_dir`` when set,
     # else from where the install step puts them (``web/dist`` beside the package).
     ui: bool = True
@@ -124,6 +127,7 @@ _FILE_KEYS = (
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "max_listing_entries",
     "ui",
     "dist_dir",
     "webdav",
@@ -146,6 +150,7 @@ _INT_KEYS = {
     "max_login_failures",
     "login_lockout_seconds",
     "max_request_body",
+    "max_listing_entries",
     "ftp_port",
     "s3_port",
     "s3_upload_expiry_seconds",

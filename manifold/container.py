@@ -7,7 +7,6 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.config import Config
@@ -48,6 +47,8 @@ from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.props import DeadProps
 from manifold.services.fs.read import GuardedReader
+from manifold.services.fs.redirects import SETTING as REDIRECT_SETTING
+from manifold.services.fs.redirects import LinkClient
 from manifold.services.fs.scan import ScanService
 from manifold.services.fs.streams import http_client
 from manifold.services.fs.transfers import Transfers
@@ -88,7 +89,7 @@ class Services:
     events: TreeEvents
     tree: FileTree
     # One pooled HTTP client for every link fetched and download relayed.
-    http: httpx.AsyncClient
+    http: LinkClient
     writer: GuardedWriter
     ops: GuardedOps
     # WebDAV's dead properties (PROPPATCH), kept with their paths.
@@ -134,13 +135,15 @@ class Services:
         registry = builtin_registry()
         list_cache = MemoryListCache()
         storages = StorageService(repos.StorageRepo(engine), registry, list_cache, bus, state.locks)
+        storages.resources.max_listing_entries = config.max_listing_entries
         metrics = Metrics() if config.metrics else None
         if metrics is not None:
             storages.call_recorder = metrics.storage_call
             metrics.watch_list_cache(lambda: (list_cache.hits, list_cache.misses))
         metas = MetaService(repos.MetaRepo(engine), bus)
         events = TreeEvents()
-        http = http_client()
+        # Links follow redirects to other public hosts only with the admin's consent.
+        http = http_client(elsewhere=lambda: settings.get_bool(REDIRECT_SETTING))
         tree = FileTree(storages, events, http)
         # Drivers that serve other mounts (Alias) get the tree at mount time; the tree
         # resolves through the storages, so this one link is made after both exist.

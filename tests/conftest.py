@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -100,10 +100,16 @@ class Api:
 _TEMPLATE: list[Path] = []
 
 
-async def start_services(data_dir: Path, database_url: str = "") -> Services:
+async def start_services(
+    data_dir: Path, database_url: str = "", env: Mapping[str, str] | None = None
+) -> Services:
+    """Services on ``data_dir``, their configuration overridden by ``env``
+    (``MANIFOLD_`` variables)."""
     if not database_url:
         await _from_template(data_dir)
-    env = {"MANIFOLD_DATABASE_URL": database_url} if database_url else {}
+    env = dict(env or {})
+    if database_url:
+        env["MANIFOLD_DATABASE_URL"] = database_url
     services = Services.build(load_config(data_dir, env=env))
     await services.start(admin_password=ADMIN_PASSWORD)
     # A test of what survives a restart reads its storages at once: they start first.

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from manifold.errors import TemporaryFailure, UpstreamStatus
+from manifold.services.fs.redirects import LinkClient
 
 TIMEOUT = httpx.Timeout(60.0, connect=30.0)
 _DROPPED = frozenset(
@@ -37,10 +38,12 @@ _DROPPED = frozenset(
 
 
 async def open_upstream(
-    client: httpx.AsyncClient, method: str, url: str, headers: Sequence[tuple[str, str]]
+    client: LinkClient, method: str, url: str, headers: Sequence[tuple[str, str]]
 ) -> Upstream:
     """Send the request through the server's pooled ``client`` and wait for the
-    upstream's status line and headers."""
+    upstream's status line and headers. Redirects are followed only where the link
+    pool allows (``services.fs.redirects``): the storage's own host, or with the
+    admin's consent a public one; anywhere else raises ``RedirectRefused``."""
     try:
         request = client.build_request(method, url, headers=list(headers), timeout=TIMEOUT)
         response = await client.send(request, stream=True, follow_redirects=True)

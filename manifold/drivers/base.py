@@ -26,7 +26,8 @@ others, so a driver's imports from the package fit on one line:
   ``FOLDER_MOVE``, ``ATOMIC_REPLACE``, ``FOLDER_TIMES``;
 * ``resources``: ``Resources``, what the server shares with drivers (HTTP pools);
 * ``helpers``: ``translating``/``translate`` with an ``ErrorTable``,
-  ``run_blocking``, ``FileSource``, ``check_size``;
+  ``run_blocking``, ``FileSource``, ``check_size``, ``gathered`` (a listing's pages
+  joined within the server's bound) and ``too_many_entries``;
 * ``temporaries``: ``Temporaries``, data in progress under a ``temporary_name``
   (discarded on failure, swept when stale);
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
@@ -52,7 +53,9 @@ from manifold.drivers.helpers import (
     ErrorTable,
     FileSource,
     check_size,
+    gathered,
     run_blocking,
+    too_many_entries,
     translate,
     translating,
 )
@@ -95,12 +98,14 @@ __all__ = [
     "VirtualTree",
     "WritableTree",
     "check_size",
+    "gathered",
     "is_temporary",
     "made_progress",
     "option",
     "parking_name",
     "run_blocking",
     "temporary_name",
+    "too_many_entries",
     "translate",
     "translating",
     "validate_name",

@@ -1,5 +1,6 @@
 """The helpers every driver uses: library errors translated at the edge, blocking
-calls in threads, and an upload that is already a whole file on this machine.
+calls in threads, a listing's pages joined within its bound, and an upload that is
+already a whole file on this machine.
 
 ``manifold.drivers.base`` re-exports each of them, so a driver still imports all it
 needs from there in one line.
@@ -12,7 +13,8 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, TypeVar
 
 from manifold.concurrency import DISK_POOL, DRIVER_POOL, run_in
-from manifold.errors import InvalidRequest, ManifoldError
+from manifold.errors import InvalidRequest, ManifoldError, ServerError
+from manifold.models import Obj
 
 T = TypeVar("T")
 
@@ -48,6 +50,31 @@ async def trimmed(
             yield data
         if left == 0:
             return
+
+
+def too_many_entries(folder: str, limit: int) -> ServerError:
+    """The error of a listing past its bound, naming the folder and the bound."""
+    return ServerError(
+        f"the folder {folder} holds more than {limit} entries, the most one listing may "
+        "hold (the server's max_listing_entries)"
+    )
+
+
+async def gathered(pages: AsyncIterator[list[Obj]], folder: str, limit: int) -> list[Obj]:
+    """A listing's pages joined, refused with ``too_many_entries`` as soon as they hold
+    more than ``limit`` objects: a huge folder costs the bound, never more. The pages
+    are closed when refused (an async generator: its request is given up)."""
+    found: list[Obj] = []
+    try:
+        async for page in pages:
+            found += page
+            if len(found) > limit:
+                raise too_many_entries(folder, limit)
+    finally:
+        closing = getattr(pages, "aclose", None)
+        if closing is not None:
+            await closing()
+    return found
 
 
 def check_size(written: int, size: int | None) -> None:

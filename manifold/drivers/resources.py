@@ -3,7 +3,9 @@
 A driver never imports the services for a shared resource, and owns only its own
 protocol's connections (an SFTP session, an FTP control connection). HTTP is shared:
 every storage that speaks HTTP (WebDav, AList V3) draws on one connection pool, with a
-second one for the storages whose admin turned TLS verification off.
+second one for the storages whose admin turned TLS verification off. So is the most
+entries one folder's listing may hold (the server's ``max_listing_entries``), which a
+back end's listing is refused past rather than held in memory however big it grows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ HTTP_KEEPALIVE = 50
 # answering fails a call instead of holding it.
 HTTP_CONNECT_SECONDS = 10.0
 HTTP_IO_SECONDS = 60.0
+# Entries one listing may hold unless the server says otherwise: as many as the list
+# cache holds over all storages (``vfs.storage_ops.LIST_CACHE_OBJECTS``).
+MAX_LISTING_ENTRIES = 500_000
 
 
 class Resources:
@@ -28,8 +33,10 @@ class Resources:
     own, so it runs the same code either way.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_listing_entries: int = MAX_LISTING_ENTRIES) -> None:
         self._clients: dict[bool, httpx.AsyncClient] = {}
+        # A listing longer than this is refused (``helpers.gathered``).
+        self.max_listing_entries = max_listing_entries
 
     def http(self, *, verify: bool = True) -> httpx.AsyncClient:
         """The pool for HTTP back ends; ``verify=False`` only for a storage whose

@@ -31,6 +31,7 @@ import builtins
 import contextlib
 import itertools
 import operator
+import posixpath
 import re
 import time
 from collections import OrderedDict
@@ -38,7 +39,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from manifold.concurrency import SingleFlight
-from manifold.drivers.base import EXCLUSIVE_CREATE, ArchiveEntry, ArchiveMeta, Driver, Upload
+from manifold.drivers.base import (
+    EXCLUSIVE_CREATE,
+    ArchiveEntry,
+    ArchiveMeta,
+    Driver,
+    Upload,
+    gathered,
+)
 from manifold.errors import (
     ManifoldError,
     NotAFile,
@@ -294,8 +302,10 @@ class StorageOps:
             listed = await self.driver.list_refreshed(folder)
         elif "list_pages" in self.driver.capabilities():
             # A page a call, each within the time limit: a folder of 100,000 keys
-            # never waits on one call for all of them.
-            listed = [obj async for page in self.driver.list_pages(folder) for obj in page]
+            # never waits on one call for all of them, nor holds more than the bound.
+            limit = self.driver.resources.max_listing_entries
+            where = posixpath.join(self.storage.mount_path, path.lstrip("/"))
+            listed = await gathered(self.driver.list_pages(folder), where, limit)
         else:
             listed = await self.driver.list(folder)
         objs = self._sorted(self._names.listed(path, listed))

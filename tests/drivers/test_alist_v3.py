@@ -26,6 +26,7 @@ from manifold.errors import (
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
+    ServerError,
     TemporaryFailure,
 )
 from manifold.models import Obj, Storage
@@ -482,6 +483,30 @@ async def test_a_refresh_reaches_the_remotes_own_cache(remote: Remote) -> None:
             "second.txt",
             "third.txt",
         ]
+    finally:
+        await driver.drop()
+
+
+async def test_a_big_remote_folder_comes_in_pages_and_is_refused_past_the_bound(
+    remote: Remote,
+) -> None:
+    name = f"big-{secrets.token_hex(4)}"
+    (remote.files / name).mkdir()
+    for i in range(2_500):
+        (remote.files / name / f"f{i:05d}").write_bytes(b"")
+    driver = build(remote)
+    await driver.init()
+    try:
+        folder = await driver.get(f"/{name}")
+        pages = [page async for page in driver.list_pages(folder)]
+        assert [len(page) for page in pages] == [1000, 1000, 500]
+        names = {o.name for page in pages for o in page}
+        assert len(names) == 2_500 and "f02499" in names
+        driver.resources.max_listing_entries = 1_200
+        with pytest.raises(ServerError, match="holds more than 1200 entries"):
+            await driver.list(folder)
+        with pytest.raises(ServerError, match="holds more than 1200 entries"):
+            await driver.list_refreshed(folder)
     finally:
         await driver.drop()
 

@@ -23,6 +23,7 @@ from manifold.errors import (
     InvalidRequest,
     ObjectNotFound,
     PermissionDenied,
+    ServerError,
     TemporaryFailure,
 )
 from manifold.models import Obj, Storage
@@ -262,6 +263,23 @@ async def test_temporaries_are_hidden_and_stale_ones_swept(
     assert fresh.exists()  # may be an upload under way elsewhere
     assert not stale.exists()
     fresh.unlink()
+
+
+async def test_a_big_folder_lists_in_full_and_one_past_the_bound_is_refused(
+    ftp: FtpDriver, ftp_server: FtpServer
+) -> None:
+    folder = await fresh_folder(ftp)
+    on_disk = ftp_server.root / folder.name
+    # Lines of several batches (MLSD's or LIST's), each name cut nowhere.
+    for i in range(6_000):
+        (on_disk / f"entry with spaces {i:05d}.txt").write_bytes(b"")
+    listed = {o.name for o in await ftp.list(folder)}
+    assert len(listed) == 6_000 and "entry with spaces 05999.txt" in listed
+    ftp.resources.max_listing_entries = 2_000
+    with pytest.raises(ServerError, match="holds more than 2000 entries"):
+        await ftp.list(folder)
+    ftp.resources.max_listing_entries = 6_000
+    assert len(await ftp.list(folder)) == 6_000  # the refused listing left the pool sound
 
 
 @only_vsftpd

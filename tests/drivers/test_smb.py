@@ -34,6 +34,7 @@ from manifold.errors import (
     NotAFolder,
     ObjectNotFound,
     PermissionDenied,
+    ServerError,
     TemporaryFailure,
 )
 from manifold.models import Obj, Storage
@@ -282,6 +283,18 @@ class CountingLayer(Layer):
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         self.listed += 1
         return await self.inner.list(dir)
+
+
+async def test_a_folder_past_the_listing_bound_is_refused_naming_it(
+    bare: SMBDriver, folder: tuple[Obj, Path]
+) -> None:
+    made, on_disk = folder
+    for i in range(1_500):
+        (on_disk / f"f{i:05d}").write_bytes(b"")
+    assert len(await bare.list(made)) == 1_500
+    bare.resources.max_listing_entries = 1_000
+    with pytest.raises(ServerError, match=f"{made.name} holds more than 1000 entries"):
+        await bare.list(made)
 
 
 def settle(path: Path) -> None:

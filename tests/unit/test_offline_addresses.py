@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from manifold.services.offline.addresses import is_public
+from manifold.policy.addresses import is_public
 
 PRIVATE = [
     "127.0.0.1", "10.1.2.3", "192.168.0.1", "172.16.0.1", "169.254.169.254", "0.0.0.0",

@@ -173,6 +173,7 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         "manifold_version",
         "offline_download_allow_private",
         "offline_download_max_size",
+        "link_redirect_public",
         "archive_list_max_size",
         "archive_extract_max_size",
         "archive_max_ratio",

@@ -8,14 +8,14 @@ ends later (an expired or revoked token: code 401) is renewed the same way, once
 call, and the call made again. A guest session (no token, no username) is accepted
 only where the remote allows mounting (its public ``allow_mounted`` setting).
 
-Every call sends ``meta_password`` as the remote's folder password. Listings ask for
-everything at once (``per_page`` 0); a refreshed listing here asks the remote to
-refresh too (``list_refreshed``). A link is the remote's ``raw_url`` (its ``/d``,
-which serves or redirects), valid for as long as its sign says; with
-``pass_ua_to_upsteam`` the client's User-Agent goes with the lookup, so a remote that
-makes links per client makes them for this one. With ``tls_insecure_skip_verify`` the
-link says so (``Link.verify`` False), and the server fetches it through its pool that
-skips certificate checks.
+Every call sends ``meta_password`` as the remote's folder password. Listings come a
+page of ``LIST_PAGE`` entries at a time (``list_pages``), never every entry in one
+answer; a refreshed listing here asks the remote to refresh too (``list_refreshed``).
+A link is the remote's ``raw_url`` (its ``/d``, which serves or redirects), valid for
+as long as its sign says; with ``pass_ua_to_upsteam`` the client's User-Agent goes
+with the lookup, so a remote that makes links per client makes them for this one.
+With ``tls_insecure_skip_verify`` the link says so (``Link.verify`` False), and the
+server fetches it through its pool that skips certificate checks.
 
 Uploads stream to ``PUT /api/fs/put`` with the size as ``Content-Length`` (chunked when
 unknown, which Manifold accepts and AList v3.45 refuses). The remote stores the file
@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -55,13 +56,13 @@ import httpx
 
 from manifold.drivers.base import (
     FOLDER_MOVE,
-    RESERVED_PREFIX,
     ArchiveEntry,
     ArchiveMeta,
     Driver,
     ErrorTable,
     LinkArgs,
     Upload,
+    gathered,
     translating,
     validate_name,
 )
@@ -90,6 +91,7 @@ from .remote import (
     envelope_error,
     is_inside,
     joined,
+    list_objs,
     parent_path,
     sign_expiry,
     status_error,
@@ -104,6 +106,11 @@ TASK_POLL_FIRST = 0.05
 TASK_POLL_LONGEST = 1.0
 # Bytes of an upload read before it is sent, so that a small one can be sent again.
 REPLAYABLE = 1 << 20
+# Entries asked for in one ``fs/list`` call: a big remote folder comes in pages, each
+# within the call's time limit, never as one answer of every entry.
+LIST_PAGE = 1000
+# An answer longer than this is decoded in a worker thread, off the event loop.
+DECODE_IN_THREAD = 1 << 20
 
 
 class _Body:
@@ -214,31 +221,38 @@ class AListV3Driver(Driver[Addition]):
                 log.debug("closing the HTTP pool of %s failed", self.storage.mount_path)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
-        return await self._listing(dir, refresh=False)
+        return await gathered(self.list_pages(dir), dir.path, self.resources.max_listing_entries)
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        async for page in self._pages(dir, refresh=False):
+            yield page
 
     async def list_refreshed(self, dir: Obj) -> builtins.list[Obj]:
         """The listing with ``refresh``: the remote drops its cached listing first (it
         refuses that to a user who may not write there, as it refuses any client)."""
-        return await self._listing(dir, refresh=True)
+        limit = self.resources.max_listing_entries
+        return await gathered(self._pages(dir, refresh=True), dir.path, limit)
 
-    async def _listing(self, dir: Obj, refresh: bool) -> builtins.list[Obj]:
-        data = await self._api(
-            "POST",
-            "/api/fs/list",
-            json={
-                "path": dir.path,
-                "password": self.options.meta_password,
-                "page": 1,
-                "per_page": 0,
-                "refresh": refresh,
-            },
-        )
-        content = (data or {}).get("content") or []
-        return [
-            entry_obj(entry, child_path(dir.path, entry.get("name", "")))
-            for entry in content
-            if not str(entry.get("name", "")).casefold().startswith(RESERVED_PREFIX)
-        ]
+    async def _pages(self, dir: Obj, refresh: bool) -> AsyncGenerator[builtins.list[Obj], None]:
+        """The remote's ``fs/list`` a page of ``LIST_PAGE`` entries at a time (the first
+        one refreshed when asked), each name once, until a short page or the total."""
+        seen: set[str] = set()
+        for number in itertools.count(1):
+            body = self._list_body(dir, number, refresh)
+            data = await self._api("POST", "/api/fs/list", json=body) or {}
+            content = data.get("content") or []
+            known = len(seen)
+            yield list_objs(dir.path, content, seen)
+            total = data.get("total")
+            done = isinstance(total, int) and number * LIST_PAGE >= total
+            # A remote that ignores ``page`` sends the same names again: nothing new ends it.
+            if len(content) < LIST_PAGE or done or len(seen) == known:
+                return
+
+    def _list_body(self, dir: Obj, number: int, refresh: bool) -> dict[str, Any]:
+        password = self.options.meta_password
+        body = {"path": dir.path, "password": password, "page": number, "per_page": LIST_PAGE}
+        return {**body, "refresh": refresh and number == 1}
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
@@ -440,6 +454,8 @@ class AListV3Driver(Driver[Addition]):
             return Envelope(401, "unauthorized", None)
         if response.status_code >= 400:
             raise status_error(response.status_code, response.reason_phrase)
+        if len(response.content) > DECODE_IN_THREAD:
+            return await self.run_blocking(Envelope.parse, response.content)
         return Envelope.parse(response.content)
 
     async def _renew(self, stale: str) -> bool:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from manifold.drivers.base import ArchiveEntry
+from manifold.drivers.base import RESERVED_PREFIX, ArchiveEntry
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -133,6 +133,22 @@ def entry_obj(entry: dict[str, Any], path: str) -> Obj:
         thumb=str(entry.get("thumb") or ""),
         hash_info=_hashes(entry),
     )
+
+
+def list_objs(folder: str, content: Any, seen: set[str]) -> list[Obj]:
+    """The objects of one page of the remote's ``fs/list`` in ``folder``, leaving out
+    temporaries (``RESERVED_PREFIX``) and names already in ``seen`` (a folder that
+    changed between two pages shifts entries across them); every name read is added
+    to ``seen``."""
+    found: list[Obj] = []
+    for entry in content if isinstance(content, list) else []:
+        name = str(entry.get("name", "")) if isinstance(entry, dict) else ""
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        if not name.casefold().startswith(RESERVED_PREFIX):
+            found.append(entry_obj(entry, child_path(folder, name)))
+    return found
 
 
 def archive_entry(entry: dict[str, Any]) -> ArchiveEntry:

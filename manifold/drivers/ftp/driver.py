@@ -3,7 +3,9 @@
 Every call borrows a logged-in connection from the storage's pool (``pool``) and
 gives it back; connections that broke are dropped, so a server that restarted is
 reached again by the next call. Listings use MLSD where the server offers it (sizes
-and UTC times for files and folders), else ``LIST``. Downloads are range readers:
+and UTC times for files and folders), else ``LIST``; the lines are parsed in batches
+as they arrive, in the storage's threads, and a folder past the server's
+``max_listing_entries`` is refused once that many have come. Downloads are range readers:
 ``REST`` then ``RETR`` on a pooled connection, ended with ``ABOR`` once the range is
 read, so many small reads (an archive's) keep reusing a few connections.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import builtins
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -37,6 +39,7 @@ from manifold.drivers.base import (
     check_size,
     is_temporary,
     made_progress,
+    too_many_entries,
     validate_name,
 )
 from manifold.drivers.ftp.errors import ftp_errors
@@ -213,21 +216,22 @@ class FtpDriver(Driver[Addition]):
     async def _entries(self, conn: Connection, path: str) -> builtins.list[Entry]:
         """Every entry of folder ``path``, temporaries included; ``ObjectNotFound`` or
         ``NotAFolder`` when it is not a folder."""
+        entries: builtins.list[Entry] = []
+        limit = self.resources.max_listing_entries
+        now = datetime.now(UTC)
+
+        async def take(lines: builtins.list[bytes], machine: bool) -> None:
+            # Parsed in this storage's threads: 200,000 lines never hold the event loop.
+            entries.extend(await self.run_blocking(_parsed, lines, machine, conn.decode, now))
+            if len(entries) > limit:
+                raise too_many_entries(path, limit)
+
         try:
-            lines = await conn.listing(path)
+            await conn.listing(path, take)
         except ReplyError as exc:
             if exc.code.startswith("5"):
                 await self._refuse_missing_folder(conn, path)
             raise
-        now = datetime.now(UTC)
-        entries = []
-        for raw, machine in lines:
-            line = conn.decode(raw)
-            if line is None:
-                continue
-            entry = parse_mlsx(line) if machine else parse_list(line, now)
-            if entry is not None:
-                entries.append(entry)
         return entries
 
     async def _refuse_missing_folder(self, conn: Connection, path: str) -> None:
@@ -419,6 +423,25 @@ async def _check_stored(conn: Connection, path: str, written: int) -> None:
     reply = await conn.ask(f"SIZE {path}")
     if reply.code == "213" and reply.text.isdigit() and int(reply.text) != written:
         raise TemporaryFailure(f"the FTP server stored {reply.text} of {written} bytes")
+
+
+def _parsed(
+    lines: builtins.list[bytes],
+    machine: bool,
+    decode: Callable[[bytes], str | None],
+    now: datetime,
+) -> builtins.list[Entry]:
+    """The entries of a batch of listing lines (MLSD's when ``machine``); a line that
+    does not decode or parse is left out."""
+    entries = []
+    for raw in lines:
+        line = decode(raw)
+        if line is None:
+            continue
+        entry = parse_mlsx(line) if machine else parse_list(line, now)
+        if entry is not None:
+            entries.append(entry)
+    return entries
 
 
 def _obj(folder: str, entry: Entry) -> Obj:

@@ -19,7 +19,7 @@ import asyncio
 import codecs
 import ssl
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -35,6 +35,7 @@ from manifold.drivers.ftp.listing import (
     parse_facts,
     parse_timeval,
 )
+from manifold.errors import ServerError
 
 # What a connection is lent for: the pool counts each kind apart.
 Kind = Literal["call", "read", "write"]
@@ -46,6 +47,13 @@ RESYNC_REPLIES = 6
 # Bytes a data connection reads ahead of its consumer (it pauses at twice this): the
 # largest piece a download is handed over in.
 DATA_BUFFER = 1 << 20
+# Bytes of a listing handed over in one batch of lines, and the longest line taken.
+LINES_BATCH = 256 << 10
+LONGEST_LINE = 1 << 20
+# Where a listing's lines go, a batch at a time, as they arrive.
+LineSink = Callable[[list[bytes]], Awaitable[None]]
+# The same for a folder's listing, told whether the lines are MLSD's.
+ListingSink = Callable[[list[bytes], bool], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +137,22 @@ class DataChannel:
         async with asyncio.timeout(self.timeout):
             await self.writer.drain()
 
-    async def read_all(self) -> bytes:
-        chunks = []
-        while data := await self.read(1 << 16):
-            chunks.append(data)
-        return b"".join(chunks)
+    async def lines(self) -> AsyncIterator[list[bytes]]:
+        """The transfer's lines (line endings kept), in batches of about
+        ``LINES_BATCH`` bytes as they arrive: a listing is never one giant string.
+        A line longer than ``LONGEST_LINE`` is refused (no listing line is that long)."""
+        pending = b""
+        while data := await self.read(LINES_BATCH):
+            pending += data
+            if len(pending) < LINES_BATCH:
+                continue
+            whole, _, pending = pending.rpartition(b"\n")
+            if len(pending) > LONGEST_LINE:
+                raise ServerError("the FTP server sent a listing line too long to be one")
+            if whole:
+                yield (whole + b"\n").splitlines(keepends=True)
+        if pending:
+            yield pending.splitlines(keepends=True)
 
     def close(self) -> None:
         self.writer.close()
@@ -298,18 +317,19 @@ class Connection:
             self.broken = True
             raise
 
-    async def fetch(self, command: str) -> bytes:
-        """All bytes of a transfer to this side (a listing)."""
+    async def fetch(self, command: str, take: LineSink) -> None:
+        """The lines of a transfer to this side (a listing), handed to ``take`` a batch
+        at a time; an error ``take`` raises ends the transfer, and this connection."""
         data = await self.open_data(command)
         try:
-            body = await data.read_all()
+            async for lines in data.lines():
+                await take(lines)
         except BaseException:
             data.close()
             self.broken = True
             raise
         data.close()
         await self.final()
-        return body
 
     async def abandon(self, data: DataChannel) -> None:
         """End a download before its end: close the data connection, then ``ABOR``, and
@@ -328,23 +348,33 @@ class Connection:
 
     # --- questions about paths -----------------------------------------------------
 
-    async def listing(self, path: str) -> list[tuple[bytes, bool]]:
-        """The raw lines of ``path``'s listing, each with whether it is MLSD's.
+    async def listing(
+        self, path: str, take: Callable[[list[bytes], bool], Awaitable[None]]
+    ) -> None:
+        """The raw lines of ``path``'s listing, handed to ``take`` in batches as they
+        arrive, with whether they are MLSD's.
 
         MLSD where offered; else ``LIST -a`` inside the folder (``-a``: vsftpd hides
         dot files without it; no argument: vsftpd would expand ``*?[`` in a path).
         """
         if self.features.mlst:
-            body = await self.fetch(f"MLSD {path}")
-            return [(line, True) for line in body.splitlines()]
+            await self.fetch(f"MLSD {path}", lambda lines: take(lines, True))
+            return
         await self.do(f"CWD {path}")
+        taken = False
+
+        async def plain(lines: list[bytes]) -> None:
+            nonlocal taken
+            taken = True
+            await take(lines, False)
+
         try:
-            body = await self.fetch("LIST -a")
+            await self.fetch("LIST -a", plain)
         except ReplyError as exc:
-            if not exc.code.startswith("5"):
+            # Refused before any line came: a server without ``-a``.
+            if taken or not exc.code.startswith("5"):
                 raise
-            body = await self.fetch("LIST")
-        return [(line, False) for line in body.splitlines()]
+            await self.fetch("LIST", plain)
 
     async def stat(self, path: str, times: bool = False) -> Entry | None:
         """What is at ``path``: its entry, or None when nothing (readable) is there.

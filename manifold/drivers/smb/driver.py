@@ -107,7 +107,8 @@ class SMBDriver(Driver[Addition]):
                 await asyncio.shield(closing)
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
-        return await self._run(self.share.scan, dir.path, again=True)
+        limit = self.resources.max_listing_entries
+        return await self._run(self.share.scan, dir.path, limit, again=True)
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:

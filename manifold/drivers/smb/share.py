@@ -37,6 +37,7 @@ from manifold.drivers.base import (
     Temporaries,
     is_temporary,
     made_progress,
+    too_many_entries,
 )
 from manifold.errors import NotAFile, NotAFolder, ObjectExists, ObjectNotFound, ServerError
 from manifold.models import DiskUsage, Obj, new_obj
@@ -273,9 +274,11 @@ class Share:
         if not st.st_file_attributes & _DIRECTORY:
             raise NotAFolder(f"root folder is not a folder: {self.place.root}")
 
-    def scan(self, path: str) -> builtins.list[Obj]:
+    def scan(self, path: str, limit: int) -> builtins.list[Obj]:
         """The entries of folder ``path``, in the server's order, temporaries left out
-        (and those left over by a process that died, removed)."""
+        (and those left over by a process that died, removed). The server hands them
+        over a query-directory answer at a time; past ``limit`` the scan stops, refused
+        (``too_many_entries``)."""
         folder = self.place.unc(path)
         prefix = path.rstrip("/") + "/"
         objs: builtins.list[Obj] = []
@@ -291,6 +294,8 @@ class Share:
                 size = 0 if is_dir else info.end_of_file
                 modified, created = info.last_write_time, info.creation_time
                 objs.append(new_obj(name, size, is_dir, modified, created, prefix + name, ""))
+                if len(objs) > limit:
+                    raise too_many_entries(path, limit)
         for stale in self.temps.stale(temps):
             self._discard(self.place.unc(stale.path), stale.is_dir)
         return objs

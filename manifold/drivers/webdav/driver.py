@@ -29,7 +29,7 @@ import asyncio
 import base64
 import builtins
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import suppress
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -48,6 +48,7 @@ from manifold.drivers.base import (
     Temporary,
     Upload,
     check_size,
+    gathered,
     is_temporary,
     parking_name,
     translating,
@@ -69,9 +70,11 @@ from manifold.errors import (
 from manifold.models import Link, Obj, Storage
 
 from .meta import Addition
-from .multistatus import PROPFIND_BODY, Entry, MultistatusReader, listing
+from .multistatus import PROPFIND_BODY, Children, Entry, MultistatusReader
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Bytes of a listing's answer parsed in one go, in a worker thread (``list_pages``).
+PARSE_BATCH = 256 << 10
 # Seconds ``drop`` gives the clean-ups still under way before leaving them.
 DROP_GRACE = 5.0
 # Seconds after a cut-off write when its temporary is removed again: the server may
@@ -193,22 +196,33 @@ class WebDavDriver(Driver[Addition]):
                 await self._own_resources.aclose()
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await gathered(self.list_pages(dir), dir.path, self.resources.max_listing_entries)
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        # The answer is read as it streams in and parsed ``PARSE_BATCH`` bytes at a time
+        # in this storage's threads: a folder of 200,000 entries (60 MB of XML) neither
+        # holds the event loop nor the whole document, and its children come in pages.
         if not dir.is_dir:
             raise NotAFolder()
-        url, entries = await self._propfind(dir.path, "1", is_dir=True)
-        own, children = listing(url, entries)
-        if own is not None and not own.is_dir:
-            raise NotAFolder()
-        found: builtins.list[Obj] = []
-        temps: builtins.list[Seen] = []
-        for name, entry in children:
-            child = posixpath.join(dir.path, name)
-            if is_temporary(name):
-                temps.append(Seen(child, entry.is_dir, entry.modified))
-            else:
-                found.append(_obj(entry, name, child))
-        if temps:
-            await self._temps.sweep(temps)
+        url = self._url(dir.path, is_dir=True)
+        page = _Page(url, dir.path)
+        with translating(_HTTP_ERRORS):
+            async with self._client.stream(
+                "PROPFIND", url, headers=_depth(1), content=PROPFIND_BODY, auth=self._auth
+            ) as response:
+                _check_propfind(response)
+                async for batch in _batched(response.aiter_bytes(), PARSE_BATCH):
+                    if found := await self._read_page(page, batch):
+                        yield found
+        if found := await self._read_page(page, None):
+            yield found
+
+    async def _read_page(self, page: _Page, batch: bytes | None) -> builtins.list[Obj]:
+        """The children in ``batch`` (None: the answer's end), read in a worker thread;
+        the temporaries among them are swept when stale, on the loop."""
+        found, temporaries = await self.run_blocking(page.read, batch)
+        if temporaries:
+            await self._temps.sweep(temporaries)
         return found
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
@@ -347,7 +361,7 @@ class WebDavDriver(Driver[Addition]):
         return PermissionDenied(f"login to the WebDAV server as {who!r} failed: {exc.message}")
 
     async def _propfind(
-        self, path: str, depth: str, is_dir: bool
+        self, path: str, depth: int, is_dir: bool
     ) -> tuple[str, builtins.list[Entry]]:
         """The URL asked and the entries of a PROPFIND, read as the answer streams in.
         A redirect of a file's URL (a folder's without its slash) is asked again as a
@@ -360,21 +374,17 @@ class WebDavDriver(Driver[Addition]):
         return found
 
     async def _propfind_once(
-        self, path: str, depth: str, is_dir: bool
+        self, path: str, depth: int, is_dir: bool
     ) -> tuple[str, builtins.list[Entry]] | None:
         """``_propfind`` without following: None for a redirect of a file's URL."""
         url = self._url(path, is_dir)
-        headers = {"Depth": depth, "Content-Type": "application/xml; charset=utf-8"}
         with translating(_HTTP_ERRORS):
             async with self._client.stream(
-                "PROPFIND", url, headers=headers, content=PROPFIND_BODY, auth=self._auth
+                "PROPFIND", url, headers=_depth(depth), content=PROPFIND_BODY, auth=self._auth
             ) as response:
                 if response.status_code in _REDIRECTS and not is_dir:
                     return None
-                if response.status_code == 401:
-                    raise _LoginRefused(status_error(response).message, _offers_digest(response))
-                if response.status_code not in (200, 207):
-                    raise status_error(response)
+                _check_propfind(response)
                 reader = MultistatusReader()
                 async for data in response.aiter_bytes():
                     reader.feed(data)
@@ -382,7 +392,7 @@ class WebDavDriver(Driver[Addition]):
 
     async def _stat(self, path: str) -> Entry:
         """The entry of one object (PROPFIND depth 0); ``ObjectNotFound`` when absent."""
-        _, entries = await self._propfind(path, "0", is_dir=False)
+        _, entries = await self._propfind(path, 0, is_dir=False)
         for entry in entries:
             if entry.found:
                 return entry
@@ -416,7 +426,8 @@ class WebDavDriver(Driver[Addition]):
             ) as response:
                 if response.status_code == 416:
                     return  # the range starts past the end: nothing to read
-                if response.status_code >= 400:
+                if response.status_code >= 300:
+                    # A redirect is not the file: this reader follows none (``redirects``).
                     raise status_error(response)
                 # A server that ignores Range answers 200 with everything: cut it here.
                 skip = offset if response.status_code == 200 else 0
@@ -560,6 +571,58 @@ class WebDavDriver(Driver[Addition]):
         """DELETE a temporary; whether it is gone (404: it was)."""
         response = await self._send("DELETE", path, is_dir=is_dir)
         return response.is_success or response.status_code == 404
+
+
+class _Page:
+    """A folder's PROPFIND answer turned into its children a batch of bytes at a time;
+    runs in a worker thread, one batch after another."""
+
+    def __init__(self, url: str, folder: str) -> None:
+        self._folder = folder
+        self._reader = MultistatusReader()
+        self._children = Children(url)
+
+    def read(self, batch: bytes | None) -> tuple[builtins.list[Obj], builtins.list[Seen]]:
+        """The children in ``batch`` (None: the answer is whole), and the temporaries
+        (``RESERVED_PREFIX`` names) among them, which listings leave out."""
+        entries = self._reader.close() if batch is None else self._reader.take(batch)
+        found: builtins.list[Obj] = []
+        temporaries: builtins.list[Seen] = []
+        for name, entry in self._children.take(entries):
+            child = posixpath.join(self._folder, name)
+            if is_temporary(name):
+                temporaries.append(Seen(child, entry.is_dir, entry.modified))
+            else:
+                found.append(_obj(entry, name, child))
+        own = self._children.own
+        if own is not None and not own.is_dir:
+            raise NotAFolder()
+        return found, temporaries
+
+
+async def _batched(chunks: AsyncIterator[bytes], size: int) -> AsyncIterator[bytes]:
+    """``chunks`` joined into pieces of at least ``size`` bytes (the last one shorter):
+    one hop to a worker thread parses a useful amount."""
+    pending = bytearray()
+    async for data in chunks:
+        pending += data
+        if len(pending) >= size:
+            yield bytes(pending)
+            pending.clear()
+    if pending:
+        yield bytes(pending)
+
+
+def _depth(depth: int) -> dict[str, str]:
+    return {"Depth": str(depth), "Content-Type": "application/xml; charset=utf-8"}
+
+
+def _check_propfind(response: httpx.Response) -> None:
+    """The error of a PROPFIND that was not answered with entries."""
+    if response.status_code == 401:
+        raise _LoginRefused(status_error(response).message, _offers_digest(response))
+    if response.status_code not in (200, 207):
+        raise status_error(response)
 
 
 def _obj(entry: Entry, name: str, path: str) -> Obj:

@@ -10,6 +10,11 @@ The answer is untrusted: a document type declaration (the only way to define
 entities, hence to blow a small answer up) is refused before its first entity, no
 external entity is ever fetched (expat does not), and an answer or a single text
 larger than its cap is refused.
+
+A big folder's answer is read a piece at a time: ``MultistatusReader.take`` hands
+over the entries read so far and forgets them, and ``Children`` turns each batch into
+the folder's children, so a listing never holds the whole document or all its entries
+at once (the driver runs both in a worker thread, off the event loop).
 """
 
 from __future__ import annotations
@@ -203,31 +208,56 @@ class MultistatusReader:
         except (_Refused, ET.ParseError) as exc:
             raise BadAnswer(f"unreadable answer from the WebDAV server: {exc}") from exc
 
+    def take(self, data: bytes = b"") -> list[Entry]:
+        """Feed ``data``, then hand over the entries read so far, forgetting them."""
+        if data:
+            self.feed(data)
+        entries, self._target.entries = self._target.entries, []
+        return entries
+
     def close(self) -> list[Entry]:
+        """The entries not yet taken, once the answer is whole."""
         try:
             self._parser.close()
         except (_Refused, ET.ParseError) as exc:
             raise BadAnswer(f"unreadable answer from the WebDAV server: {exc}") from exc
-        return self._target.entries
+        return self.take()
+
+
+class Children:
+    """A depth-1 answer to a PROPFIND of ``url`` read in batches of entries: ``own`` is
+    the folder's own entry once seen (None while the server has not sent it), and
+    ``take`` gives each child's decoded name with its entry, once each over all batches.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._want = unquote(urlsplit(url).path).rstrip("/") or "/"
+        self._seen: set[str] = set()
+        self.own: Entry | None = None
+
+    def take(self, entries: list[Entry]) -> list[tuple[str, Entry]]:
+        found: list[tuple[str, Entry]] = []
+        for entry in entries:
+            if not entry.found:
+                continue
+            path = entry.path(self._url)
+            if self.own is None and _is_self(path, self._want):
+                self.own = entry
+                continue
+            name = _child_name(path, self._want)
+            if name and name not in self._seen:
+                self._seen.add(name)
+                found.append((name, entry))
+        return found
 
 
 def listing(url: str, entries: list[Entry]) -> tuple[Entry | None, list[tuple[str, Entry]]]:
-    """A depth-1 answer to a PROPFIND of ``url``: the folder's own entry (None if the
-    server left it out), and each child's decoded name with its entry, once each."""
-    want = unquote(urlsplit(url).path).rstrip("/") or "/"
-    own: Entry | None = None
-    children: dict[str, Entry] = {}
-    for entry in entries:
-        if not entry.found:
-            continue
-        path = entry.path(url)
-        if own is None and _is_self(path, want):
-            own = entry
-            continue
-        name = _child_name(path, want)
-        if name and name not in children:
-            children[name] = entry
-    return own, list(children.items())
+    """A whole depth-1 answer to a PROPFIND of ``url``: the folder's own entry (None if
+    the server left it out), and each child's decoded name with its entry, once each."""
+    children = Children(url)
+    found = children.take(entries)
+    return children.own, found
 
 
 def _is_self(path: str, want: str) -> bool:

@@ -387,6 +387,18 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
         _PRIV,
         help="Largest file an offline download with SimpleHttp fetches, in bytes (0: no limit)",
     ),
+    # Links this server fetches (``/p``, proxied ``/d``, copies): whether a storage's
+    # redirect to another host is followed when all its addresses are public
+    # (``services.fs.redirects``); off, only to the storage's own host.
+    SettingDefault(
+        "link_redirect_public",
+        "false",
+        _B,
+        Group.TRAFFIC,
+        _PRIV,
+        help="Downloads fetched through this server follow a storage's redirect to "
+        "another host whose addresses are all public (off: only to the storage's own host)",
+    ),
     # Archives: the most one listing or one extraction may decompress (bytes), the
     # most it may expand relative to the archive's size, and the most entries it
     # reads (each 0: no limit).

@@ -21,11 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
-import httpx
-
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.errors import InvalidRequest
 from manifold.models import Link, Obj
+from manifold.services.fs.redirects import LinkClient
 from manifold.services.fs.streams import CHUNK, open_range
 from manifold.vfs.layers import close_stream
 
@@ -38,7 +37,7 @@ Store = Callable[[AsyncIterator[bytes]], Awaitable[Obj]]
 class ReadHandle:
     """One file, linked once, read at any offset until ``aclose``."""
 
-    def __init__(self, obj: Obj, link: Link, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, obj: Obj, link: Link, client: LinkClient | None = None) -> None:
         self.obj = obj
         self._link = link
         self._client = client
@@ -51,9 +50,7 @@ class ReadHandle:
         self._used = 0
 
     @classmethod
-    async def open(
-        cls, obj: Obj, link: Link, client: httpx.AsyncClient | None = None
-    ) -> ReadHandle:
+    async def open(cls, obj: Obj, link: Link, client: LinkClient | None = None) -> ReadHandle:
         handle = cls(obj, link, client)
         if link.file_path and link.reader is None:
             handle._fd = await _open_descriptor(link.file_path)

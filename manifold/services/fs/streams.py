@@ -8,41 +8,38 @@ on the kind. URLs are fetched through the server's one pooled HTTP client.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import IO
 
 import httpx
 
 from manifold.concurrency import DISK_POOL, run_in, start_in
 from manifold.drivers.helpers import trimmed
-from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
+from manifold.services.fs.redirects import FETCH_TIMEOUT, LinkClient, link_pool
 
 CHUNK = 1 << 20
 # A URL's answers that say the file is not there (any other error may pass).
 GONE = frozenset({404, 410})
-FETCH_TIMEOUT = httpx.Timeout(30.0, read=300.0)
 
 
-def http_client(*, verify: bool = True) -> httpx.AsyncClient:
+def _never() -> bool:
+    return False
+
+
+def http_client(*, verify: bool = True, elsewhere: Callable[[], bool] = _never) -> LinkClient:
     """The pooled client a server owns for fetching links and relaying downloads
-    (``verify`` False: the one for links that say so, ``Link.verify``)."""
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=40)
-    transport = AiohttpTransport(verify=verify, limits=limits)
-    return httpx.AsyncClient(
-        verify=verify,
-        follow_redirects=True,
-        timeout=FETCH_TIMEOUT,
-        limits=limits,
-        transport=transport,
-    )
+    (``verify`` False: the one for links that say so, ``Link.verify``). It follows a
+    redirect only to the link's own host, or to a public one when ``elsewhere`` says
+    the admin allows it (``redirects``)."""
+    return link_pool(verify=verify, elsewhere=elsewhere)
 
 
 async def link_stream(
     link: Link,
     chunk: int = CHUNK,
-    client: httpx.AsyncClient | None = None,
+    client: LinkClient | None = None,
 ) -> AsyncIterator[bytes]:
     """All the bytes behind a link, in chunks of at most ``chunk`` bytes."""
     async for data in open_range(link, 0, None, client=client, chunk=chunk):
@@ -54,7 +51,7 @@ async def open_range(
     offset: int = 0,
     length: int | None = None,
     *,
-    client: httpx.AsyncClient | None = None,
+    client: LinkClient | None = None,
     chunk: int = CHUNK,
 ) -> AsyncGenerator[bytes, None]:
     """Bytes ``[offset, offset + length)`` behind ``link`` (``length`` None: to the end).
@@ -85,7 +82,7 @@ async def _url_range(
     link: Link,
     offset: int,
     length: int | None,
-    client: httpx.AsyncClient | None,
+    client: LinkClient | None,
     chunk: int,
 ) -> AsyncIterator[bytes]:
     headers = dict(link.headers)
@@ -95,7 +92,7 @@ async def _url_range(
     own = client is None
     client = client or http_client(verify=link.verify)
     try:
-        # Either pool: a server's own follows redirects, a storage's (``unverified``) not.
+        # Redirects are followed only where ``redirects`` allows (a ``LinkClient``).
         async with client.stream(
             "GET", link.url, headers=headers, timeout=FETCH_TIMEOUT, follow_redirects=True
         ) as response:

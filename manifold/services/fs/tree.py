@@ -25,8 +25,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from manifold.drivers.base import FOLDER_MOVE, Upload
 from manifold.errors import (
     ManifoldError,
@@ -42,6 +40,7 @@ from manifold.paths import child_path, clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
+from manifold.services.fs.redirects import LinkClient
 from manifold.services.fs.streams import link_stream
 from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.storage_ops import StorageOps
@@ -116,7 +115,7 @@ class FileTree:
         self,
         storages: StorageService,
         events: TreeEvents | None = None,
-        http: httpx.AsyncClient | None = None,
+        http: LinkClient | None = None,
     ) -> None:
         self._storages = storages
         self.events = events or TreeEvents()
@@ -214,12 +213,14 @@ class FileTree:
         except ObjectNotFound:
             return None
 
-    def pool_for(self, link: Link) -> httpx.AsyncClient | None:
-        """The pool that fetches ``link``'s URL: the server's own, or the one without
+    def pool_for(self, link: Link) -> LinkClient | None:
+        """The pool that fetches ``link``'s URL: the server's own, or its sibling without
         certificate checks for a link of a storage whose admin turned them off
         (``Link.verify``); None for a tree built without a pool (a read then makes its
-        own client)."""
-        return self._http if link.verify else self._storages.resources.http(verify=False)
+        own client). Both follow redirects only as ``redirects`` allows."""
+        if self._http is None or link.verify:
+            return self._http
+        return self._http.unverified()
 
     async def link(self, path: str, args: LinkArgs) -> tuple[Obj, Link, str]:
         """How to fetch the bytes of the file at ``path``."""

@@ -41,10 +41,11 @@ from manifold.errors import (
 )
 from manifold.localfs import discard_tree
 from manifold.models import Perm, Task, TaskState
+from manifold.policy import addresses
 from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.service import Caller
 from manifold.services.fs.write import GuardedWriter
-from manifold.services.offline import addresses, simple_http
+from manifold.services.offline import simple_http
 from manifold.services.offline.aria2 import Aria2
 from manifold.services.offline.folders import DownloadFolders
 from manifold.services.offline.qbittorrent import QBittorrent

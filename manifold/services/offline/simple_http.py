@@ -32,8 +32,8 @@ import httpcore
 import httpx
 
 from manifold.concurrency import DOWNLOAD_POOL, run_in, start_in
+from manifold.policy.addresses import is_public
 from manifold.services.admin.settings import SettingsService
-from manifold.services.offline.addresses import is_public
 from manifold.services.offline.names import clean_name
 from manifold.services.offline.tools import ToolError
 

@@ -1,4 +1,5 @@
-"""Which addresses an offline download may reach: the SSRF guard's judgement.
+"""Which addresses an offline download, or a redirect of a link this server fetches
+for a user, may reach: the SSRF guard's judgement.
 
 An address is public only when it is global unicast. An IPv6 address that carries
 an IPv4 address inside it is judged by that IPv4 address, because a translator or
