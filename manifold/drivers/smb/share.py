@@ -291,8 +291,9 @@ class Share:
                 info = entry.smb_info
                 is_dir = bool(info.file_attributes & _DIRECTORY)
                 if is_reserved(info.file_name):
-                    if now - info.last_write_time > STALE_AFTER:
-                        stale.append((rf"{folder}\{info.file_name}", is_dir))
+                    unc = rf"{folder}\{info.file_name}"
+                    if now - info.last_write_time > STALE_AFTER or self._is_leftover(unc):
+                        stale.append((unc, is_dir))
                     continue
                 name = from_wire(info.file_name)
                 size = 0 if is_dir else info.end_of_file
@@ -535,13 +536,22 @@ class Share:
 
     def _sweep(self, unc: str, is_dir: bool) -> None:
         """Remove a left-over temporary, unless this process is still writing it."""
-        if self._key(unc) not in _IN_FLIGHT:
-            self._discard(unc, is_dir)
+        if self._key(unc) not in _IN_FLIGHT and self._discard(unc, is_dir):
+            with self._lock:
+                self._leftovers = [kept for kept in self._leftovers if kept[0] != unc]
 
-    def _discard(self, unc: str, is_dir: bool) -> None:
-        """Remove a temporary; never raises (one left behind is swept later)."""
-        with suppress(SMBException, OSError):
+    def _is_leftover(self, unc: str) -> bool:
+        with self._lock:
+            return any(kept == unc for kept, _ in self._leftovers)
+
+    def _discard(self, unc: str, is_dir: bool) -> bool:
+        """Remove a temporary; whether it went. Never raises (one left behind is swept
+        later)."""
+        try:
             self._remove(unc, is_dir)
+        except (SMBException, OSError):
+            return False
+        return True
 
     def _clean(self, unc: str, is_dir: bool) -> None:
         """Remove this storage's own temporary now, on a new connection if the old one
@@ -549,8 +559,13 @@ class Share:
         try:
             self._connect()
             self._remove(unc, is_dir)
-        except SMBOSError:
-            pass  # gone already, or refused: the listing's sweep tries again
+        except SMBOSError as exc:
+            if _status(exc) == NtStatus.STATUS_SHARING_VIOLATION:
+                # Still open on the server for a connection that went dark: its next
+                # listing (or a reconnect) removes it once the server lets it go.
+                with self._lock:
+                    self._leftovers.append((unc, is_dir))
+            # Otherwise gone already, or refused: the stale sweep tries again.
         except Exception:
             with self._lock:
                 self._leftovers.append((unc, is_dir))
