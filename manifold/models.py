@@ -237,6 +237,8 @@ class Link:
 
     ``verify`` False: fetch ``url`` without checking its TLS certificate. Only a driver
     whose storage's admin turned verification off (an explicit, unsafe option) says so.
+    ``idle_timeout``: seconds a fetch of ``url`` may wait for its next byte before it
+    fails as temporary (0: the server's own default); the storage's layers set it.
     """
 
     file_path: str = ""
@@ -245,6 +247,7 @@ class Link:
     expires_in: float | None = None
     reader: RangeReader | None = None
     verify: bool = True
+    idle_timeout: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

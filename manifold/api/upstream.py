@@ -38,14 +38,21 @@ _DROPPED = frozenset(
 
 
 async def open_upstream(
-    client: LinkClient, method: str, url: str, headers: Sequence[tuple[str, str]]
+    client: LinkClient,
+    method: str,
+    url: str,
+    headers: Sequence[tuple[str, str]],
+    idle_timeout: float = 0.0,
 ) -> Upstream:
     """Send the request through the server's pooled ``client`` and wait for the
-    upstream's status line and headers. Redirects are followed only where the link
-    pool allows (``services.fs.redirects``): the storage's own host, or with the
-    admin's consent a public one; anywhere else raises ``RedirectRefused``."""
+    upstream's status line and headers; ``idle_timeout`` (the link's, when its storage
+    sets one) bounds each wait for a byte, of the headers and of the body. Redirects
+    are followed only where the link pool allows (``services.fs.redirects``): the
+    storage's own host, or with the admin's consent a public one; anywhere else
+    raises ``RedirectRefused``."""
+    limits = TIMEOUT if idle_timeout <= 0 else httpx.Timeout(idle_timeout, connect=30.0)
     try:
-        request = client.build_request(method, url, headers=list(headers), timeout=TIMEOUT)
+        request = client.build_request(method, url, headers=list(headers), timeout=limits)
         response = await client.send(request, stream=True, follow_redirects=True)
     except httpx.HTTPError as exc:
         raise TemporaryFailure(f"failed to proxy: {type(exc).__name__}: {exc}") from exc

@@ -334,9 +334,10 @@ async def close_stream(stream: AsyncIterator[bytes]) -> None:
 
 
 class IdleLayer(Layer):
-    """A range reader or an upload that moves no byte for ``seconds`` fails with
-    ``TemporaryFailure``: a back end that stopped answering mid-transfer frees its
-    slot and its client instead of holding them until the connection dies."""
+    """A range reader, a URL link's fetch or an upload that moves no byte for
+    ``seconds`` fails with ``TemporaryFailure``: a back end that stopped answering
+    mid-transfer frees its slot and its client instead of holding them until the
+    connection dies."""
 
     def __init__(self, inner: Driver[Any], seconds: float) -> None:
         super().__init__(inner)
@@ -346,7 +347,9 @@ class IdleLayer(Layer):
         link = await self.inner.link(file, args)
         reader = link.reader
         if reader is None:
-            return link
+            # A URL the server fetches itself (a download it relays, a copy) waits no
+            # longer for a byte than the storage's own reader would.
+            return replace(link, idle_timeout=self.seconds) if link.url else link
         seconds = self.seconds
 
         def idle_reader(offset: int, length: int | None) -> AsyncIterator[bytes]:

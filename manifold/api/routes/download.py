@@ -138,9 +138,8 @@ async def _proxy(
         # range at a time, for an upstream that ignores or mishandles them.
         return await _read(request, obj, _ranged(replace(link, url=url), services))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
-    return await open_upstream(
-        services.tree.pool_for(link) or services.http, request.method, url, headers
-    )
+    client = services.tree.pool_for(link) or services.http
+    return await open_upstream(client, request.method, url, headers, link.idle_timeout)
 
 
 def _ranged(link: Link, services: Services) -> Link:

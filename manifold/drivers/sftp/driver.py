@@ -31,7 +31,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import asyncssh
 
@@ -65,7 +65,7 @@ from manifold.errors import (
 from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
 
 from .meta import Addition
-from .session import Connector, Credentials, parse_address
+from .session import KEEPALIVE_SECONDS, Connector, Credentials, parse_address
 
 T = TypeVar("T")
 
@@ -153,6 +153,10 @@ def _inside(path: str, folder: str) -> bool:
 
 
 class SftpDriver(Driver[Addition]):
+    # Seconds between keepalives on a quiet connection; a server that misses three is
+    # taken as gone (a class attribute, so a storage with short limits can shorten it).
+    KEEPALIVE_SECONDS: ClassVar[float] = KEEPALIVE_SECONDS
+
     def __init__(self, storage: Storage, options: Addition) -> None:
         super().__init__(storage, options)
         self._connector: Connector | None = None
@@ -170,7 +174,9 @@ class SftpDriver(Driver[Addition]):
         credentials = Credentials(
             host, port, options.username, options.password, options.private_key, options.passphrase
         )
-        self._connector = Connector(credentials, self._pinned, self._pin, self._remove_leftovers)
+        self._connector = Connector(
+            credentials, self._pinned, self._pin, self._remove_leftovers, self.KEEPALIVE_SECONDS
+        )
         try:
             await self._find_root()
         except BaseException:
@@ -212,7 +218,7 @@ class SftpDriver(Driver[Addition]):
             while True:
                 with self._errors(sftp):
                     try:
-                        names = await _take(scan, PAGE_SIZE)
+                        names = await _take_bounded(scan, PAGE_SIZE)
                     except asyncssh.SFTPNoSuchFile:
                         if first:
                             await self._refuse_file(sftp, dir.path)
@@ -224,8 +230,7 @@ class SftpDriver(Driver[Addition]):
                 if len(names) < PAGE_SIZE:
                     return
         finally:
-            with suppress(Exception):
-                await scan.aclose()
+            await _close_scan(scan)
 
     async def get(self, path: str) -> Obj:
         inside = path.strip("/")
@@ -630,6 +635,24 @@ async def _take(
     return taken
 
 
+async def _take_bounded(
+    scan: AsyncIterator[asyncssh.SFTPName], count: int
+) -> builtins.list[asyncssh.SFTPName]:
+    """``_take``, but a page cut off by its time limit does not wait past
+    ``CLOSE_SECONDS`` for the folder handle's close, which the library's scan awaits
+    as it unwinds: a server that stopped answering would hold the call until the
+    keepalive gives its connection up."""
+    taking = asyncio.ensure_future(_take(scan, count))
+    try:
+        return await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        taking.cancel()
+        # Its outcome is retrieved whenever it comes: the cancellation is what counts.
+        taking.add_done_callback(lambda done: done.cancelled() or done.exception())
+        await asyncio.wait([taking], timeout=CLOSE_SECONDS)
+        raise
+
+
 async def _fan_out(calls: builtins.list[Any]) -> builtins.list[Any]:
     """Await ``calls`` (coroutines) at most ``FAN_OUT`` at a time, results in order."""
     slots = asyncio.Semaphore(FAN_OUT)
@@ -665,6 +688,15 @@ async def _settle(fetch: asyncio.Future[Any]) -> None:
         await asyncio.wait([fetch])
     if not fetch.cancelled():
         fetch.exception()  # retrieved: the reader is closing anyway
+
+
+async def _close_scan(scan: AsyncGenerator[asyncssh.SFTPName, None]) -> None:
+    """Close a listing's folder handle, also when its page was cut off by the time
+    limit: a server that stopped answering is not waited for past ``CLOSE_SECONDS``
+    (the keepalive gives its connection up later)."""
+    with suppress(Exception):
+        async with asyncio.timeout(CLOSE_SECONDS):
+            await scan.aclose()
 
 
 async def _close(file: asyncssh.SFTPClientFile) -> None:

@@ -28,7 +28,8 @@ from manifold.errors import InvalidRequest, ManifoldError, PermissionDenied, Tem
 DEFAULT_PORT = 22
 # Seconds to reach the server, exchange keys and log in.
 CONNECT_SECONDS = 20.0
-# A keepalive every 15 seconds; a server silent for three in a row is gone.
+# A keepalive every 15 seconds; a server silent for three in a row is gone (its
+# connection closed, so calls waiting on it fail and the next one reconnects).
 KEEPALIVE_SECONDS = 15.0
 KEEPALIVE_MISSES = 3
 # Seconds a closing connection may take before it is left behind.
@@ -159,8 +160,10 @@ class Connector:
         pinned: Callable[[], str],
         on_first_key: Callable[[str], Awaitable[None]],
         on_reconnect: Callable[[asyncssh.SFTPClient], Awaitable[None]],
+        keepalive: float = KEEPALIVE_SECONDS,
     ) -> None:
         self._credentials = credentials
+        self._keepalive = keepalive
         self._pinned = pinned
         self._on_first_key = on_first_key
         self._on_reconnect = on_reconnect
@@ -232,7 +235,7 @@ class Connector:
         client = _Client(pinned)
         creds = self._credentials
         try:
-            options = _options(creds)
+            options = _options(creds, self._keepalive)
             conn, _ = await asyncssh.create_connection(
                 lambda: client, creds.host, creds.port, options=options
             )
@@ -264,7 +267,7 @@ _GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 CIPHERS = (*_GCM, *(alg.decode() for alg in get_default_encryption_algs() if b"gcm" not in alg))
 
 
-def _options(creds: Credentials) -> asyncssh.SSHClientConnectionOptions:
+def _options(creds: Credentials, keepalive: float) -> asyncssh.SSHClientConnectionOptions:
     keys = [_private_key(creds)] if creds.private_key.strip() else None
     return asyncssh.SSHClientConnectionOptions(
         username=creds.username,
@@ -278,7 +281,7 @@ def _options(creds: Credentials) -> asyncssh.SSHClientConnectionOptions:
         host_based_auth=False,
         gss_auth=False,
         connect_timeout=CONNECT_SECONDS,
-        keepalive_interval=KEEPALIVE_SECONDS,
+        keepalive_interval=keepalive,
         keepalive_count_max=KEEPALIVE_MISSES,
         encryption_algs=CIPHERS,
     )

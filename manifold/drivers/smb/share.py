@@ -233,8 +233,10 @@ class Share:
 
     def remove_temporary(self, path: str, is_dir: bool) -> bool:
         """Remove a temporary that could not be removed while the server was away."""
-        with suppress(SMBOSError):  # gone already, or refused: the listing's sweep tries again
+        try:
             self._remove(self.place.unc(path), is_dir)
+        except SMBOSError as exc:  # gone already, or refused: the listing's sweep tries again
+            return bool(_status(exc) != NtStatus.STATUS_SHARING_VIOLATION)  # open: later
         return True
 
     def _forget(self, connection: Any, exc: Exception) -> None:
@@ -298,6 +300,7 @@ class Share:
                     raise too_many_entries(path, limit)
         for stale in self.temps.stale(temps):
             self._discard(self.place.unc(stale.path), stale.is_dir)
+        self.temps.retry_now(self.remove_temporary)  # those the server held open before
         return objs
 
     def stat(self, path: str) -> Obj:
@@ -519,10 +522,14 @@ class Share:
             smbclient.rmdir(folder, **self._kwargs)
             made_progress()
 
-    def _discard(self, unc: str, is_dir: bool) -> None:
-        """Remove a temporary; never raises (one left behind is swept later)."""
-        with suppress(SMBException, OSError):
+    def _discard(self, unc: str, is_dir: bool) -> bool:
+        """Remove a temporary; whether it went. Never raises (one left behind is swept
+        later)."""
+        try:
             self._remove(unc, is_dir)
+        except (SMBException, OSError):
+            return False
+        return True
 
     def _clean(self, path: str, is_dir: bool) -> bool:
         """Remove this storage's own temporary now, on a new connection if the old one
@@ -530,8 +537,12 @@ class Share:
         try:
             self._connect()
             self._remove(self.place.unc(path), is_dir)
-        except SMBOSError:
-            pass  # gone already, or refused: the listing's sweep tries again
+        except SMBOSError as exc:
+            if _status(exc) == NtStatus.STATUS_SHARING_VIOLATION:
+                # Still open on the server for a connection that went dark: the next
+                # listing (or a reconnect) removes it once the server lets it go.
+                self.temps.remember(path, is_dir)
+            # Otherwise gone already, or refused: the listing's sweep tries again.
         except Exception:
             return False
         return True

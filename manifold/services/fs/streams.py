@@ -94,7 +94,7 @@ async def _url_range(
     try:
         # Redirects are followed only where ``redirects`` allows (a ``LinkClient``).
         async with client.stream(
-            "GET", link.url, headers=headers, timeout=FETCH_TIMEOUT, follow_redirects=True
+            "GET", link.url, headers=headers, timeout=_timeout(link), follow_redirects=True
         ) as response:
             if response.status_code == 416:
                 return  # the range starts past the end: nothing to read
@@ -111,6 +111,14 @@ async def _url_range(
     finally:
         if own:
             await client.aclose()
+
+
+def _timeout(link: Link) -> httpx.Timeout:
+    """The fetch's limits: a byte at least every ``Link.idle_timeout`` seconds when the
+    storage sets it (its server stopped answering), else the server's own."""
+    if link.idle_timeout <= 0:
+        return FETCH_TIMEOUT
+    return httpx.Timeout(FETCH_TIMEOUT.connect, read=link.idle_timeout)
 
 
 async def file_stream(
