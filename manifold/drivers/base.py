@@ -457,7 +457,8 @@ class Driver(ABC, Generic[OptionsT]):
           redirects the client there; ``/p`` fetches it, sending ``headers`` too (a
           redirect cannot carry them: a back end that needs them sets ``only_proxy``),
           and fetches it without checking its TLS certificate only when ``verify`` is
-          False (set by a driver whose storage turned checks off, labelled unsafe).
+          False (set by a driver whose storage turned checks off, labelled unsafe),
+          waiting no longer than ``idle_timeout`` for a byte (the storage's own).
         * ``reader``: a range reader, for back ends with neither (SFTP, FTP, SMB,
           WebDAV behind a login); the server streams the bytes through it, opening a
           range at a time and closing it early when the client goes.
