@@ -16,6 +16,7 @@ not reach.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,6 +69,27 @@ def secret_server(base: Path) -> PlainDav:
     root = Path(__file__).resolve().parents[2]
     daemon = Daemon("secret", argv, lambda: port_open(port), base / "secret.log", cwd=root)
     return PlainDav(f"http://127.0.0.1:{port}", daemon)
+
+
+@contextlib.contextmanager
+def running(server: PlainDav) -> Iterator[PlainDav]:
+    """``server`` started for the block."""
+    server.daemon.start()
+    try:
+        yield server
+    finally:
+        server.daemon.stop()
+
+
+def addition(url: str) -> dict[str, str]:
+    """A WebDav storage's options for a plain server at ``url``."""
+    return {
+        "vendor": "other",
+        "address": url,
+        "username": "",
+        "password": "",
+        "root_folder_path": "/",
+    }
 
 
 def _big_answer(entries: int) -> Iterator[bytes]:
