@@ -21,9 +21,9 @@ from tests.drivers.plain_dav_server import (
     PlainDav,
     addition,
     plain_dav,
-    running,
     secret_server,
 )
+from tests.fixtures.processes import running
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import Api, open_api, start_services
-from tests.drivers.plain_dav_server import PlainDav, addition, plain_dav, running
+from tests.drivers.plain_dav_server import PlainDav, addition, plain_dav
+from tests.fixtures.processes import running
 
 ENTRIES = 200_000
 # The event loop never waits this long between two ticks while the folder is listed
