@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -93,6 +94,14 @@ class Api:
         assert body["code"] == 200, body
         listing = await self.get("/api/admin/user/list", token=admin)
         return int(next(u["id"] for u in listing["data"]["content"] if u["username"] == username))
+
+    async def mount(self, driver: str, mount_path: str, addition: dict[str, Any]) -> str:
+        """Create a storage as the admin (asserting it started); the admin's token."""
+        admin = await self.login()
+        body = {"mount_path": mount_path, "driver": driver, "addition": json.dumps(addition)}
+        created = await self.post("/api/admin/storage/create", body, token=admin)
+        assert created["code"] == 200, created
+        return admin
 
 
 # A database migrated and filled with defaults once per session, copied per test:

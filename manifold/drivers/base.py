@@ -33,6 +33,7 @@ others, so a driver's imports from the package fit on one line:
 * ``trees``: ``VirtualTree``/``WritableTree``, the server's tree as Alias sees it;
 * ``progress``: ``made_progress``, said after each step of a call as long as its
   data (a folder removed entry by entry), which is watched for steps, not timed;
+  ``waited`` for such a call made of one long request;
 * ``options``: ``describe_options``, the storage form's items, which only the
   registry reads.
 """
@@ -59,7 +60,7 @@ from manifold.drivers.helpers import (
     translate,
     translating,
 )
-from manifold.drivers.progress import made_progress
+from manifold.drivers.progress import made_progress, waited
 from manifold.drivers.resources import Resources
 from manifold.drivers.temporaries import (
     Seen,
@@ -109,6 +110,7 @@ __all__ = [
     "translate",
     "translating",
     "validate_name",
+    "waited",
 ]
 
 ItemType = Literal["string", "text", "number", "bool", "select"]

@@ -26,6 +26,12 @@ HTTP_IO_SECONDS = 60.0
 MAX_LISTING_ENTRIES = 500_000
 
 
+def answer_limits(seconds: float = HTTP_IO_SECONDS) -> httpx.Timeout:
+    """A request's time limits when its answer may take ``seconds`` to come (a long
+    request watched with ``progress.waited``); by default the pool's own."""
+    return httpx.Timeout(seconds, connect=HTTP_CONNECT_SECONDS)
+
+
 class Resources:
     """Shared HTTP connection pools; the server closes them when it stops.
 
@@ -51,7 +57,7 @@ class Resources:
                 transport=AiohttpTransport(verify=verify, limits=limits),
                 follow_redirects=False,
                 trust_env=False,
-                timeout=httpx.Timeout(HTTP_IO_SECONDS, connect=HTTP_CONNECT_SECONDS),
+                timeout=answer_limits(),
                 limits=limits,
             )
             self._clients[verify] = client

@@ -74,19 +74,31 @@ def literal(host: str) -> IPAddress | None:
         return None
 
 
-async def refused_host(host: str) -> bool:
-    """Whether ``host`` is certainly private: a private literal, or a name whose every
-    address is private. A name that does not resolve in ``RESOLVE_SECONDS`` is let
-    through: the download's own check judges it when it connects."""
+async def addresses_of(host: str) -> list[IPAddress]:
+    """The address ``host`` is, or those it resolves to in ``RESOLVE_SECONDS`` (none
+    when it does not resolve in that time)."""
     ip = literal(host)
     if ip is not None:
-        return not _public(ip)
+        return [ip]
     loop = asyncio.get_running_loop()
     try:
         infos = await asyncio.wait_for(
             loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_SECONDS
         )
     except (OSError, TimeoutError, UnicodeError):
-        return False
-    found = [str(info[4][0]) for info in infos]
-    return bool(found) and not any(is_public(a) for a in found)
+        return []
+    return [ip for info in infos if (ip := literal(str(info[4][0]))) is not None]
+
+
+async def refused_host(host: str) -> bool:
+    """Whether ``host`` is certainly private: a private literal, or a name whose every
+    address is private. A name that does not resolve in ``RESOLVE_SECONDS`` is let
+    through: the download's own check judges it when it connects."""
+    found = await addresses_of(host)
+    return bool(found) and not any(_public(ip) for ip in found)
+
+
+async def public_host(host: str) -> bool:
+    """Whether every address ``host`` is or resolves to is public (none: not public)."""
+    found = await addresses_of(host)
+    return bool(found) and all(_public(ip) for ip in found)

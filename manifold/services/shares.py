@@ -40,7 +40,6 @@ from manifold.errors import (
     RelativePath,
     ShareInvalid,
     ShareNotFound,
-    TooManyAttempts,
     WrongShareCode,
 )
 from manifold.models import Obj, Perm, Role, Share, User
@@ -51,7 +50,7 @@ from manifold.paths import (
     is_sub_path,
     split_path,
 )
-from manifold.services.auth.limiter import GuessLimiter
+from manifold.services.auth.limiter import GuessLimiter, guessing
 from manifold.services.auth.service import Caller
 from manifold.services.auth.users import UserService
 from manifold.services.fs.read import Found, GuardedReader
@@ -259,12 +258,9 @@ class ShareService:
         if creator is None or not self._valid(share, creator):
             raise ShareInvalid()
         if share.pwd:
-            if pwd and await self._guesses.is_locked(client):
-                raise TooManyAttempts()
-            if not hmac.compare_digest(pwd.encode(), share.pwd.encode()):
-                if pwd:
-                    await self._guesses.record_failure(client)
-                raise WrongShareCode()
+            async with guessing(self._guesses if pwd else None, client):
+                if not hmac.compare_digest(pwd.encode(), share.pwd.encode()):
+                    raise WrongShareCode()
         return share, creator
 
     def _valid(self, share: Share, creator: User) -> bool:

@@ -120,6 +120,17 @@ class DatabaseGuessLimiter(_DatabaseCounts):
         await self._add("g", address, "")
         await self._purge_now_and_then()
 
+    async def attempt(self, address: str, guess: str) -> bool:
+        if await self.is_locked(address):
+            return False
+        count = await self._add("g", address, guess)
+        await self._purge_now_and_then()
+        return count <= self.max_failures
+
+    async def forgive(self, address: str, guess: str) -> None:
+        bucket = self._bucket("g", address)
+        await self._repo.remove(_digest(bucket, guess))
+
 
 def _within(limit: int, *counts: int) -> bool:
     return all(count <= limit for count in counts)
@@ -243,3 +254,11 @@ class RedisGuessLimiter(_RedisCounts):
 
     async def record_failure(self, address: str) -> None:
         await self._count_one(self._key("g", address), "")
+
+    async def attempt(self, address: str, guess: str) -> bool:
+        if await self.is_locked(address):
+            return False
+        return await self._count_one(self._key("g", address), guess) <= self.max_failures
+
+    async def forgive(self, address: str, guess: str) -> None:
+        await self._clear(keys=[self._key("g", address)], args=["o:" + guess])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from manifold.api.fs_render import FolderStyle
 from manifold.models import Obj
+from manifold.state.counters import DatabaseGuessLimiter
 from tests.api.fs_helpers import (
     NOT_FOUND_SUFFIX,
     PASSWORD_DENIED,
@@ -315,6 +317,39 @@ async def test_folder_password_guesses_are_limited_like_logins(api: Api, root: P
     # Without a guess the folder answers as before, and open folders stay open.
     assert (await fs_list(api, "/local/sub", token=token))["code"] == 403
     assert (await fs_list(api, "/local", token=token))["code"] == 200
+
+
+async def test_right_folder_passwords_do_not_count_as_guesses(api: Api, root: Path) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", password="pw1")
+    token = await user_token(api)
+    limit = api.services.config.max_login_failures
+    for _ in range(2 * limit):
+        assert (await fs_list(api, "/local/sub", token=token, password="pw1"))["code"] == 200
+    wrong = [
+        (await fs_list(api, "/local/sub", token=token, password=f"guess-{n}"))["code"]
+        for n in range(limit + 1)
+    ]
+    assert wrong == [403] * limit + [429]
+
+
+async def test_parallel_folder_password_guesses_are_not_checked_past_the_limit(
+    api: Api, root: Path
+) -> None:
+    await api.as_admin()
+    await mount_local(api, "/local", root)
+    await add_meta(api, "/local/sub", password="pw1")
+    token = await user_token(api)
+    limit = api.services.config.max_login_failures
+    # The store several processes share: its check and count are separate queries.
+    services = api.services
+    services.reader.guesses = DatabaseGuessLimiter(services.engine, "folder-race", limit, 600)
+    answers = await asyncio.gather(
+        *(fs_list(api, "/local/sub", token=token, password=f"g-{n}") for n in range(3 * limit))
+    )
+    assert sum(body["code"] != 429 for body in answers) <= limit
+    assert (await fs_list(api, "/local/sub", token=token, password="pw1"))["code"] == 429
 
 
 async def test_password_with_p_sub_and_overriding_meta(api: Api, root: Path) -> None:

@@ -15,33 +15,32 @@ from manifold.errors import ServerError
 from manifold.models import LinkArgs
 from manifold.services.fs.streams import open_range
 from tests.conftest import Api
-from tests.drivers.plain_dav_server import NEAR_BYTES, SECRET, PlainDav, plain_dav, secret_server
+from tests.drivers.plain_dav_server import (
+    NEAR_BYTES,
+    SECRET,
+    PlainDav,
+    addition,
+    plain_dav,
+    secret_server,
+)
+from tests.fixtures.processes import running
 
 
 @pytest.fixture(scope="module")
 def secret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlainDav]:
-    server = secret_server(tmp_path_factory.mktemp("secret"))
-    server.daemon.start()
-    yield server
-    server.daemon.stop()
+    with running(secret_server(tmp_path_factory.mktemp("secret"))) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def dav(tmp_path_factory: pytest.TempPathFactory, secret: PlainDav) -> Iterator[PlainDav]:
-    server = plain_dav(tmp_path_factory.mktemp("redirecting-dav"), 0, f"{secret.url}/secret")
-    server.daemon.start()
-    yield server
-    server.daemon.stop()
+    folder = tmp_path_factory.mktemp("redirecting-dav")
+    with running(plain_dav(folder, 0, f"{secret.url}/secret")) as server:
+        yield server
 
 
 async def mount(api: Api, url: str) -> str:
-    admin = await api.login()
-    addition = {"vendor": "other", "address": url, "username": "", "password": ""}
-    addition["root_folder_path"] = "/"
-    body = {"mount_path": "/dav", "driver": "WebDav", "addition": json.dumps(addition)}
-    created = await api.post("/api/admin/storage/create", body, token=admin)
-    assert created["code"] == 200, created
-    return admin
+    return await api.mount("WebDav", "/dav", addition(url))
 
 
 async def fetch(api: Api, way: str, name: str) -> tuple[int, bytes]:

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from manifold.config import load_config
 from manifold.container import Services
 from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
 from manifold.models import Challenge
-from tests.conftest import ADMIN_PASSWORD, Api, open_api
+from tests.conftest import Api, open_api
 from tests.fixtures.authenticator import SoftAuthenticator, b64url
-from tests.state.conftest import database_at
+from tests.state.conftest import instances
 
 ORIGIN = "http://manifold.test"
 EXPIRED = "passkey request expired or already used, please try again"
@@ -437,19 +436,9 @@ async def test_unfinished_challenges_are_kept_up_to_a_limit(services: Services) 
 @pytest.fixture
 async def two(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Api]]:
     """Two instances on one database, as behind a load balancer."""
-    env = {
-        "MANIFOLD_DATABASE_URL": await database_at(request, tmp_path, "sqlite"),
-        "MANIFOLD_JWT_SECRET": "a-secret-both-instances-share-0123456789abcdef",
-    }
     async with AsyncExitStack() as stack:
-        apis = []
-        for name in ("one", "two"):
-            config = load_config(tmp_path / name, {**env, "MANIFOLD_INSTANCE_ID": name})
-            services = Services.build(config, shared=True)
-            await services.start(admin_password=ADMIN_PASSWORD)
-            stack.push_async_callback(services.stop)
-            apis.append(await stack.enter_async_context(open_api(services)))
-        yield apis
+        made = await stack.enter_async_context(instances(request, tmp_path))
+        yield [await stack.enter_async_context(open_api(services)) for services in made]
 
 
 async def test_a_ceremony_begun_on_one_instance_finishes_on_another(two: list[Api]) -> None:

@@ -13,12 +13,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from manifold.config import load_config
-from manifold.container import Services
 from manifold.services.auth.sso import BIND_COOKIE, FLOW_COOKIE
-from tests.conftest import ADMIN_PASSWORD, Api, open_api, start_services
+from tests.conftest import Api, open_api, start_services
 from tests.fixtures.oidcprovider import CLIENT_ID, CLIENT_SECRET, Provider, sign_in, start_provider
-from tests.state.conftest import database_at
+from tests.state.conftest import instances
 
 SITE = "http://manifold.test"
 BAD_STATE = "incorrect or expired state parameter"
@@ -55,20 +53,10 @@ async def sso(tmp_path: Path, provider: Provider) -> AsyncIterator[Api]:
 @pytest.fixture
 async def two(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[list[Api]]:
     """Two instances on one database, as behind a load balancer."""
-    env = {
-        "MANIFOLD_DATABASE_URL": await database_at(request, tmp_path, "sqlite"),
-        "MANIFOLD_JWT_SECRET": "a-secret-both-instances-share-0123456789abcdef",
-        "MANIFOLD_SITE_URL": SITE,
-    }
     async with AsyncExitStack() as stack:
-        apis = []
-        for name in ("one", "two"):
-            config = load_config(tmp_path / name, {**env, "MANIFOLD_INSTANCE_ID": name})
-            services = Services.build(config, shared=True)
-            await services.start(admin_password=ADMIN_PASSWORD)
-            stack.push_async_callback(services.stop)
-            apis.append(await stack.enter_async_context(open_api(services)))
-        yield apis
+        site = {"MANIFOLD_SITE_URL": SITE}
+        made = await stack.enter_async_context(instances(request, tmp_path, site))
+        yield [await stack.enter_async_context(open_api(services)) for services in made]
 
 
 async def configure(api: Api, provider: Provider, **extra: str) -> None:

@@ -8,6 +8,7 @@ process group at once), ``start`` brings the server back on the same folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -43,15 +44,36 @@ def wait_for(check: Callable[[], object], what: str, seconds: float = WAIT) -> A
     raise AssertionError(f"gave up waiting for {what}")
 
 
-def landed(folder: Path, at_least: int) -> Path | None:
-    """A file under ``folder`` (any depth) holding ``at_least`` bytes, if one does."""
-    for path in folder.rglob("*"):
+def landed(folder: Path, at_least: int, pattern: str = "*") -> Path | None:
+    """A file under ``folder`` (any depth) matching ``pattern`` and holding
+    ``at_least`` bytes, if one does."""
+    for path in folder.rglob(pattern):
         try:
             if path.is_file() and path.stat().st_size >= at_least:
                 return path
         except FileNotFoundError:
             continue
     return None
+
+
+def arriving(folder: Path, pattern: str, at_least: int = 256 << 10) -> Path:
+    """``landed``, waited for."""
+    found: Path = wait_for(
+        lambda: landed(folder, at_least, pattern), f"bytes arriving in {folder}/**/{pattern}"
+    )
+    return found
+
+
+@contextlib.contextmanager
+def running(folder: Path, **config: object) -> Iterator[Node]:
+    """A server on ``folder`` with its Local storage mounted, stopped at the end."""
+    server = Node(folder, **config)
+    server.start()
+    server.mount_local()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def temporaries(folder: Path) -> list[Path]:

@@ -16,7 +16,7 @@ import pytest
 
 from manifold.models import TaskState
 from manifold.paths import RESERVED_PREFIX
-from tests.crashes.harness import Node, after_restart, wait_for
+from tests.crashes.harness import Node, after_restart, arriving, running, wait_for
 from tests.crashes.sources import SlowFtp, slow_ftp, trickle
 
 BODY = bytes(range(256)) * (8 << 10)  # 2 MiB, 16 s at the slow rate
@@ -29,13 +29,8 @@ DONE = {int(TaskState.SUCCEEDED), int(TaskState.FAILED), int(TaskState.CANCELED)
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    server = Node(tmp_path, task_lease_seconds=LEASE)
-    server.start()
-    server.mount_local()
-    try:
+    with running(tmp_path, task_lease_seconds=LEASE) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -45,22 +40,6 @@ def source(tmp_path: Path, node: Node) -> Iterator[SlowFtp]:
         (server.root / NAME).write_bytes(BODY)
         node.mount("/src", "FTP", server.addition)
         yield server
-
-
-def arriving(folder: Path, pattern: str, at_least: int = 256 << 10) -> Path:
-    """A file under ``folder`` matching ``pattern`` once ``at_least`` bytes landed."""
-
-    def found() -> Path | None:
-        for path in folder.rglob(pattern):
-            try:
-                if path.is_file() and path.stat().st_size >= at_least:
-                    return path
-            except FileNotFoundError:
-                continue
-        return None
-
-    landed: Path = wait_for(found, f"bytes arriving in {folder}/**/{pattern}")
-    return landed
 
 
 def settled(node: Node, kinds: tuple[str, ...]) -> list[dict[str, Any]]:

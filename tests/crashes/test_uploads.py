@@ -33,6 +33,8 @@ from tests.crashes.harness import (
     USER_PASSWORD,
     Node,
     after_restart,
+    arriving,
+    running,
     served_by_name,
     wait_for,
 )
@@ -44,27 +46,13 @@ NAME = "big.bin"
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    server = Node(tmp_path)
-    server.start()
-    server.mount_local()
-    try:
+    with running(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def in_flight(node: Node) -> Path:
     """The temporary an upload is being written to, once a MiB of it has landed."""
-
-    def found() -> Path | None:
-        for path in node.root.glob(f"{RESERVED_PREFIX}*"):
-            with contextlib.suppress(FileNotFoundError):
-                if path.stat().st_size >= 1 << 20:
-                    return path
-        return None
-
-    temp: Path = wait_for(found, "the upload's first bytes on disk")
-    return temp
+    return arriving(node.root, f"{RESERVED_PREFIX}*", at_least=1 << 20)
 
 
 def crash_mid_upload(node: Node, begin: Callable[[], object]) -> None:

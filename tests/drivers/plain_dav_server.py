@@ -8,7 +8,9 @@ Run as a script (``python -m tests.drivers.plain_dav_server PORT ENTRIES ELSEWHE
   before it ended or the client went away;
 * ``/away.bin`` answers ``GET`` with a redirect to ``ELSEWHERE`` (another host);
 * ``/near.bin`` answers ``GET`` with a redirect to ``/real.bin`` on this same server,
-  which answers ``NEAR_BYTES``.
+  which answers ``NEAR_BYTES``;
+* ``/slow/`` is a folder whose ``DELETE`` answers after ``SLOW_DELETE`` seconds, as a
+  server removing a big folder in one request does.
 
 ``secret_server`` serves ``SECRET`` at any path: the internal service a redirect must
 not reach.
@@ -17,6 +19,7 @@ not reach.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +30,7 @@ from tests.fixtures.processes import Daemon, free_port, port_open
 SECRET = b"internal-service-secret-0451"
 NEAR_BYTES = b"the bytes of the file, fetched from the same host"
 FILES = ("away.bin", "near.bin", "real.bin")
+SLOW_DELETE = 4.0
 _HEAD = b'<?xml version="1.0" encoding="utf-8"?>\n<D:multistatus xmlns:D="DAV:">'
 _FOLDER = (
     "<D:response><D:href>{href}</D:href><D:propstat><D:prop><D:resourcetype>"
@@ -70,6 +74,17 @@ def secret_server(base: Path) -> PlainDav:
     return PlainDav(f"http://127.0.0.1:{port}", daemon)
 
 
+def addition(url: str) -> dict[str, str]:
+    """A WebDav storage's options for a plain server at ``url``."""
+    return {
+        "vendor": "other",
+        "address": url,
+        "username": "",
+        "password": "",
+        "root_folder_path": "/",
+    }
+
+
 def _big_answer(entries: int) -> Iterator[bytes]:
     yield _HEAD + _FOLDER.format(href="/big/").encode()
     for start in range(0, entries, _BATCH):
@@ -93,7 +108,7 @@ class _Dav(BaseHTTPRequestHandler):
         path = self.path.rstrip("/") or "/"
         if path == "/big" and depth == "1":
             self._stream(_big_answer(self.entries))
-        elif path in ("/", "/big"):
+        elif path in ("/", "/big", "/slow"):
             self._answer(207, _HEAD + _FOLDER.format(href=path).encode() + _TAIL)
         elif path.lstrip("/") in FILES:
             size = len(NEAR_BYTES)
@@ -103,6 +118,13 @@ class _Dav(BaseHTTPRequestHandler):
 
     def do_HEAD(self) -> None:
         self._answer(200 if self.path.lstrip("/") in FILES else 404, b"")
+
+    def do_DELETE(self) -> None:
+        if self.path.rstrip("/") == "/slow":
+            time.sleep(SLOW_DELETE)
+            self._answer(204, b"")
+        else:
+            self._answer(404, b"")
 
     def do_GET(self) -> None:
         if self.path == "/sent":

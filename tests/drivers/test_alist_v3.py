@@ -7,6 +7,7 @@ running as a process of its own and start it again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
@@ -21,6 +22,9 @@ import pytest
 from manifold.drivers.alist_v3.driver import NOT_MOUNTABLE, AListV3Driver
 from manifold.drivers.alist_v3.meta import CONFIG, Addition
 from manifold.drivers.base import Driver, LinkArgs, Upload
+from manifold.drivers.local.driver import LocalDriver
+from manifold.drivers.local.meta import CONFIG as LOCAL_CONFIG
+from manifold.drivers.local.meta import Addition as LocalAddition
 from manifold.errors import (
     ManifoldError,
     ObjectExists,
@@ -38,11 +42,11 @@ from manifold.testing.conformance import (
     put_bytes,
     read_obj,
 )
-from manifold.vfs.layers import wrap
+from manifold.vfs.layers import TimeoutLayer, wrap
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 from tests.api.fs_helpers import save_settings
 from tests.api.test_archives import zip_bytes
-from tests.conftest import Api
+from tests.conftest import ADMIN_PASSWORD, Api
 from tests.drivers.alist_v3_server import (
     MOUNT,
     USER,
@@ -744,3 +748,39 @@ async def logout(remote: Remote, token: str) -> None:
     async with httpx.AsyncClient(base_url=remote.url) as client:
         body = (await client.get("/api/auth/logout", headers={"Authorization": token})).json()
     assert body["code"] == 200, body
+
+
+class SlowRemoval(LocalDriver):
+    """A Local storage whose removals take ``SLOW_REMOVAL`` seconds: a remote removing a
+    big folder in one call."""
+
+    async def remove(self, obj: Obj) -> None:
+        await asyncio.sleep(SLOW_REMOVAL)
+        await super().remove(obj)
+
+
+SLOW_REMOVAL = 4.0
+
+
+async def test_a_folder_removal_in_one_slow_call_outlasts_the_call_timeout(
+    remote: Remote, tmp_path: Path
+) -> None:
+    services = remote.services
+    assert services is not None
+    config = dataclasses.replace(LOCAL_CONFIG, name="SlowRemoval")
+    services.registry.register("SlowRemoval", SlowRemoval, LocalAddition, config)
+    (tmp_path / "doomed").mkdir()
+    addition = json.dumps({"root_folder_path": str(tmp_path)})
+    storage = {"mount_path": "/slow-removal", "driver": "SlowRemoval", "addition": addition}
+    await remote.call("POST", "/api/admin/storage/create", json=storage)
+    driver = build(
+        remote, root_folder_path="/slow-removal", username="admin", password=ADMIN_PASSWORD
+    )
+    await driver.init()
+    try:
+        doomed = next(obj for obj in await driver.list(await driver.root_obj()))
+        # Watched as under way, not cut at the layer's time limit.
+        await TimeoutLayer(driver, SLOW_REMOVAL / 2).remove(doomed)
+    finally:
+        await driver.drop()
+    assert not (tmp_path / "doomed").exists()

@@ -5,7 +5,6 @@ event loop, so other clients are served meanwhile, and one past the server's
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,7 +13,8 @@ import httpx
 import pytest
 
 from tests.conftest import Api, open_api, start_services
-from tests.drivers.plain_dav_server import PlainDav, plain_dav
+from tests.drivers.plain_dav_server import PlainDav, addition, plain_dav
+from tests.fixtures.processes import running
 
 ENTRIES = 200_000
 # The event loop never waits this long between two ticks while the folder is listed
@@ -29,20 +29,13 @@ READ_AT_MOST = 48 << 20
 
 @pytest.fixture(scope="module")
 def big_dav(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlainDav]:
-    server = plain_dav(tmp_path_factory.mktemp("big-dav"), ENTRIES, "http://127.0.0.1:9/")
-    server.daemon.start()
-    yield server
-    server.daemon.stop()
+    folder = tmp_path_factory.mktemp("big-dav")
+    with running(plain_dav(folder, ENTRIES, "http://127.0.0.1:9/")) as server:
+        yield server
 
 
 async def mounted(api: Api, url: str) -> str:
-    admin = await api.login()
-    addition = {"vendor": "other", "address": url, "username": "", "password": ""}
-    addition["root_folder_path"] = "/"
-    body = {"mount_path": "/huge", "driver": "WebDav", "addition": json.dumps(addition)}
-    created = await api.post("/api/admin/storage/create", body, token=admin)
-    assert created["code"] == 200, created
-    return admin
+    return await api.mount("WebDav", "/huge", addition(url))
 
 
 async def worst_gap(stop: asyncio.Event) -> float:

@@ -9,7 +9,6 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,10 +50,11 @@ from manifold.testing.conformance import (
     put_bytes,
     read_link,
 )
-from manifold.vfs.layers import wrap
+from manifold.vfs.layers import TimeoutLayer, wrap
 from tests.conftest import Api
+from tests.drivers.plain_dav_server import SLOW_DELETE, addition, plain_dav
 from tests.drivers.webdav_server import PASSWORD, USER, DavServer, rclone, wsgidav
-from tests.fixtures.processes import free_port
+from tests.fixtures.processes import free_port, running
 
 WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
@@ -62,15 +62,6 @@ WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 # name starts a query there and the name is cut (wsgidav issue #139); the driver
 # notices and reports it, and these cases cannot pass on that server.
 WSGIDAV_QUESTION_MARK = "#?%&+"
-
-
-@contextmanager
-def running(server: DavServer) -> Iterator[DavServer]:
-    server.daemon.start()
-    try:
-        yield server
-    finally:
-        server.daemon.stop()
 
 
 def started(server: DavServer) -> Iterator[DavServer]:
@@ -651,3 +642,19 @@ async def test_a_webdav_storage_through_the_api(api: Api, rclone_basic: DavServe
     )
     assert removed["code"] == 200, removed
     assert os.listdir(rclone_basic.root / folder) == []
+
+
+async def test_a_folder_removal_in_one_slow_request_outlasts_the_call_timeout(
+    tmp_path: Path,
+) -> None:
+    # The server removes the folder in one DELETE that answers after SLOW_DELETE
+    # seconds: the call is watched as under way, not cut at the layer's time limit.
+    with running(plain_dav(tmp_path, 0, "http://127.0.0.1:9/")) as server:
+        storage = Storage(id=1, mount_path="/dav", driver="WebDav")
+        driver = WebDavDriver(storage, Addition(**addition(server.url)))
+        await driver.init()
+        try:
+            folder = Obj(name="slow", size=0, is_dir=True, modified=WHEN, path="/slow")
+            await TimeoutLayer(driver, SLOW_DELETE / 2).remove(folder)
+        finally:
+            await driver.drop()

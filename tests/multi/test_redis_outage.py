@@ -84,9 +84,7 @@ def test_a_user_disabled_during_an_outage_is_refused_by_the_other(
     token = cluster.b.login(name, PASSWORD)
     assert accepted(cluster, token, "b")  # b has the user cached
     with outage.of(kind):
-        user = cluster.a.ok(f"/api/admin/user/get?id={user_id}", token=cluster.admin)
-        answer = cluster.a.call("/api/admin/user/update", {**user, "disabled": True}, cluster.admin)
-        assert answer["code"] == 200, answer
+        set_disabled(cluster, user_id, True)
         wait_until(lambda: not accepted(cluster, token, "b"), REFUSED_WITHIN, "b refuses")
         assert not accepted(cluster, token, "a")
     for node in ("a", "b", "b", "a"):

@@ -395,6 +395,29 @@ async def test_wrong_guesses_expire_a_lockout_after_the_last(processes: Processe
     assert not await guesses.is_locked("198.51.100.1")
 
 
+async def test_parallel_guesses_past_the_limit_are_refused(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    a = processes.guesses(await processes.open(), scope, clock)
+    b = processes.guesses(await processes.open(), scope, clock) if processes.shared else a
+    tries = [(a if n % 2 else b).attempt("198.51.100.1", f"g{n}") for n in range(30)]
+    let_through = sum(await asyncio.gather(*tries))
+    assert let_through <= MAX_FAILURES
+    assert await a.is_locked("198.51.100.1")
+    assert await b.attempt("198.51.100.9", "other")  # another address guesses on
+
+
+async def test_a_forgiven_guess_does_not_count(processes: Processes) -> None:
+    clock, scope = Clock(), secrets.token_hex(4)
+    guesses = processes.guesses(await processes.open(), scope, clock)
+    for n in range(3 * MAX_FAILURES):  # right guesses, each counted then forgiven
+        assert await guesses.attempt("198.51.100.1", f"right-{n}")
+        await guesses.forgive("198.51.100.1", f"right-{n}")
+    for n in range(MAX_FAILURES):
+        assert await guesses.attempt("198.51.100.1", f"wrong-{n}")
+    assert not await guesses.attempt("198.51.100.1", "one-more")
+    assert await guesses.is_locked("198.51.100.1")
+
+
 async def test_wrong_guesses_count_apart_from_logins(processes: Processes) -> None:
     clock, scope = Clock(), secrets.token_hex(4)
     state = await processes.open()

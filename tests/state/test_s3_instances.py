@@ -16,11 +16,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from manifold.app import start_s3
-from manifold.config import load_config
-from manifold.container import Services
-from tests.conftest import ADMIN_PASSWORD
 from tests.protocols.s3_helpers import BUCKET, Site, blocking, s3_site
-from tests.state.conftest import database_at
+from tests.state.conftest import instances
 
 PART = b"p" * (5 << 20)
 
@@ -33,18 +30,8 @@ class Two:
 
 @pytest.fixture
 async def two(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Two]:
-    env = {
-        "MANIFOLD_DATABASE_URL": await database_at(request, tmp_path, "sqlite"),
-        "MANIFOLD_JWT_SECRET": "a-secret-both-instances-share-0123456789abcdef",
-    }
     async with AsyncExitStack() as stack:
-        made = []
-        for name in ("one", "two"):
-            config = load_config(tmp_path / name, {**env, "MANIFOLD_INSTANCE_ID": name})
-            services = Services.build(config, shared=True)
-            await services.start(admin_password=ADMIN_PASSWORD)
-            stack.push_async_callback(services.stop)
-            made.append(services)
+        made = await stack.enter_async_context(instances(request, tmp_path))
         a = await stack.enter_async_context(s3_site(made[0], tmp_path / "files"))
         for services in made:
             await services.state.bus.sync()

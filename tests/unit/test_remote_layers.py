@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
+from manifold.drivers import progress
 from manifold.drivers.base import EXCLUSIVE_CREATE, Upload, made_progress
 from manifold.errors import ObjectExists, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, Storage
@@ -268,3 +269,25 @@ def test_one_storage_cannot_take_the_whole_listing_cache() -> None:
     assert cache.get("crawled", "/19") is objs  # the newest stay
     assert cache.get("crawled", "/0") is None
     assert cache.get("other", "/kept") is objs
+
+
+async def test_a_long_request_past_its_ceiling_fails_as_temporary_and_stops() -> None:
+    stopped = asyncio.Event()
+
+    async def request() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+
+    with pytest.raises(TemporaryFailure, match="the removal did not finish"):
+        await progress.waited(request(), "the removal", ceiling=0.3)
+    assert stopped.is_set()
+
+
+async def test_a_long_request_answers_what_it_answered() -> None:
+    async def request() -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    assert await progress.waited(request(), "the removal") == "done"

@@ -65,7 +65,10 @@ from manifold.drivers.base import (
     gathered,
     translating,
     validate_name,
+    waited,
 )
+from manifold.drivers.progress import LONG_CALL_SECONDS
+from manifold.drivers.resources import HTTP_IO_SECONDS, answer_limits
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -316,7 +319,13 @@ class AListV3Driver(Driver[Addition]):
         # The remote answers success for a missing name: look first, to say so.
         await self._fs_get(obj.path)
         body = self._body(dir=parent_path(obj.path), names=[obj.name])
-        await self._api("POST", "/api/fs/remove", json=body)
+        if not obj.is_dir:
+            await self._api("POST", "/api/fs/remove", json=body)
+            return
+        # A folder goes in one call however big it is: watched as under way up to
+        # its own limit rather than the call's time limit.
+        removing = self._api("POST", "/api/fs/remove", json=body, answer_within=LONG_CALL_SECONDS)
+        await waited(removing, "the remote's removal of the folder")
 
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
         path = child_path(dst_dir.path, validate_name(upload.name))
@@ -409,15 +418,15 @@ class AListV3Driver(Driver[Addition]):
         json: Any = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        answer_within: float = HTTP_IO_SECONDS,
     ) -> Any:
         """The ``data`` of one remote call; a session that ended (401) is renewed and
-        the call made once more."""
+        the call made once more. ``answer_within``: see ``_exchange``."""
+        sent = {"json": json, "params": params, "headers": headers, "answer_within": answer_within}
         token = self.options.token
-        answer = await self._exchange(method, api, token, json=json, params=params, headers=headers)
+        answer = await self._exchange(method, api, token, **sent)
         if answer.code == 401 and await self._renew(token):
-            answer = await self._exchange(
-                method, api, self.options.token, json=json, params=params, headers=headers
-            )
+            answer = await self._exchange(method, api, self.options.token, **sent)
         if not answer.ok:
             raise answer.error()
         return answer.data
@@ -432,9 +441,11 @@ class AListV3Driver(Driver[Addition]):
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         content: _Body | None = None,
+        answer_within: float = HTTP_IO_SECONDS,
     ) -> Envelope:
         """One request; an HTTP 401 reads as the envelope's 401, another HTTP error
-        status as AList's ``request failed, status: ...``."""
+        status as AList's ``request failed, status: ...``. ``answer_within``: seconds
+        the answer may take (a long call watched with ``waited``)."""
         sent = dict(headers or {})
         if token:
             sent["Authorization"] = token
@@ -449,6 +460,7 @@ class AListV3Driver(Driver[Addition]):
                 params=params,
                 headers=encoded,
                 content=content,
+                timeout=answer_limits(answer_within),
             )
         if response.status_code == 401:
             return Envelope(401, "unauthorized", None)

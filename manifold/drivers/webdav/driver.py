@@ -53,8 +53,11 @@ from manifold.drivers.base import (
     parking_name,
     translating,
     validate_name,
+    waited,
 )
 from manifold.drivers.helpers import trimmed
+from manifold.drivers.progress import LONG_CALL_SECONDS
+from manifold.drivers.resources import HTTP_IO_SECONDS, answer_limits
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -287,7 +290,10 @@ class WebDavDriver(Driver[Addition]):
         return replace(src, path=final)
 
     async def remove(self, obj: Obj) -> None:
-        response = await self._send("DELETE", obj.path, is_dir=obj.is_dir)
+        if obj.is_dir:
+            response = await self._remove_folder(obj.path)
+        else:
+            response = await self._send("DELETE", obj.path)
         if response.status_code == 207:  # some members could not be removed
             raise ServerError("the WebDAV server removed only part of it")
         if not response.is_success:
@@ -326,6 +332,10 @@ class WebDavDriver(Driver[Addition]):
         slash = "/" if is_dir and not path.endswith("/") else ""
         return self._base + quote(path) + slash
 
+    async def _remove_folder(self, path: str) -> httpx.Response:
+        deleting = self._send("DELETE", path, is_dir=True, answer_within=LONG_CALL_SECONDS)
+        return await waited(deleting, "the WebDAV server's removal of the folder")
+
     async def _send(
         self,
         method: str,
@@ -333,10 +343,16 @@ class WebDavDriver(Driver[Addition]):
         *,
         is_dir: bool = False,
         headers: dict[str, str] | None = None,
+        answer_within: float = HTTP_IO_SECONDS,
     ) -> httpx.Response:
+        """One request; ``answer_within`` seconds for an answer that may take that long."""
         with translating(_HTTP_ERRORS):
             return await self._client.request(
-                method, self._url(path, is_dir), headers=headers, auth=self._auth
+                method,
+                self._url(path, is_dir),
+                headers=headers,
+                auth=self._auth,
+                timeout=answer_limits(answer_within),
             )
 
     async def _login(self) -> Entry:

@@ -24,10 +24,14 @@ database and Redis ones that several processes share.
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from manifold.errors import TooManyAttempts
 
 # Past this many tracked addresses and names, stale entries are dropped.
 _MAX_TRACKED = 100_000
@@ -56,11 +60,23 @@ class LoginLimiter(Protocol):
 class GuessLimiter(Protocol):
     """Wrong guesses of a secret other than a login (a folder password), per address:
     ``max_failures`` of them lock the address out of further guesses until
-    ``lockout_seconds`` after the last one."""
+    ``lockout_seconds`` after the last one.
+
+    A guess is counted before it is checked (``attempt``, atomic in every store), and
+    forgiven when it was right (``forgive``, by the ``guess`` id it was counted under):
+    checking first and counting after let parallel guesses past the limit."""
 
     async def is_locked(self, address: str) -> bool: ...
 
     async def record_failure(self, address: str) -> None: ...
+
+    async def attempt(self, address: str, guess: str) -> bool:
+        """Count one guess; False (not to be checked) when the address is past the limit."""
+        ...
+
+    async def forgive(self, address: str, guess: str) -> None:
+        """The guess counted as ``guess`` was right: it no longer counts."""
+        ...
 
 
 @dataclass(slots=True)
@@ -185,6 +201,19 @@ class MemoryGuessLimiter(_Window):
             return False
         return count >= self.max_failures
 
+    async def attempt(self, address: str, guess: str) -> bool:
+        # No await between the check and the count: nothing in this process runs
+        # between them.
+        if self._locked(address):
+            return False
+        await self.record_failure(address)
+        return True
+
+    async def forgive(self, address: str, guess: str) -> None:
+        count, last = self._failures.get(address, (0, 0.0))
+        if count:
+            self._failures[address] = (count - 1, last)
+
     async def record_failure(self, address: str) -> None:
         self._locked(address)  # drops an expired count first
         count, _ = self._failures.get(address, (0, 0.0))
@@ -195,3 +224,18 @@ class MemoryGuessLimiter(_Window):
                 k for k, (_, t) in self._failures.items() if now - t >= self.lockout_seconds
             ]:
                 del self._failures[key]
+
+
+@contextlib.asynccontextmanager
+async def guessing(guesses: GuessLimiter | None, address: str) -> AsyncIterator[None]:
+    """A guess of a secret from ``address``, checked in the block: counted first
+    (``TooManyAttempts`` past the limit, unchecked), forgiven when the block passes.
+    None: nothing is counted (no limiter, or nothing was guessed)."""
+    if guesses is None:
+        yield
+        return
+    guess = secrets.token_hex(8)
+    if not await guesses.attempt(address, guess):
+        raise TooManyAttempts()
+    yield
+    await guesses.forgive(address, guess)

@@ -23,13 +23,12 @@ from manifold.errors import (
     ManifoldError,
     PasswordRequired,
     PermissionDenied,
-    TooManyAttempts,
 )
 from manifold.models import Link, LinkArgs, Meta, Obj
 from manifold.paths import clean_path, join_base, split_path
 from manifold.policy import access
 from manifold.services.admin.metas import MetaService
-from manifold.services.auth.limiter import GuessLimiter
+from manifold.services.auth.limiter import GuessLimiter, guessing
 from manifold.services.auth.service import Caller
 from manifold.services.fs.rules import Confinement, RealPlace
 from manifold.services.fs.tree import FileTree, Place
@@ -138,18 +137,14 @@ class GuardedReader:
 
     async def check_access(self, caller: Caller, path: str, password: str) -> Meta | None:
         """The nearest meta of ``path``, once the caller may enter it; a wrong folder
-        password counts against the caller's address (``GuessLimiter``), and an address
+        password counts against the caller's address (``guessing``), and an address
         with too many is refused every guess, right or wrong, for a while."""
         meta = self._metas.nearest(path)
         if access.can_access(caller.user, meta, path, ""):
             return meta
-        guesses = self.guesses
-        if password and guesses is not None and await guesses.is_locked(caller.client):
-            raise TooManyAttempts()
-        if not access.can_access(caller.user, meta, path, password):
-            if password and guesses is not None:
-                await guesses.record_failure(caller.client)
-            raise PasswordRequired()
+        async with guessing(self.guesses if password else None, caller.client):
+            if not access.can_access(caller.user, meta, path, password):
+                raise PasswordRequired()
         return meta
 
     async def list(

@@ -16,8 +16,6 @@ schemes (``file://``) are never followed.
 
 from __future__ import annotations
 
-import asyncio
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +23,7 @@ import httpx
 
 from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import ServerError
-from manifold.policy.addresses import RESOLVE_SECONDS, is_public, literal
+from manifold.policy.addresses import public_host
 
 SETTING = "link_redirect_public"
 MAX_REDIRECTS = 10
@@ -50,21 +48,6 @@ def origin(url: httpx.URL) -> tuple[str, str, int | None]:
     """Scheme, host and port (the default one filled in) of ``url``."""
     port = url.port or {"http": 80, "https": 443}.get(url.scheme)
     return url.scheme, url.host.lower(), port
-
-
-async def public_host(host: str) -> bool:
-    """Whether every address ``host`` is or resolves to is public (none: not public)."""
-    if literal(host) is not None:
-        return is_public(host.strip("[]"))
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), RESOLVE_SECONDS
-        )
-    except (OSError, TimeoutError, UnicodeError):
-        return False
-    found = [str(info[4][0]) for info in infos]
-    return bool(found) and all(is_public(address) for address in found)
 
 
 async def allowed(start: httpx.URL, target: httpx.URL, elsewhere: bool) -> bool:
