@@ -5,16 +5,38 @@ password or a damaged block answered by an error, ranges that read only their bl
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from manifold.container import Services
+from manifold.drivers.base import LinkArgs, Upload
+from manifold.drivers.crypt.blocks import (
+    BLOCK_SIZE,
+    DATA_SIZE,
+    HEADER_SIZE,
+    derive_keys,
+    encrypted_size,
+    header_nonce,
+    new_header,
+    seal_blocks,
+)
 from manifold.drivers.crypt.driver import CryptDriver
 from manifold.drivers.crypt.meta import Addition
-from manifold.models import Storage
-from manifold.testing.conformance import DriverConformance, DriverFactory
+from manifold.drivers.crypt.streams import BATCH, encrypted
+from manifold.errors import InvalidRequest, ManifoldError, ObjectNotFound
+from manifold.models import Link, Obj, Storage
+from manifold.testing.conformance import (
+    DriverConformance,
+    DriverFactory,
+    chunks,
+    put_bytes,
+    read_obj,
+)
 
 PASSWORD = "correct horse"
 SALT = "battery staple"
@@ -53,3 +75,177 @@ class TestCryptConformance(DriverConformance):
             return await crypt_of(services, "/local/vault", **request.param)
 
         return build
+
+
+@pytest.fixture
+async def vault(services: Services, tmp_path: Path) -> Path:
+    """A Local storage at /local whose folder ``vault`` holds the encrypted objects."""
+    await mount_local(services, "/local", tmp_path / "local")
+    (tmp_path / "local" / "vault").mkdir()
+    return tmp_path / "local" / "vault"
+
+
+async def test_names_that_do_not_decrypt_are_left_out(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", **MODES[0])
+    root = await crypt.root_obj()
+    await put_bytes(crypt, root, "kept.txt", b"kept")
+    (vault / "README.md").write_text("not encrypted")
+    (vault / "plain folder").mkdir()
+    listed = await crypt.list(root)
+    assert [(o.name, o.size) for o in listed] == [("kept.txt", 4)]
+    below = os.listdir(vault)
+    assert len(below) == 3 and "kept.txt" not in below
+
+
+async def test_show_hidden_off_leaves_out_dot_names(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", show_hidden=False, **MODES[0])
+    root = await crypt.root_obj()
+    await put_bytes(crypt, root, ".hidden", b"h")
+    await crypt.make_dir(root, ".folder")
+    await put_bytes(crypt, root, "seen", b"s")
+    assert [o.name for o in await crypt.list(root)] == ["seen"]
+
+
+async def test_listings_show_plain_sizes(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", filename_encryption="off")
+    root = await crypt.root_obj()
+    for size in (0, 1, DATA_SIZE, DATA_SIZE + 1):
+        await put_bytes(crypt, root, f"f{size}", os.urandom(size))
+    sizes = {o.name: o.size for o in await crypt.list(root)}
+    assert sizes == {f"f{s}": s for s in (0, 1, DATA_SIZE, DATA_SIZE + 1)}
+    on_disk = {p.name: p.stat().st_size for p in vault.iterdir()}
+    assert on_disk == {f"f{s}.bin": encrypted_size(s) for s in (0, 1, DATA_SIZE, DATA_SIZE + 1)}
+
+
+async def test_a_wrong_password_lists_an_error(services: Services, vault: Path) -> None:
+    right = await crypt_of(services, "/local/vault", **MODES[0])
+    await put_bytes(right, await right.root_obj(), "secret.txt", b"secret")
+    await right.make_dir(await right.root_obj(), "folder")
+    wrong = await crypt_of(services, "/local/vault", password="wrong horse", **MODES[0])
+    with pytest.raises(ManifoldError, match="wrong password"):
+        await wrong.list(await wrong.root_obj())
+
+
+async def test_a_wrong_password_fails_the_first_block(services: Services, vault: Path) -> None:
+    right = await crypt_of(services, "/local/vault", filename_encryption="off")
+    await put_bytes(right, await right.root_obj(), "secret.txt", b"secret")
+    wrong = await crypt_of(services, "/local/vault", password="wrong", filename_encryption="off")
+    file = await wrong.get("/secret.txt")
+    with pytest.raises(ManifoldError, match="bad password"):
+        await read_obj(wrong, file)
+
+
+async def test_a_damaged_block_fails_only_reads_of_it(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", filename_encryption="off")
+    data = os.urandom(3 * DATA_SIZE)
+    file = await put_bytes(crypt, await crypt.root_obj(), "three.bin", data)
+    damaged = bytearray((vault / "three.bin.bin").read_bytes())
+    damaged[HEADER_SIZE + BLOCK_SIZE + 100] ^= 1
+    (vault / "three.bin.bin").write_bytes(bytes(damaged))
+    assert await read_obj(crypt, file, 10, 1000) == data[10:1010]
+    assert (
+        await read_obj(crypt, file, 2 * DATA_SIZE, 50) == data[2 * DATA_SIZE : 2 * DATA_SIZE + 50]
+    )
+    with pytest.raises(ManifoldError, match="failed to authenticate"):
+        await read_obj(crypt, file, DATA_SIZE + 5, 10)
+    with pytest.raises(ManifoldError, match="failed to authenticate"):
+        await read_obj(crypt, file)
+
+
+async def test_the_remote_path_may_not_hold_or_lie_in_the_storage(services: Services) -> None:
+    with pytest.raises(InvalidRequest, match="inside the crypt storage"):
+        await crypt_of(services, "/crypt/inner")
+    with pytest.raises(InvalidRequest, match="holds the crypt storage"):
+        await crypt_of(services, "/")
+
+
+class CountingTree:
+    """A tree of one file (``/below/big.bin.bin``, on disk at ``path``) that counts the
+    bytes read through its links: what a read through Crypt costs the storage below."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.bytes_read = 0
+
+    def _obj(self) -> Obj:
+        return Obj("big.bin.bin", self.path.stat().st_size, False, datetime.now(UTC))
+
+    async def get_path(self, path: str) -> Obj:
+        if path != "/below/big.bin.bin":
+            raise ObjectNotFound()
+        return self._obj()
+
+    async def list_path(self, path: str) -> list[Obj]:
+        return [self._obj()]
+
+    async def link_path(self, path: str, args: LinkArgs) -> Link:
+        return Link(reader=self._read)
+
+    def mount_path_of(self, path: str) -> str | None:
+        return "/below"
+
+    async def _read(self, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        left = length
+        with self.path.open("rb") as file:
+            file.seek(offset)
+            while data := file.read(1 << 20 if left is None else min(1 << 20, left)):
+                self.bytes_read += len(data)
+                left = None if left is None else left - len(data)
+                yield data
+
+
+async def test_a_range_near_the_end_of_10_gib_reads_two_blocks(tmp_path: Path) -> None:
+    """Only the header and the blocks at 9 GiB hold real bytes: the rest of the file is a
+    hole, so reading any of it would fail authentication."""
+    size, at, length = 10 * 2**30, 9 * 2**30, 100_000
+    keys = derive_keys(PASSWORD, SALT)
+    header = new_header()
+    index = at // DATA_SIZE
+    data = os.urandom(2 * DATA_SIZE)
+    path = tmp_path / "big.bin.bin"
+    with path.open("wb") as file:
+        file.truncate(encrypted_size(size))
+        file.write(header)
+        file.seek(HEADER_SIZE + index * BLOCK_SIZE)
+        file.write(seal_blocks(keys.data, header_nonce(header), index, data))
+    tree = CountingTree(path)
+    crypt = CryptDriver(
+        Storage(9999, "/crypt", "Crypt"),
+        Addition(remote_path="/below", password=PASSWORD, salt=SALT),
+    )
+    crypt.tree = tree
+    await crypt.init()
+    (listed,) = await crypt.list(await crypt.root_obj())
+    assert (listed.name, listed.size) == ("big.bin", size)
+    assert await read_obj(crypt, listed, at, length) == data[:length]
+    assert tree.bytes_read <= HEADER_SIZE + 2 * BLOCK_SIZE
+
+
+async def test_uploads_are_encrypted_as_they_stream() -> None:
+    """The first blocks go out before the upload has sent more than a batch of them."""
+    sent = 0
+
+    async def source() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(64):
+            sent += DATA_SIZE
+            yield bytes(DATA_SIZE)
+
+    async def run(func: Callable[..., bytes], *args: Any) -> bytes:
+        return func(*args)
+
+    keys = derive_keys(PASSWORD, SALT)
+    out = encrypted(source(), keys.data, 64 * DATA_SIZE, run)
+    assert len(await anext(out)) == HEADER_SIZE
+    assert len(await anext(out)) == BATCH * BLOCK_SIZE
+    assert sent <= 2 * BATCH * DATA_SIZE
+    assert sum([len(d) async for d in out]) == encrypted_size(64 * DATA_SIZE) - (
+        HEADER_SIZE + BATCH * BLOCK_SIZE
+    )
+
+
+async def test_a_wrong_count_uploads_nothing_below(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", filename_encryption="off")
+    with pytest.raises(InvalidRequest):
+        await crypt.put(await crypt.root_obj(), Upload("short.bin", chunks(b"x" * 10), 11, None))
+    assert os.listdir(vault) == []
