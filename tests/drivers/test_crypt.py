@@ -27,6 +27,7 @@ from manifold.drivers.crypt.blocks import (
 )
 from manifold.drivers.crypt.driver import CryptDriver
 from manifold.drivers.crypt.meta import Addition
+from manifold.drivers.crypt.obscure import MARKER
 from manifold.drivers.crypt.streams import BATCH, encrypted
 from manifold.errors import InvalidRequest, ManifoldError, ObjectNotFound
 from manifold.models import Link, Obj, Storage
@@ -37,6 +38,7 @@ from manifold.testing.conformance import (
     put_bytes,
     read_obj,
 )
+from tests.conftest import Api
 
 PASSWORD = "correct horse"
 SALT = "battery staple"
@@ -249,3 +251,34 @@ async def test_a_wrong_count_uploads_nothing_below(services: Services, vault: Pa
     with pytest.raises(InvalidRequest):
         await crypt.put(await crypt.root_obj(), Upload("short.bin", chunks(b"x" * 10), 11, None))
     assert os.listdir(vault) == []
+
+
+async def _mount(api: Api, mount_path: str, driver: str, addition: dict[str, Any]) -> None:
+    body = {"mount_path": mount_path, "driver": driver, "addition": json.dumps(addition)}
+    created = await api.post("/api/admin/storage/create", body)
+    assert created["code"] == 200, created
+
+
+async def test_through_the_api_passwords_are_kept_obscured_and_a_wrong_one_is_refused(
+    api: Api, tmp_path: Path
+) -> None:
+    await api.as_admin()
+    (tmp_path / "vault").mkdir()
+    await _mount(api, "/local", "Local", {"root_folder_path": str(tmp_path)})
+    settings = {"remote_path": "/local/vault", "salt": SALT}
+    await _mount(api, "/right", "Crypt", {"password": PASSWORD, **settings})
+    await _mount(api, "/wrong", "Crypt", {"password": "wrong", **settings})
+    sent = {"File-Path": "/right/a.txt", "Authorization": api.token}
+    put = await api.client.put("/api/fs/put", content=b"the secret", headers=sent)
+    assert put.json()["code"] == 200, put.text
+    storages = await api.get("/api/admin/storage/list")
+    additions = [s["addition"] for s in storages["data"]["content"] if s["driver"] == "Crypt"]
+    assert len(additions) == 2
+    assert all(PASSWORD not in a and SALT not in a and MARKER in a for a in additions)
+    right = await api.post("/api/fs/get", {"path": "/right/a.txt"})
+    got = await api.client.get(right["data"]["raw_url"].split("manifold.test")[1])
+    assert (got.status_code, got.content) == (200, b"the secret")
+    wrong = await api.post("/api/fs/get", {"path": "/wrong/a.txt"})
+    refused = await api.client.get(wrong["data"]["raw_url"].split("manifold.test")[1])
+    assert refused.status_code >= 400
+    assert b"the secret" not in refused.content and b"bad password" in refused.content
