@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,15 +30,18 @@ from manifold.drivers.crypt.meta import Addition
 from manifold.drivers.crypt.obscure import MARKER
 from manifold.drivers.crypt.streams import BATCH, encrypted
 from manifold.errors import InvalidRequest, ManifoldError, ObjectNotFound
-from manifold.models import Link, Obj, Storage
+from manifold.models import THUMB_SELF, Link, Obj, Storage
 from manifold.testing.conformance import (
     DriverConformance,
     DriverFactory,
     chunks,
+    find,
     put_bytes,
+    read_link,
     read_obj,
 )
 from tests.conftest import Api
+from tests.drivers.sftp_server import SshServer
 
 PASSWORD = "correct horse"
 SALT = "battery staple"
@@ -282,3 +285,51 @@ async def test_through_the_api_passwords_are_kept_obscured_and_a_wrong_one_is_re
     refused = await api.client.get(wrong["data"]["raw_url"].split("manifold.test")[1])
     assert refused.status_code >= 400
     assert b"the secret" not in refused.content and b"bad password" in refused.content
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    server = SshServer(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()
+
+
+class TestCryptOverSftpConformance(DriverConformance):
+    """The suite again with an SFTP storage below: links that are range readers, renames
+    and puts of a remote back end."""
+
+    @pytest.fixture
+    async def driver_factory(
+        self, services: Services, sshd: SshServer, tmp_path: Path
+    ) -> DriverFactory:
+        (tmp_path / "served" / "vault").mkdir(parents=True)
+        addition = {
+            "address": sshd.address,
+            "username": "root",
+            "private_key": sshd.private_key,
+            "root_folder_path": str(tmp_path / "served"),
+            "host_key_fingerprint": sshd.host_fingerprint,
+        }
+        storage = Storage(0, "/sftp", "SFTP", addition=json.dumps(addition))
+        await services.storages.create(storage)
+
+        async def build() -> CryptDriver:
+            return await crypt_of(services, "/sftp/vault", **MODES[0])
+
+        return build
+
+
+async def test_thumbnails_are_read_from_the_thumbnails_folder(
+    services: Services, vault: Path
+) -> None:
+    crypt = await crypt_of(services, "/local/vault", thumbnail=True, **MODES[0])
+    root = await crypt.root_obj()
+    await put_bytes(crypt, root, "photo.jpg", b"the photo")
+    thumbs = await crypt.make_dir(root, ".thumbnails")
+    await put_bytes(crypt, thumbs, "photo.jpg.webp", b"the thumbnail")
+    photo = find(await crypt.list(root), "photo.jpg")
+    assert photo.thumb == THUMB_SELF
+    link = await crypt.link(photo, LinkArgs(type="thumb"))
+    assert await read_link(link) == b"the thumbnail"
+    plain = await crypt_of(services, "/local/vault", **MODES[0])
+    assert find(await plain.list(root), "photo.jpg").thumb == ""
