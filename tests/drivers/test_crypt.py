@@ -333,3 +333,13 @@ async def test_thumbnails_are_read_from_the_thumbnails_folder(
     assert await read_link(link) == b"the thumbnail"
     plain = await crypt_of(services, "/local/vault", **MODES[0])
     assert find(await plain.list(root), "photo.jpg").thumb == ""
+
+
+async def test_a_big_folder_lists_whole(services: Services, vault: Path) -> None:
+    crypt = await crypt_of(services, "/local/vault", filename_encryption="off")
+    for i in range(1500):
+        (vault / f"file-{i:04d}.bin").write_bytes(new_header())
+    (vault / "foreign.txt").write_bytes(b"left out")
+    listed = await crypt.list(await crypt.root_obj())
+    assert sorted(o.name for o in listed) == [f"file-{i:04d}" for i in range(1500)]
+    assert {o.size for o in listed} == {0}

@@ -48,6 +48,8 @@ from manifold.paths import is_sub_path
 
 # AList's rule for the suffix of files whose names are not encrypted.
 _SUFFIX = re.compile(r"[.][A-Za-z0-9_-]{2,}")
+# Entries of a listing decrypted on the event loop; more are decrypted in a thread.
+_ON_THE_LOOP = 1000
 
 
 class WrongPassword(ServerError):
@@ -147,6 +149,12 @@ class CryptDriver(Driver[Addition]):
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         entries = await self._tree().list_path(self._real(dir))
+        if len(entries) <= _ON_THE_LOOP:
+            return self._decrypted(entries, dir.path or "/")
+        # Some 15 us a name: a big folder is decrypted off the event loop.
+        return await self.run_blocking(self._decrypted, entries, dir.path or "/")
+
+    def _decrypted(self, entries: builtins.list[Obj], folder: str) -> builtins.list[Obj]:
         shown: builtins.list[Obj] = []
         failed = decrypted = 0
         for entry in entries:
@@ -156,7 +164,7 @@ class CryptDriver(Driver[Addition]):
                 continue
             decrypted += 1
             if self.options.show_hidden or not name.startswith("."):
-                shown.append(self._plain(entry, posixpath.join(dir.path or "/", name), name))
+                shown.append(self._plain(entry, posixpath.join(folder, name), name))
         if failed and not decrypted:
             raise WrongPassword()
         return shown
@@ -179,7 +187,7 @@ class CryptDriver(Driver[Addition]):
         parent, name = posixpath.split(path)
         real_dir = self._real_dir(parent)
         as_file, as_dir = self._names.file_name(name), self._names.dir_name(name)
-        tries = [(as_file, False), (as_dir, True)]
+        tries = [(as_file, False), (as_dir, True)] if as_file != as_dir else [(as_file, False)]
         if "." not in name:
             tries.reverse()  # AList's guess: a name without a dot is more often a folder
         for stored_name, is_dir in tries:
