@@ -54,6 +54,7 @@ def test_no_driver_name_is_written_outside_its_folder() -> None:
         '"WebDav"',
         '"FTP"',
         '"SMB"',
+        '"Crypt"',
     )
     offenders = [
         str(path.relative_to(PACKAGE))
