@@ -17,19 +17,15 @@ exists, so a failure midway leaves the source whole and removes what was copied.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
-    Awaitable,
     Callable,
-    Coroutine,
-    Iterable,
 )
 from contextlib import AsyncExitStack, suppress
 from datetime import UTC, datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from aiobotocore.config import AioConfig
@@ -46,6 +42,7 @@ from manifold.drivers.base import (
     translating,
     validate_name,
 )
+from manifold.drivers.batches import each, shielded, together
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -69,9 +66,7 @@ from .keys import (
     prefix_of,
 )
 from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
-from .upload import Uploader, background
-
-T = TypeVar("T")
+from .upload import Uploader
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # SigV4 presigned URLs live at most a week.
@@ -295,7 +290,7 @@ class S3Driver(Driver[Addition]):
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         path = join(parent.path, validate_name(name))
-        await _together(self._require_folder(parent), self._refuse_file(path))
+        await together(self._require_folder(parent), self._refuse_file(path))
         await self._call("put_object", Key=prefix_of(path) + self._hidden, Body=b"")
         return self._folder(path)
 
@@ -316,7 +311,7 @@ class S3Driver(Driver[Addition]):
     async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
         self._refuse_into_itself(src, dst_dir)
         target = join(dst_dir.path, name_of(src.path))
-        await _together(self._require_folder(dst_dir), self._refuse_taken(target))
+        await together(self._require_folder(dst_dir), self._refuse_taken(target))
         if src.is_dir:
             await self._copy_tree(src.path, target)
             return self._folder(target)
@@ -339,7 +334,7 @@ class S3Driver(Driver[Addition]):
         checks = [self._refuse_folder(path)]
         if not upload.overwrite:
             checks.append(self._refuse_file(path))
-        await _together(*checks)
+        await together(*checks)
         assert self._uploader is not None
         size = await self._uploader.put(key_of(path), upload)
         return _file_obj(path, size, datetime.now(UTC))
@@ -425,7 +420,7 @@ class S3Driver(Driver[Addition]):
             raise ObjectExists(f"a folder holds the name: {name_of(path)}")
 
     async def _refuse_taken(self, path: str) -> None:
-        await _together(self._refuse_file(path), self._refuse_folder(path))
+        await together(self._refuse_file(path), self._refuse_folder(path))
 
     def _refuse_placeholder(self, name: str) -> str:
         if name == self._hidden:
@@ -444,7 +439,7 @@ class S3Driver(Driver[Addition]):
         checks = [self._refuse_taken(target)]
         if dst_dir is not None:
             checks.append(self._require_folder(dst_dir))
-        await _together(*checks)
+        await together(*checks)
         if not src.is_dir:
             await self._copy_key(key_of(src.path), key_of(target), src.size)
             await self._call("delete_object", Key=key_of(src.path))
@@ -463,9 +458,9 @@ class S3Driver(Driver[Addition]):
         cut, dest = len(prefix_of(source)), prefix_of(target)
         pairs = [(key, dest + key[cut:], size) for key, size in keys]
         try:
-            await self._each(pairs, lambda pair: self._copy_key(*pair))
+            await each(pairs, lambda pair: self._copy_key(*pair), self.TREE_CONCURRENCY)
         except BaseException:
-            await _shielded(self._delete([new for _, new, _ in pairs], missing_ok=True))
+            await shielded(self._delete([new for _, new, _ in pairs], missing_ok=True))
             raise
         return [key for key, _ in keys]
 
@@ -485,7 +480,7 @@ class S3Driver(Driver[Addition]):
             keys[start : start + self.DELETE_BATCH]
             for start in range(0, len(keys), self.DELETE_BATCH)
         ]
-        await self._each(batches, self._delete_batch)
+        await each(batches, self._delete_batch, self.TREE_CONCURRENCY)
 
     async def _delete_batch(self, keys: builtins.list[str]) -> None:
         objects = [{"Key": key} for key in keys]
@@ -496,38 +491,6 @@ class S3Driver(Driver[Addition]):
             raise ServerError(
                 f"s3 DeleteObjects: {len(errors)} not deleted, first {first.get('Code')}"
             )
-
-    async def _each(self, items: Iterable[T], work: Callable[[T], Awaitable[None]]) -> None:
-        """``work`` on every item, ``TREE_CONCURRENCY`` at a time.
-
-        The first failure (or the caller's cancellation) stops new work, and the
-        requests under way are let finish before it is raised: a request cancelled
-        on this side may still be carried out by the store, after a clean-up that
-        was meant to undo it.
-        """
-        queue = iter(items)
-        failures: builtins.list[BaseException] = []
-
-        async def worker() -> None:
-            for item in queue:
-                if failures:
-                    return
-                try:
-                    await work(item)
-                except Exception as exc:
-                    failures.append(exc)
-                made_progress()
-
-        workers = asyncio.gather(*(worker() for _ in range(self.TREE_CONCURRENCY)))
-        try:
-            await asyncio.shield(workers)
-        except asyncio.CancelledError:
-            failures.append(asyncio.CancelledError())
-            with suppress(BaseException):
-                await workers
-            raise
-        if failures:
-            raise failures[0]
 
 
 def _file_obj(path: str, size: int, modified: datetime) -> Obj:
@@ -552,22 +515,6 @@ def _to_host(host: str) -> Callable[..., None]:
         )
 
     return point
-
-
-async def _together(*calls: Awaitable[None]) -> None:
-    """Run independent checks at once; the first failure is raised after all ended."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-
-
-async def _shielded(call: Coroutine[Any, Any, None]) -> None:
-    """Finish a clean-up even when the caller is being cancelled; its own failure is
-    dropped (the error that caused it is what the caller sees)."""
-    task = background(call)
-    with suppress(Exception, asyncio.CancelledError):
-        await asyncio.shield(task)
 
 
 DRIVER = S3Driver

@@ -17,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import io
 import mimetypes
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from manifold.drivers.base import Upload, check_size, made_progress, translating
+from manifold.drivers.batches import background
+from manifold.drivers.parts import part_body, read_part
 from manifold.errors import InvalidRequest
 
 from .failures import ERRORS, answer
@@ -38,9 +40,6 @@ PARTS_PER_SIZE = 1_000
 ABORT_SECONDS = 5.0
 # Seconds a part under way may take to end before its upload is aborted.
 SETTLE_SECONDS = 10.0
-
-# Clean-ups that outlive a cancelled caller, kept referenced until they end.
-_BACKGROUND: set[asyncio.Future[Any]] = set()
 
 
 class Uploader:
@@ -65,10 +64,10 @@ class Uploader:
         self._retry_aborts_soon()
         condition = {} if upload.overwrite else {"IfNoneMatch": "*"}
         content_type = mimetypes.guess_type(key)[0] or "application/octet-stream"
-        first, stream = await _read_part(upload.stream, self.part_size)
+        first, stream = await read_part(upload.stream, self.part_size)
         if stream is None:  # the whole file fits in one part
             check_size(len(first), upload.size)
-            body = _body(first, upload.progress)
+            body = part_body(first, upload.progress)
             await self.call("put_object", Key=key, Body=body, ContentType=content_type, **condition)
             return len(first)
         created = await self.call("create_multipart_upload", Key=key, ContentType=content_type)
@@ -109,12 +108,12 @@ class Uploader:
                     raise InvalidRequest(f"more bytes than the {size} announced")
                 if sending is not None:
                     parts.append(await sending)
-                body = _body(data, upload.progress)
+                body = part_body(data, upload.progress)
                 sending = asyncio.ensure_future(self._part(key, upload_id, number, body))
                 number += 1
                 if number > MAX_PARTS:
                     raise InvalidRequest(f"a file of more than {MAX_PARTS} parts")
-                data, _ = await _read_part(stream, self._part_size(number, size))
+                data, _ = await read_part(stream, self._part_size(number, size))
             if sending is not None:
                 parts.append(await sending)
                 sending = None
@@ -201,14 +200,6 @@ class Uploader:
                 await self.retry_aborts()
 
 
-def background(work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
-    """``work`` as a task that runs to its end even if its starter is cancelled."""
-    task = asyncio.ensure_future(work)
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
-    return task
-
-
 def _gone(exc: Exception) -> bool:
     """Whether the store says the upload no longer exists (aborted or completed)."""
     cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
@@ -224,36 +215,3 @@ async def _settle(sending: asyncio.Future[Any]) -> None:
     sending.cancel()
     with suppress(BaseException):
         await sending
-
-
-class _Reported(io.BytesIO):
-    """A part's bytes that tell ``progress`` of each piece read from them as the HTTP
-    client sends them (it reads a file body a piece at a time, as the socket takes it)."""
-
-    def __init__(self, data: bytes, progress: Callable[[int], None]) -> None:
-        super().__init__(data)
-        self._progress = progress
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        data = super().read(size)
-        self._progress(len(data))
-        return data
-
-
-def _body(data: bytes, progress: Callable[[int], None] | None) -> bytes | io.BytesIO:
-    return data if progress is None else _Reported(data, progress)
-
-
-async def _read_part(
-    stream: AsyncIterator[bytes], size: int
-) -> tuple[bytes, AsyncIterator[bytes] | None]:
-    """Up to ``size`` bytes of ``stream`` (more when a chunk crosses the line, carried
-    to the next part); and the stream when bytes may follow, ``None`` when it ended."""
-    chunks: list[bytes] = []
-    held = 0
-    async for chunk in stream:
-        chunks.append(chunk)
-        held += len(chunk)
-        if held >= size:
-            return b"".join(chunks), stream
-    return b"".join(chunks), None

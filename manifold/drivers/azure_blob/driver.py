@@ -1,0 +1,413 @@
+"""The Azure Blob Storage driver: a container of a storage account, through the Azure
+SDK's async client, authorized with the account's key (Shared Key).
+
+Folders are prefixes, with a marker blob for each folder made here (``listing``).
+Listings ask for one level (delimiter ``/``) a page at a time, following the service's
+continuation. Downloads are SAS URLs valid ``sign_url_expire`` hours, so ``/d``
+redirects the client to the service and ``/p`` fetches the same URL with ranges.
+Uploads are staged blocks committed only when whole (``upload``). Copies run on the
+service (Copy Blob from a SAS URL of the source, waited for until it ends); a folder
+is copied blob by blob, and a folder moved or renamed loses its source blobs only
+once every copy exists, so a failure midway leaves the source whole and removes what
+was copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+from azure.core import MatchConditions
+from azure.core.async_paging import AsyncItemPaged
+from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+from azure.storage.blob.aio import BlobClient, BlobServiceClient, ContainerClient
+
+from manifold.drivers.base import (
+    Driver,
+    ErrorTable,
+    LinkArgs,
+    Upload,
+    gathered,
+    made_progress,
+    translating,
+    validate_name,
+)
+from manifold.drivers.batches import each, shielded, together
+from manifold.drivers.s3.keys import inside, join, key_of, name_of, parent_of, prefix_of
+from manifold.errors import (
+    NotAFile,
+    NotAFolder,
+    ObjectExists,
+    ObjectNotFound,
+    ServerError,
+)
+from manifold.models import Link, Obj
+
+from .account import account_of, container_of, key_checked
+from .failures import errors_for
+from .listing import FOLDER_METADATA, file_obj, mtime_metadata, page_objects
+from .meta import DEFAULT_SIGN_HOURS, Addition
+from .upload import BlockUploader
+
+T = TypeVar("T")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A copy's source URL outlives any copy the service may still be running.
+_COPY_SAS = timedelta(days=7)
+
+
+class AzureBlobDriver(Driver[Addition]):
+    # No EXCLUSIVE_CREATE: a put or a file copy that must not replace is conditional
+    # (If-None-Match: *), but a folder is copied blob by blob, and of racing folder
+    # copies each would refuse another's blobs halfway; a look before each write
+    # narrows the window only.
+    # No FOLDER_TIMES: a folder is a prefix, which has no time (listed with the
+    # storage's own).
+    # No FOLDER_MOVE: a folder is moved a blob at a time (a copy of each, then the
+    # deletes), so the services move one as a task with progress.
+    PROMISES: ClassVar[frozenset[str]] = frozenset()
+    # Names a listing page asks for (the service's own maximum is 5000).
+    PAGE_SIZE: ClassVar[int] = 5000
+    # Bytes of each staged block; an upload that fits in one is a single Put Blob.
+    BLOCK_SIZE: ClassVar[int] = 4 << 20
+    # Copies and deletes under way at once inside one folder operation.
+    TREE_CONCURRENCY: ClassVar[int] = 8
+    # Seconds of one hour of ``sign_url_expire``: a test shortens it to see links expire.
+    SIGN_HOUR: ClassVar[int] = 3600
+    # Seconds between two looks at a copy the service runs in the background.
+    COPY_POLL: ClassVar[float] = 0.5
+
+    _service: BlobServiceClient | None = None
+    _uploader: BlockUploader | None = None
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def init(self) -> None:
+        options = self.options
+        account = account_of(options.endpoint)
+        key = key_checked(options.access_key)
+        container = container_of(options.container_name)
+        self._root = "/" + options.root_folder_path.strip("/")
+        await self.drop()
+        self._account, self._key, self._container_name = account, key, container
+        self._errors: ErrorTable = errors_for(account.url, container)
+        service = BlobServiceClient(
+            account.url,
+            credential={"account_name": account.name, "account_key": key},
+            # The driver's layers retry idempotent calls; one more try here covers a
+            # block of an upload that met a passing error.
+            retry_total=1,
+            connection_timeout=10,
+            read_timeout=60,
+        )
+        try:
+            self._container: ContainerClient = service.get_container_client(container)
+            await self._ensure_container()
+        except BaseException:
+            await service.close()
+            raise
+        self._service = service
+        self._uploader = BlockUploader(self._errors, self.BLOCK_SIZE)
+
+    async def drop(self) -> None:
+        service, self._service = self._service, None
+        self._uploader = None
+        if service is not None:
+            with suppress(Exception):  # closing what may be broken already
+                await service.close()
+
+    async def _ensure_container(self) -> None:
+        """Make the container when it does not exist, as OpenList does."""
+        try:
+            await self._call(self._container.get_container_properties())
+        except ObjectNotFound:
+            with suppress(ObjectExists):  # made meanwhile by someone else
+                await self._call(self._container.create_container())
+
+    async def _call(self, request: Awaitable[T]) -> T:
+        """One request of the blob API, its errors translated."""
+        with translating(self._errors):
+            return await request
+
+    def _blob(self, key: str) -> BlobClient:
+        return self._container.get_blob_client(key)
+
+    # --- reading ---------------------------------------------------------------
+
+    async def list(self, dir: Obj) -> builtins.list[Obj]:
+        return await gathered(self.list_pages(dir), dir.path, self.resources.max_listing_entries)
+
+    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
+        if not dir.is_dir:
+            raise NotAFolder()
+        seen: set[str] = set()
+        first = True
+        async for page in self._pages(prefix_of(dir.path), delimiter="/"):
+            if first and not page and key_of(dir.path) != key_of(self._root):
+                await self._refuse_missing_folder(dir.path)
+            first = False
+            yield page_objects(page, dir.path, self._folder_time(), seen)
+
+    async def link(self, file: Obj, args: LinkArgs) -> Link:
+        if file.is_dir:
+            raise NotAFile()
+        key = key_of(file.path)
+        # A URL to nothing would answer 404 only when fetched.
+        await self._call(self._blob(key).get_blob_properties())
+        hours = self.options.sign_url_expire
+        seconds = (hours if hours > 0 else DEFAULT_SIGN_HOURS) * self.SIGN_HOUR
+        return Link(url=self._signed_url(key, timedelta(seconds=seconds)), expires_in=seconds)
+
+    def _signed_url(self, key: str, valid: timedelta) -> str:
+        """The blob's URL with a read-only service SAS valid for ``valid``."""
+        token = generate_blob_sas(
+            self._account.name,
+            self._container_name,
+            key,
+            account_key=self._key,
+            permission=BlobSasPermissions(read=True),
+            expiry=datetime.now(UTC) + valid,
+        )
+        return f"{self._blob(key).url}?{token}"
+
+    async def root_obj(self) -> Obj:
+        return Obj(name="", size=0, is_dir=True, modified=self._folder_time(), path=self._root)
+
+    async def get(self, path: str) -> Obj:
+        full = join(self._root, path.lstrip("/")) if path.strip("/") else self._root
+        if key_of(full) == key_of(self._root):
+            return await self.root_obj()
+        file = await self._file(full)
+        if file is not None:
+            return file
+        if await self._has_blobs(prefix_of(full)):
+            return self._folder(full)
+        raise ObjectNotFound()
+
+    # --- writing ---------------------------------------------------------------
+
+    async def make_dir(self, parent: Obj, name: str) -> Obj:
+        path = join(parent.path, validate_name(name))
+        await together(self._require_folder(parent), self._refuse_file(path))
+        marker = self._blob(prefix_of(path))
+        await self._call(marker.upload_blob(b"", overwrite=True, metadata=FOLDER_METADATA))
+        return self._folder(path)
+
+    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
+        if key_of(parent_of(src.path)) == key_of(dst_dir.path):
+            return src
+        self._refuse_into_itself(src, dst_dir)
+        return await self._relocate(src, join(dst_dir.path, name_of(src.path)), dst_dir)
+
+    async def rename(self, src: Obj, new_name: str) -> Obj:
+        if validate_name(new_name) == name_of(src.path):
+            return src
+        return await self._relocate(src, join(parent_of(src.path), new_name), None)
+
+    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
+        self._refuse_into_itself(src, dst_dir)
+        target = join(dst_dir.path, name_of(src.path))
+        await together(self._require_folder(dst_dir), self._refuse_taken(target))
+        if src.is_dir:
+            await self._copy_tree(src.path, target)
+            return self._folder(target)
+        await self._copy_blob(key_of(src.path), key_of(target), exclusive=True)
+        return await self._copied_file(target, src)
+
+    async def remove(self, obj: Obj) -> None:
+        if not obj.is_dir:
+            await self._delete_blob(key_of(obj.path))
+            return
+        await self._delete_all(await self._names_below(obj.path))
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        path = join(dst_dir.path, validate_name(upload.name))
+        if not dst_dir.is_dir:
+            raise NotAFolder()
+        checks = [self._refuse_folder(path)]
+        if not upload.overwrite:
+            checks.append(self._refuse_file(path))
+        await together(*checks)
+        assert self._uploader is not None
+        size = await self._uploader.put(
+            self._blob(key_of(path)), upload, mtime_metadata(upload.modified)
+        )
+        modified = upload.modified or datetime.now(UTC)
+        return Obj(name=name_of(path), size=size, is_dir=False, modified=modified, path=path)
+
+    # --- folders as prefixes -----------------------------------------------------
+
+    async def _pages(
+        self, prefix: str, delimiter: str = "", limit: int = 0
+    ) -> AsyncIterator[builtins.list[Any]]:
+        """The service's listing pages of ``prefix`` (one level with ``delimiter``)."""
+        wanted: dict[str, Any] = {
+            "name_starts_with": prefix or None,
+            "include": ["metadata"],
+            "results_per_page": limit or self.PAGE_SIZE,
+        }
+        paged: AsyncItemPaged[Any] = (
+            self._container.walk_blobs(delimiter=delimiter, **wanted)
+            if delimiter
+            else self._container.list_blobs(**wanted)
+        )
+        pages = paged.by_page()
+        while True:
+            with translating(self._errors):
+                try:
+                    page = await anext(pages)
+                except StopAsyncIteration:
+                    return
+                items = [item async for item in page]
+            made_progress()
+            yield items
+            if limit:
+                return
+
+    async def _has_blobs(self, prefix: str) -> bool:
+        async for page in self._pages(prefix, limit=1):
+            return bool(page)
+        return False
+
+    async def _names_below(self, folder: str) -> builtins.list[str]:
+        """Every blob inside ``folder``, its marker included; ``ObjectNotFound`` when none."""
+        names = [item.name async for page in self._pages(prefix_of(folder)) for item in page]
+        if not names:
+            raise ObjectNotFound()
+        return names
+
+    async def _file(self, path: str) -> Obj | None:
+        try:
+            properties = await self._call(self._blob(key_of(path)).get_blob_properties())
+        except ObjectNotFound:
+            return None
+        return file_obj(path, properties)
+
+    def _folder(self, path: str) -> Obj:
+        return Obj(name=name_of(path), size=0, is_dir=True, modified=self._folder_time(), path=path)
+
+    def _folder_time(self) -> datetime:
+        modified = self.storage.modified or _EPOCH
+        return modified if modified.tzinfo else modified.replace(tzinfo=UTC)
+
+    async def _require_folder(self, folder: Obj) -> None:
+        if not folder.is_dir:
+            raise NotAFolder()
+        if key_of(folder.path) == key_of(self._root):
+            return
+        if not await self._has_blobs(prefix_of(folder.path)):
+            await self._refuse_missing_folder(folder.path)
+
+    async def _refuse_missing_folder(self, path: str) -> None:
+        if await self._file(path) is not None:
+            raise NotAFolder()
+        raise ObjectNotFound()
+
+    async def _refuse_file(self, path: str) -> None:
+        if await self._file(path) is not None:
+            raise ObjectExists(f"file exists: {name_of(path)}")
+
+    async def _refuse_folder(self, path: str) -> None:
+        if await self._has_blobs(prefix_of(path)):
+            raise ObjectExists(f"a folder holds the name: {name_of(path)}")
+
+    async def _refuse_taken(self, path: str) -> None:
+        await together(self._refuse_file(path), self._refuse_folder(path))
+
+    @staticmethod
+    def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
+        if src.is_dir and inside(dst_dir.path, src.path):
+            raise ServerError("the destination folder is a subfolder of the source folder")
+
+    # --- copies, moves and removals ------------------------------------------------
+
+    async def _relocate(self, src: Obj, target: str, dst_dir: Obj | None) -> Obj:
+        """Move ``src`` to ``target``: copy, then remove the source once the copy is whole."""
+        checks = [self._refuse_taken(target)]
+        if dst_dir is not None:
+            checks.append(self._require_folder(dst_dir))
+        await together(*checks)
+        if not src.is_dir:
+            await self._copy_blob(key_of(src.path), key_of(target), exclusive=True)
+            await self._delete_blob(key_of(src.path))
+            return await self._copied_file(target, src)
+        copied = await self._copy_tree(src.path, target)
+        await self._delete_all(copied)
+        return self._folder(target)
+
+    async def _copy_tree(self, source: str, target: str) -> builtins.list[str]:
+        """Copy every blob inside folder ``source`` below ``target``; the source names.
+
+        A failure (or a cancellation) removes whatever reached ``target``, which was
+        free before, so a failed copy leaves nothing there.
+        """
+        names = await self._names_below(source)
+        cut, dest = len(prefix_of(source)), prefix_of(target)
+        pairs = [(name, dest + name[cut:]) for name in names]
+        try:
+            await each(pairs, lambda pair: self._copy_blob(*pair), self.TREE_CONCURRENCY)
+        except BaseException:
+            await shielded(self._delete_all([new for _, new in pairs], missing_ok=True))
+            raise
+        return names
+
+    async def _copy_blob(self, name: str, new_name: str, exclusive: bool = False) -> None:
+        """Copy blob ``name`` to ``new_name`` on the service and wait until it is whole;
+        with ``exclusive`` the service refuses a taken name (``ObjectExists``)."""
+        source = self._signed_url(name, _COPY_SAS)
+        target = self._blob(new_name)
+        condition = MatchConditions.IfMissing if exclusive else None
+        started = await self._call(target.start_copy_from_url(source, match_condition=condition))
+        status = started.get("copy_status")
+        try:
+            while status == "pending":  # a big blob, copied in the service's background
+                await asyncio.sleep(self.COPY_POLL)
+                made_progress()
+                properties = await self._call(target.get_blob_properties())
+                status = properties.copy.status
+        except BaseException:
+            await shielded(self._abort_copy(target, str(started.get("copy_id"))))
+            raise
+        if status != "success":
+            await shielded(self._delete_blob(new_name, missing_ok=True))
+            raise ServerError(f"azure blob: the copy of {name_of(name)} ended {status}")
+
+    async def _abort_copy(self, target: BlobClient, copy_id: str) -> None:
+        try:
+            await self._call(target.abort_copy(copy_id))
+        finally:
+            await self._delete_blob(target.blob_name, missing_ok=True)
+
+    async def _copied_file(self, path: str, src: Obj) -> Obj:
+        """The copy at ``path`` as the service has it; ``src``'s values if it is gone."""
+        return await self._file(path) or Obj(
+            name=name_of(path), size=src.size, is_dir=False, modified=src.modified, path=path
+        )
+
+    async def _delete_all(self, names: builtins.list[str], missing_ok: bool = False) -> None:
+        """Delete ``names``: files first, folder markers after, so a removal that stops
+        halfway leaves the folders it had not emptied standing."""
+        if not names and not missing_ok:
+            raise ObjectNotFound()
+        files = [name for name in names if not name.endswith("/")]
+        markers = sorted((name for name in names if name.endswith("/")), key=len, reverse=True)
+        for batch in (files, markers):
+            await each(
+                batch,
+                lambda name: self._delete_blob(name, missing_ok=True),
+                self.TREE_CONCURRENCY,
+            )
+
+    async def _delete_blob(self, name: str, missing_ok: bool = False) -> None:
+        try:
+            await self._call(self._blob(name).delete_blob(delete_snapshots="include"))
+        except ObjectNotFound:
+            if not missing_ok:
+                raise
+
+
+DRIVER = AzureBlobDriver
