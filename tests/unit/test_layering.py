@@ -55,6 +55,7 @@ def test_no_driver_name_is_written_outside_its_folder() -> None:
         '"FTP"',
         '"SMB"',
         '"Crypt"',
+        '"Azure Blob Storage"',
     )
     offenders = [
         str(path.relative_to(PACKAGE))
