@@ -18,11 +18,13 @@ DEFAULT_PREFIX = "[openlist_chunk]"
 
 
 class Addition(BaseModel):
-    remote_path: str = option(..., required=True, help="where the parts are kept in this server")
-    part_size: int = option(..., type="number", required=True, help="bytes")
-    chunk_large_file_only: bool = option(False, help="chunk only if file size > part_size")
-    chunk_prefix: str = option(DEFAULT_PREFIX, help="the prefix of chunk folder")
-    custom_ext: str = option("")
-    store_hash: bool = option(True)
-    num_list_workers: int = option(5, type="number", required=True)
-    show_hidden: bool = option(True, help="show hidden directories and files")
+    remote_path: str = option(..., required=True, help="Path in this server the parts are kept in")
+    part_size: int = option(..., type="number", required=True, help="Bytes in each part")
+    chunk_large_file_only: bool = option(False, help="Keep files of at most part_size bytes whole")
+    chunk_prefix: str = option(DEFAULT_PREFIX, help="Starts the name of each file's parts folder")
+    custom_ext: str = option("", help="Ends the name of each part")
+    store_hash: bool = option(True, help="Keep each file's MD5 beside its parts")
+    num_list_workers: int = option(
+        5, type="number", required=True, help="Parts folders read at once in a listing"
+    )
+    show_hidden: bool = option(True, help="List names that start with a dot")
