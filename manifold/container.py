@@ -175,6 +175,7 @@ class Services:
         # Drivers that write this server's own /d links (Strm) sign them as /d checks.
         storages.resources.site_url = config.site_url
         storages.resources.download_sign = downloads.sign_for
+        storages.resources.links = http
         ops = GuardedOps(fs, writer, downloads)
         props = DavPropRepo(engine)
         built = cls(

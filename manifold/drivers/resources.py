@@ -53,6 +53,9 @@ class Resources:
         # The server's: its ``site_url`` and its signer's rule (see ``DownloadSign``).
         self.site_url = ""
         self.download_sign: DownloadSign = _no_sign
+        # The server's pool for fetching links, which follows a redirect only where the
+        # server's rule allows; None outside a server (a driver's own tests).
+        self.links: httpx.AsyncClient | None = None
 
     def http(self, *, verify: bool = True) -> httpx.AsyncClient:
         """The pool for HTTP back ends; ``verify=False`` only for a storage whose
