@@ -172,6 +172,10 @@ class Services:
         sshkeys = SshKeyService(repos.SshKeyRepo(engine))
         signer = Signer(settings)
         downloads = DownloadService(fs, metas, settings, signer)
+        # Drivers that write this server's own /d links (Strm) sign them as /d checks.
+        storages.resources.site_url = config.site_url
+        storages.resources.download_sign = downloads.sign_for
+        storages.resources.links = http
         ops = GuardedOps(fs, writer, downloads)
         props = DavPropRepo(engine)
         built = cls(

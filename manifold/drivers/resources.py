@@ -6,9 +6,13 @@ every storage that speaks HTTP (WebDav, AList V3) draws on one connection pool, 
 second one for the storages whose admin turned TLS verification off. So is the most
 entries one folder's listing may hold (the server's ``max_listing_entries``), which a
 back end's listing is refused past rather than held in memory however big it grows.
+And so is what a driver needs to write this server's own ``/d`` links (Strm): the
+site's URL and the sign such a link carries.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import httpx
 
@@ -24,6 +28,15 @@ HTTP_IO_SECONDS = 60.0
 # Entries one listing may hold unless the server says otherwise: as many as the list
 # cache holds over all storages (``vfs.storage_ops.LIST_CACHE_OBJECTS``).
 MAX_LISTING_ENTRIES = 500_000
+
+# The sign a ``/d`` link of a path in the server's tree carries: the one ``/d`` asks of
+# that path (its storage signs, a password covers it, ``sign_all``), or one in any case
+# when the flag says so; "" when none is asked.
+DownloadSign = Callable[[str, bool], str]
+
+
+def _no_sign(path: str, always: bool) -> str:
+    return ""
 
 
 def answer_limits(seconds: float = HTTP_IO_SECONDS) -> httpx.Timeout:
@@ -43,6 +56,12 @@ class Resources:
         self._clients: dict[bool, httpx.AsyncClient] = {}
         # A listing longer than this is refused (``helpers.gathered``).
         self.max_listing_entries = max_listing_entries
+        # The server's: its ``site_url`` and its signer's rule (see ``DownloadSign``).
+        self.site_url = ""
+        self.download_sign: DownloadSign = _no_sign
+        # The server's pool for fetching links, which follows a redirect only where the
+        # server's rule allows; None outside a server (a driver's own tests).
+        self.links: httpx.AsyncClient | None = None
 
     def http(self, *, verify: bool = True) -> httpx.AsyncClient:
         """The pool for HTTP back ends; ``verify=False`` only for a storage whose

@@ -7,6 +7,7 @@ of their own never use it.
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from manifold.models import Link, LinkArgs, Obj
@@ -26,6 +27,12 @@ class VirtualTree(Protocol):
     async def list_path(self, path: str) -> builtins.list[Obj]: ...
 
     async def link_path(self, path: str, args: LinkArgs) -> Link: ...
+
+    def open_path(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        """Bytes ``[offset, offset + length)`` of the file at ``path`` (``length`` None:
+        to the end), read the way the server reads any link: for a driver that reads
+        other mounts' bytes itself (Chunk's parts) rather than handing a link on."""
+        ...
 
     def mount_path_of(self, path: str) -> str | None:
         """The mount path of the storage serving ``path``; None for a virtual folder."""

@@ -3,7 +3,9 @@
 A driver's test module subclasses ``DriverConformance`` and provides one fixture,
 ``driver_factory``: an async callable returning a new, initialised driver. Each
 test works in a fresh, randomly named folder under the driver's root. A test
-needing an optional method the driver lacks is skipped, never failed.
+needing an optional method the driver lacks is skipped, never failed. A read-only
+driver (no ``make_dir``) runs the checks of what its root already holds: its
+factory builds it over a tree with files and folders in it.
 
 Bytes are read back through ``Driver.link`` and ``streams.open_range``, the one
 range reader the server uses for every link (a local file, a URL, or a driver's
@@ -72,6 +74,10 @@ RANGES = [
 
 
 RACERS = 8
+
+# Entries of the root the read-only checks look at, and bytes they read of each file.
+SAMPLED = 20
+SAMPLE_BYTES = 64 * 1024
 
 # A back end whose every step (an entry removed, an object copied) takes ``SLOW_STEP``
 # seconds, behind a call timeout shorter than two of them: a folder removed or renamed
@@ -434,6 +440,7 @@ class DriverConformance:
         """``FOLDER_MOVE`` both ways: a driver that makes it moves and renames folders
         itself; one that does not is moved a file at a time by the services (a folder
         made, each file moved, the emptied folders removed), so it must do those."""
+        require(driver, "move")  # a read-only driver moves nothing either way
         if promised(driver, FOLDER_MOVE):
             assert {"move", "rename"} <= driver.capabilities()
         else:
@@ -669,6 +676,43 @@ class DriverConformance:
         file = await put_bytes(driver, place.obj, "not-a-folder.txt", b"x")
         with pytest.raises(NotAFolder):
             await driver.list(file)
+
+    # --- what the storage already holds (all a read-only driver runs) -------------
+
+    async def test_listed_files_read_to_their_size(self, driver: Driver[Any]) -> None:
+        """Each file the root lists reads as many bytes as it lists, from the start and
+        from its last byte, and its bytes are the same read whole or in two ranges."""
+        files = [o for o in await driver.list(await driver.root_obj()) if not o.is_dir]
+        if not files:
+            pytest.skip("the root holds no file")
+        for file in files[:SAMPLED]:
+            head = await read_obj(driver, file, 0, SAMPLE_BYTES)
+            assert len(head) == min(SAMPLE_BYTES, file.size), file
+            if file.size:
+                assert len(await read_obj(driver, file, file.size - 1)) == 1, file
+            if 0 < file.size <= SAMPLE_BYTES:
+                half = file.size // 2
+                split = await read_obj(driver, file, 0, half) + await read_obj(driver, file, half)
+                assert split == head, file
+
+    async def test_listed_entries_are_found_and_of_their_kind(self, driver: Driver[Any]) -> None:
+        """What the root lists is found by its path, as listed; a listed folder lists and
+        has no bytes, a listed file is no folder."""
+        listed = await driver.list(await driver.root_obj())
+        if not listed:
+            pytest.skip("the root holds nothing")
+        for obj in listed[:SAMPLED]:
+            if "get" in driver.capabilities():
+                found = await driver.get(f"/{obj.name}")
+                assert (found.name, found.is_dir) == (obj.name, obj.is_dir), obj
+                assert found.is_dir or found.size == obj.size, obj
+            if obj.is_dir:
+                assert isinstance(await driver.list(obj), list)
+                with pytest.raises(NotAFile):
+                    await read_obj(driver, obj)
+            else:
+                with pytest.raises(NotAFolder):
+                    await driver.list(obj)
 
     # --- awkward names -----------------------------------------------------------
 

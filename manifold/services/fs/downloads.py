@@ -108,6 +108,15 @@ class DownloadService:
             raise self._fs.tree.missing(path)
         return self.target_at(place)
 
+    def sign_for(self, path: str, always: bool = False) -> str:
+        """The sign a ``/d`` link of ``path`` carries: the one ``resolve`` asks for, or
+        one in any case with ``always``; "" when none is asked (drivers that write
+        ``/d`` links, Strm, get this as ``Resources.download_sign``)."""
+        meta = self._metas.nearest(path)
+        if always or self._signer.needed(self._fs.needs_sign(path, meta)):
+            return self._signer.sign(path)
+        return ""
+
     @staticmethod
     def target_at(place: Place) -> Target:
         """The target of a place already resolved (and allowed: no sign is checked)."""

@@ -41,7 +41,7 @@ from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.redirects import LinkClient
-from manifold.services.fs.streams import link_stream
+from manifold.services.fs.streams import link_stream, open_range
 from manifold.vfs.memo import DerivedMemo
 from manifold.vfs.storage_ops import StorageOps
 
@@ -455,6 +455,11 @@ class FileTree:
 
     async def link_path(self, path: str, args: LinkArgs) -> Link:
         return (await self.link(clean_path(path), args))[1]
+
+    async def open_path(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        link = await self.link_path(path, LinkArgs())
+        async for data in open_range(link, offset, length, client=self.pool_for(link)):
+            yield data
 
     async def real_path_of(self, path: str) -> str:
         """``path`` with its storage's links followed, as a path in the server's tree;

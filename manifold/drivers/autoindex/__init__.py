@@ -1,0 +1,1 @@
+"""The AutoIndex driver: a web server's directory listing pages, mounted read-only."""

@@ -1,0 +1,1 @@
+"""The Chunk driver: big files kept as numbered parts on another storage's path."""
