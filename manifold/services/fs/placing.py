@@ -21,7 +21,8 @@ so no sweep of unfinished uploads can take an object parked here: should a step 
 its undoing both fail, a parked object may be the only copy of a user's data. So the
 clean-ups (undoing, removing what was set aside) run to their end even when the
 caller is cancelled: a cancellation between the last rename and the removal of the
-replaced object leaves nothing parked.
+replaced object leaves nothing parked. Each parking is recorded before the step that
+parks (``parking``), so what a process killed mid-way left parked is put back.
 """
 
 from __future__ import annotations
