@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.db.parking_repo import ParkingRepo
 from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
 from manifold.db.props_repo import DavPropRepo
 from manifold.db.search_repo import SearchRepo
@@ -45,6 +46,8 @@ from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.moves import Moves
 from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
+from manifold.services.fs.parking import ParkingJournal
+from manifold.services.fs.parking_recovery import Recovery
 from manifold.services.fs.props import DeadProps
 from manifold.services.fs.read import GuardedReader
 from manifold.services.fs.redirects import SETTING as REDIRECT_SETTING
@@ -161,6 +164,7 @@ class Services:
         )
         tasks.set_lease(config.task_lease_seconds)
         tasks.path_ready = tree.ready
+        tree.parkings = _parkings(ParkingRepo(engine), tasks, storages, events)
         writer = GuardedWriter(fs, metas, tasks)
         transfers = Transfers(writer, config.data_dir / "temp")
         transfers.register(tasks)
@@ -248,6 +252,8 @@ class Services:
         await self.offline.start(self.tasks)
         # Last: a task taken over at start finds its kind's service ready.
         await self.tasks.start()
+        # What dead owners left parked is put back as each storage becomes ready.
+        await self.tree.parkings.start(self.tasks.dead_owners())
         await self.search.start()
         self.state.bus.handlers.open()
         if self.metrics is not None:
@@ -299,6 +305,7 @@ class Services:
         await self.scan.close()
         await self.search.stop()
         await self.tasks.stop(task_deadline)
+        await self.tree.parkings.stop()
         await self.offline.stop()
         await self.storages.stop()
         await self.close_records()
@@ -309,6 +316,17 @@ async def _sync_metrics(metrics: Metrics, every: float = 5.0) -> None:
     while True:
         await asyncio.sleep(every)
         metrics.sync()
+
+
+def _parkings(
+    repo: ParkingRepo, tasks: TaskService, storages: StorageService, events: TreeEvents
+) -> ParkingJournal:
+    """The journal of parked objects, under the task service's owner id: the owner
+    the data folder's marks name, and whose lease rule holds across machines."""
+    journal = ParkingJournal(repo, tasks.owner)
+    journal.set_lease(tasks.lease_seconds)
+    journal.recovery = Recovery(repo, storages, journal, events)
+    return journal
 
 
 def _login_limiter(config: Config, state: State, scope: str) -> LoginLimiter:

@@ -301,3 +301,22 @@ shares = Table(
     Column("allow_preview", Boolean, nullable=False, default=True),
     Column("allow_download", Boolean, nullable=False, default=True),
 )
+
+# An object parked while a replace or move runs (migration 0014), recorded before the
+# step that parks it and removed when the operation ends: ``path`` is where it lies in
+# storage ``storage_id``, ``home`` the name it must get back in that folder (empty: a
+# folder that only held a copy), ``garbage`` whether it may go once ``home`` is taken
+# (else it is the only copy of a user's data). ``owner`` (a task service's owner id)
+# renews ``lease_until`` while the operation runs; a record nobody renews is recovered.
+parkings = Table(
+    "parkings",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("storage_id", Integer, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("home", Text, nullable=False),
+    Column("garbage", Boolean, nullable=False),
+    Column("owner", String(128), nullable=True, index=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True, index=True),
+    Column("created", DateTime(timezone=True), nullable=False),
+)

@@ -173,6 +173,11 @@ class TaskService(LeaseLoop):
             await self._marks.started()
         self._tender = asyncio.create_task(self._tend())
 
+    def dead_owners(self) -> list[str]:
+        """The owners the start found dead on this data folder (``task_owners``): what
+        they held, they will never let go of."""
+        return list(self._marks.dead) if self._marks is not None else []
+
     async def mark(self) -> bool:
         """Mark this service as alive on the data folder, taking the start's turn
         until ``start``; whether it is alone there (``task_owners``): then the

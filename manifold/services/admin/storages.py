@@ -163,6 +163,15 @@ class StorageService:
                 return
             await settled.wait()
 
+    async def ready_storage(self, storage_id: int) -> Mounted | None:
+        """``ready`` for one storage by its id (a path may lead to a balanced sibling):
+        the storage once it is no longer loading, None when it is not mounted."""
+        while True:
+            mounted = self._mounted.get(storage_id)
+            if mounted is None or mounted.settled is None or mounted.settled.is_set():
+                return mounted
+            await mounted.settled.wait()
+
     async def stop(self) -> None:
         running = [*self._revivals, *self._starts]
         for task in running:

@@ -21,7 +21,8 @@ so no sweep of unfinished uploads can take an object parked here: should a step 
 its undoing both fail, a parked object may be the only copy of a user's data. So the
 clean-ups (undoing, removing what was set aside) run to their end even when the
 caller is cancelled: a cancellation between the last rename and the removal of the
-replaced object leaves nothing parked.
+replaced object leaves nothing parked. Each parking is recorded before the step that
+parks (``parking``), so what a process killed mid-way left parked is put back.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from manifold.paths import (
     split_path,
     validate_name,
 )
+from manifold.services.fs.parking import Parked
 from manifold.services.fs.rules import HOLDS_SOURCE, overlap
 
 if TYPE_CHECKING:
@@ -91,24 +93,40 @@ async def rename_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
         moved = await _move_over(tree, path, dst)
         if moved is not None:
             return moved
-    steps, via, set_aside = _Steps(tree), name, ""
+    steps, parked = _Steps(tree), tree.parkings.operation()
+    via, set_aside = name, ""
     try:
         if src_dir != dst_dir:
-            if await tree.exists(tree.place(clean_path(f"{dst_dir}/{name}"))) is not None:
-                via = parking_name()
-                await steps.rename(path, via)
-            obj = await steps.move(clean_path(f"{src_dir}/{via}"), dst_dir)
+            via, obj = await _carry(tree, steps, parked, path, dst)
         if existing is not None:
             set_aside = clean_path(f"{dst_dir}/{parking_name()}")
+            await parked.park(tree.place(set_aside), new_name, True)
             await steps.rename(dst, split_path(set_aside)[1])
         if via != new_name:
             obj = await steps.rename(clean_path(f"{dst_dir}/{via}"), new_name)
     except BaseException:
-        await finished(steps.undo())
+        await finished(_undo(steps, parked))
         raise
-    if set_aside:
-        await finished(tree.remove(set_aside))
+    await finished(_clear(tree, set_aside, parked))
     return obj
+
+
+async def _carry(
+    tree: FileTree, steps: _Steps, parked: Parked, path: str, dst: str
+) -> tuple[str, Obj]:
+    """Move ``path`` into the folder of ``dst``; the name it has there and the object.
+    Its own name taken there, it passes by under a parking name, recorded in both
+    folders before it goes: whenever the process dies, one record says where it is."""
+    (src_dir, name), (dst_dir, new_name) = split_path(path), split_path(dst)
+    if await tree.exists(tree.place(clean_path(f"{dst_dir}/{name}"))) is None:
+        return name, await steps.move(path, dst_dir)
+    via = parking_name()
+    on_its_way = await parked.park(tree.place(clean_path(f"{src_dir}/{via}")), name, False)
+    await steps.rename(path, via)
+    await parked.park(tree.place(clean_path(f"{dst_dir}/{via}")), new_name, False)
+    obj = await steps.move(clean_path(f"{src_dir}/{via}"), dst_dir)
+    await parked.left(on_its_way)
+    return via, obj
 
 
 async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
@@ -139,7 +157,10 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
     # A driver copies under the source's own name: into a folder of its own first.
     beside = clean_path(f"{dst_dir}/{parking_name()}")
     made = clean_path(f"{beside}/{name}") if native else beside
+    parked = tree.parkings.operation()
     try:
+        # No home: a copy in progress may be partial, and goes if the process dies.
+        await parked.park(tree.place(beside), "", True)
         if native:
             await tree.make_dir(beside)
             await tree.copy(path, beside)
@@ -147,8 +168,39 @@ async def copy_to(tree: FileTree, path: str, dst: str, replace: bool) -> Obj:
             await tree.copy_across(path, beside)
         return await rename_to(tree, made, dst, replace)
     finally:
-        with suppress(ManifoldError):  # gone once the copy took its place
-            await finished(tree.remove(beside))
+        await finished(_clear_beside(tree, beside, parked))
+
+
+async def _undo(steps: _Steps, parked: Parked) -> None:
+    """Undo the steps of a failed operation. Its records are let go of rather than
+    dropped: a step that failed may have parked its object all the same (a back end
+    that did it, then timed out), which recovery finds out."""
+    await steps.undo()
+    await parked.close(settled=False)
+
+
+async def _clear(tree: FileTree, set_aside: str, parked: Parked) -> None:
+    """Remove what a replace set aside; its records go, or stay for recovery when the
+    removal fails."""
+    try:
+        if set_aside:
+            await tree.remove(set_aside)
+    except BaseException:
+        await parked.close(settled=False)
+        raise
+    await parked.close(settled=True)
+
+
+async def _clear_beside(tree: FileTree, beside: str, parked: Parked) -> None:
+    """Remove what is left of a copy made beside (nothing once it took its place)."""
+    try:
+        await tree.remove(beside)
+    except ObjectNotFound:
+        pass
+    except ManifoldError:
+        await parked.close(settled=False)
+        return
+    await parked.close(settled=True)
 
 
 # Clean-ups still running for callers that were cancelled (a task must be held).

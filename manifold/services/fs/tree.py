@@ -40,6 +40,7 @@ from manifold.paths import child_path, clean_path, split_path, validate_name
 from manifold.services.admin.storages import Mounted, StorageService
 from manifold.services.fs import placing
 from manifold.services.fs.events import TreeEvents
+from manifold.services.fs.parking import ParkingJournal
 from manifold.services.fs.redirects import LinkClient
 from manifold.services.fs.streams import link_stream, open_range
 from manifold.vfs.memo import DerivedMemo
@@ -121,6 +122,8 @@ class FileTree:
         self.events = events or TreeEvents()
         self._http = http
         self._merged: DerivedMemo[builtins.list[Obj]] = DerivedMemo(_MERGED_BUDGET)
+        # What ``placing`` parks is recorded here (by the container: in the database).
+        self.parkings = ParkingJournal()
 
     # --- resolution ---------------------------------------------------------------
 
