@@ -20,15 +20,21 @@ import argparse
 import hashlib
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
 
-from bench.common import MIB, admin_token, http, make_random_file, manifold_process, mount_local
+from bench.common import (
+    MIB,
+    RCLONE,
+    admin_token,
+    http,
+    make_random_file,
+    manifold_process,
+    mount_local,
+)
 
-RCLONE = str(Path(sys.executable).parent / "rclone")
 PASSWORD, SALT = "bench password", "bench salt"
 SETTINGS = {
     "filename_encryption": "standard",

@@ -1,6 +1,8 @@
 """FTP download speed: a 1 GiB RETR through Manifold's FTP server against the same file
-from nginx over HTTP (sendfile), in one run, with curl, the two taking turns; and how
-much the server's memory grew. Targets: Manifold >= 0.8x nginx, RSS growth < 64 MiB.
+from nginx over HTTP (sendfile) and from ``rclone serve ftp`` (the FTP server of the peer
+users would otherwise run), in one run, with curl, taking turns; and how much the
+server's memory grew. Targets: Manifold >= 0.8x nginx and >= 1.0x rclone, RSS growth
+< 64 MiB.
 
 Run: .venv/bin/python -m bench.bench_ftp_server [--tries N] [--size-mib N]
 """
@@ -22,6 +24,7 @@ from bench.common import (
     manifold_process,
     mount_local,
     nginx_server,
+    rclone_serve,
     reset_peak,
     tree_kib,
     wait_for_port,
@@ -66,18 +69,24 @@ def main() -> None:
         peak_reset = reset_peak(process.pid)
         ours: list[float] = []
         peer: list[float] = []
-        with nginx_server(files) as nginx_port:
+        rclone: list[float] = []
+        login = ("--user", "bench", "--pass", "bench-pw")
+        with nginx_server(files) as nginx_port, rclone_serve("ftp", files, *login) as rc_port:
             peer_url = f"http://127.0.0.1:{nginx_port}/big.bin"
+            rclone_url = f"ftp://bench:bench-pw@127.0.0.1:{rc_port}/big.bin"
+            curl(rclone_url, size)  # warm as Manifold was
             for _ in range(args.tries):
                 ours.append(curl(ours_url, size))
                 peer.append(curl(peer_url, size))
+                rclone.append(curl(rclone_url, size))
         grown = (tree_kib(process.pid, "VmHWM" if peak_reset else "VmRSS") - before) / 1024
-    best_ours, best_peer = max(ours), max(peer)
-    print(f"{'download':<20}{'manifold MiB/s':>16}{'nginx MiB/s':>14}{'ratio':>8}")
-    print(
-        f"{'RETR ' + str(args.size_mib) + ' MiB':<20}{best_ours / MIB:>16.0f}"
-        f"{best_peer / MIB:>14.0f}{best_ours / best_peer:>8.2f}"
-    )
+    best_ours, best_peer, best_rclone = max(ours), max(peer), max(rclone)
+    print(f"{'download':<20}{'manifold MiB/s':>16}{'peer MiB/s':>14}{'ratio':>8}")
+    for name, best in (("nginx", best_peer), ("rclone serve ftp", best_rclone)):
+        print(
+            f"{'RETR ' + str(args.size_mib) + ' MiB':<20}{best_ours / MIB:>16.0f}"
+            f"{best / MIB:>14.0f}{best_ours / best:>8.2f}  vs {name}"
+        )
     print(f"server RSS growth: {grown:.1f} MiB ({'peak' if peak_reset else 'after'})")
 
 

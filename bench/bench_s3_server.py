@@ -1,7 +1,8 @@
 """The S3 server's GET: a 1 GiB object through Manifold's S3 port against nginx (sendfile)
-serving the same file, in one run, the two taking turns on every try; best of --tries.
-Also the Manifold process's RSS growth over the downloads (its peak, VmHWM, against its
-RSS before). Targets: S3 >= 0.8x nginx; RSS growth < 64 MiB.
+and ``rclone serve s3`` serving the same file, in one run, taking turns on every try;
+best of --tries. Also the Manifold process's RSS growth over the downloads (its peak,
+VmHWM, against its RSS before). Targets: S3 >= 0.8x nginx and >= 1.0x rclone; RSS
+growth < 64 MiB.
 
 Run: .venv/bin/python -m bench.bench_s3_server [--tries N] [--size-mib N]
 """
@@ -9,6 +10,7 @@ Run: .venv/bin/python -m bench.bench_s3_server [--tries N] [--size-mib N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +27,7 @@ from bench.common import (
     manifold_process,
     mount_local,
     nginx_server,
+    rclone_serve,
     reset_peak,
     tree_kib,
     wait_for_port,
@@ -52,7 +55,11 @@ def run(work: Path, tries: int, size: int) -> None:
     make_random_file(files / "big.bin", size)
     s3_port = free_port()
     env = {"MANIFOLD_S3_PORT": str(s3_port)}
-    with manifold_process(work / "data", env) as (port, process), nginx_server(files) as nginx:
+    # rclone serves each folder of its root as a bucket: the files' folder is the bucket.
+    served = contextlib.ExitStack()
+    nginx = served.enter_context(nginx_server(files))
+    rclone = served.enter_context(rclone_serve("s3", work))
+    with served, manifold_process(work / "data", env) as (port, process):
         base = f"http://127.0.0.1:{port}"
         token = admin_token(base)
         mount_local(base, token, "/files", files)
@@ -68,6 +75,7 @@ def run(work: Path, tries: int, size: int) -> None:
         urls = {
             "manifold s3": f"http://127.0.0.1:{s3_port}/{BUCKET}/big.bin",
             "nginx": f"http://127.0.0.1:{nginx}/big.bin",
+            "rclone s3": f"http://127.0.0.1:{rclone}/files/big.bin",
         }
         for url in urls.values():
             one(url, size)  # warm-up: the page cache, connection set-up
@@ -83,6 +91,8 @@ def run(work: Path, tries: int, size: int) -> None:
     ratio = best["manifold s3"] / best["nginx"]
     growth = (peak - before) / 1024
     print(f"ratio s3/nginx: {ratio:.2f}x (target >= 0.8x)")
+    versus_rclone = best["manifold s3"] / best["rclone s3"]
+    print(f"ratio s3/rclone serve s3: {versus_rclone:.2f}x (target >= 1.0x)")
     kind = "peak" if measured_peak else "after"
     print(f"server RSS growth ({kind} - before): {growth:.1f} MiB (target < 64 MiB)")
 

