@@ -37,7 +37,7 @@ from manifold.drivers.base import (
     validate_name,
 )
 from manifold.drivers.batches import each, shielded, together
-from manifold.drivers.s3.keys import inside, join, key_of, name_of, parent_of, prefix_of
+from manifold.drivers.prefixes import inside, join, key_of, name_of, parent_of, prefix_of
 from manifold.errors import (
     NotAFile,
     NotAFolder,

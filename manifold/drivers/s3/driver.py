@@ -1,9 +1,9 @@
 """The S3 driver: a bucket of any S3-compatible store, through aiobotocore.
 
-Folders are prefixes (``keys``): listings ask for one level (``Delimiter="/"``) a page
-at a time, following the store's continuation tokens (v1 markers or v2 tokens, as
-the ``list_object_version`` option says). A new folder is an empty placeholder
-object inside the prefix (AList's ``.alist``), hidden from listings.
+Folders are prefixes (``manifold.drivers.prefixes``): listings ask for one level
+(``Delimiter="/"``) a page at a time, following the store's continuation tokens (v1
+markers or v2 tokens, as the ``list_object_version`` option says). A new folder is an
+empty placeholder object inside the prefix (AList's ``.alist``), hidden from listings.
 
 Downloads are presigned GET URLs (SigV4, ``sign_url_expire`` hours), so ``/d``
 redirects the client to the store and ``/p`` fetches the same URL with ranges.
@@ -43,6 +43,7 @@ from manifold.drivers.base import (
     validate_name,
 )
 from manifold.drivers.batches import each, shielded, together
+from manifold.drivers.prefixes import inside, join, key_of, name_of, parent_of, prefix_of
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -54,17 +55,7 @@ from manifold.errors import (
 from manifold.models import Link, Obj
 
 from .failures import ERRORS
-from .keys import (
-    inside,
-    is_empty,
-    join,
-    key_of,
-    last_key,
-    name_of,
-    page_objects,
-    parent_of,
-    prefix_of,
-)
+from .keys import is_empty, last_key, page_objects
 from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
 from .upload import Uploader
 
