@@ -56,6 +56,7 @@ from tests.drivers.alist_v3_server import (
     in_process,
     serving_tls,
 )
+from tests.drivers.driver_helpers import driver_form, form_items
 from tests.fixtures.processes import free_port
 
 # Long enough for anything on a slow shared machine; only a hang reaches it.
@@ -135,10 +136,8 @@ ALIST_OPTIONS = [
 
 
 async def test_the_form_shows_alists_options_then_manifolds(api: Api) -> None:
-    await api.as_admin()
-    body = await api.get("/api/admin/driver/info", params={"driver": "AList V3"})
-    info = body["data"]
-    shown = [(i["name"], i["type"], i["default"], i["required"]) for i in info["additional"]]
+    info = await driver_form(api, "AList V3")
+    shown = form_items(info["additional"])
     assert shown[:-1] == ALIST_OPTIONS
     assert all(item["help"] == "" for item in info["additional"][:-1])
     assert shown[-1] == ("tls_insecure_skip_verify", "bool", "false", False)

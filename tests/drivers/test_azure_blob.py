@@ -10,7 +10,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -27,7 +27,6 @@ from manifold.errors import (
     ServerError,
     TemporaryFailure,
 )
-from manifold.models import Obj
 from manifold.testing.conformance import (
     DriverConformance,
     DriverFactory,
@@ -40,6 +39,14 @@ from manifold.testing.conformance import (
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
 from tests.drivers.azurite_server import KEY, Azurite, azure_driver, azurite
+from tests.drivers.driver_helpers import (
+    Built,
+    check_link_reads,
+    check_served_through_the_api,
+    driver_form,
+    form_items,
+    made,
+)
 from tests.fixtures.processes import free_port
 
 CONTAINER = "manifold-azure-tests"
@@ -75,41 +82,14 @@ def folder() -> str:
     return f"t-{secrets.token_hex(5)}"
 
 
-class Drivers:
-    """Builds initialised drivers for a test and drops each one when it ends."""
-
-    def __init__(self) -> None:
-        self.built: list[Driver[Any]] = []
-
-    async def __call__(
-        self,
-        server: Azurite,
-        container: str = CONTAINER,
-        cls: type[AzureBlobDriver] = AzureBlobDriver,
-        **options: Any,
-    ) -> AzureBlobDriver:
-        driver = await azure_driver(server, container, cls, **options)
-        self.built.append(driver)
-        return driver
-
-    async def drop(self) -> None:
-        for driver in self.built:
-            await driver.drop()
+Drivers = Built[AzureBlobDriver]
 
 
 @pytest.fixture
 async def drivers() -> AsyncIterator[Drivers]:
-    built = Drivers()
+    built = Built(azure_driver, CONFIG)
     yield built
     await built.drop()
-
-
-async def made(driver: Driver[Any], *names: str) -> Obj:
-    """The folder ``names`` below the root, made level by level."""
-    current = await driver.root_obj()
-    for name in names:
-        current = await driver.make_dir(current, name)
-    return current
 
 
 class TestAzureBlobConformance(DriverConformance):
@@ -133,13 +113,9 @@ OPENLIST_OPTIONS = [
 
 
 async def test_the_form_shows_openlists_options_in_its_order(api: Api) -> None:
-    await api.as_admin()
-    body = await api.get("/api/admin/driver/info", params={"driver": "Azure Blob Storage"})
-    assert body["code"] == 200, body
-    items = body["data"]["additional"]
-    shown = [(i["name"], i["type"], i["default"], i["required"]) for i in items]
-    assert shown == OPENLIST_OPTIONS
-    assert body["data"]["config"]["local_sort"] is True
+    info = await driver_form(api, "Azure Blob Storage")
+    assert form_items(info["additional"]) == OPENLIST_OPTIONS
+    assert info["config"]["local_sort"] is True
 
 
 @pytest.mark.parametrize(
@@ -228,7 +204,7 @@ async def test_a_missing_container_is_made_at_init_and_named_when_gone_later(
 async def test_a_new_folder_is_a_marker_blob_as_openlist_makes_it(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server)
+    driver = await drivers(server, CONTAINER)
     await made(driver, folder, "empty")
     assert await server.names(CONTAINER, f"{folder}/") == [f"{folder}/", f"{folder}/empty/"]
     async with server.client() as service:
@@ -243,7 +219,7 @@ async def test_folders_other_tools_left_without_markers_are_listed(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
     await server.put(CONTAINER, f"{folder}/deep/down/file.txt", b"bytes")
-    driver = await drivers(server)
+    driver = await drivers(server, CONTAINER)
     deep = await driver.get(f"/{folder}/deep")
     assert deep.is_dir
     assert [(o.name, o.is_dir) for o in await driver.list(deep)] == [("down", True)]
@@ -257,7 +233,7 @@ async def test_a_big_folder_lists_page_by_page_each_name_once_and_within_the_bou
     names = [f"f-{i:03d}.txt" for i in range(100)]
     await asyncio.gather(*(server.put(CONTAINER, f"{folder}/big/{n}") for n in names))
     await asyncio.gather(*(server.put(CONTAINER, f"{folder}/big/d-{i}/x") for i in range(30)))
-    driver = await drivers(server, cls=SmallPages)
+    driver = await drivers(server, CONTAINER, cls=SmallPages)
     big = await driver.get(f"/{folder}/big")
     pages = [page async for page in driver.list_pages(big)]
     assert len(pages) >= 3
@@ -273,7 +249,7 @@ async def test_a_big_folder_lists_page_by_page_each_name_once_and_within_the_bou
 async def test_an_uploads_own_time_is_kept_and_rclones_is_read(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server)
+    driver = await drivers(server, CONTAINER)
     root = await made(driver, folder)
     when = datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC)
     await driver.put(root, Upload("timed.txt", chunks(b"timed"), 5, when))
@@ -295,7 +271,7 @@ async def test_an_uploads_own_time_is_kept_and_rclones_is_read(
 async def test_a_link_is_a_sas_url_valid_for_the_storages_hours(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server, sign_url_expire=2)
+    driver = await drivers(server, CONTAINER, sign_url_expire=2)
     data = os.urandom(5000)
     file = await put_bytes(driver, await made(driver, folder), "report 1 ü.txt", data)
     link = await driver.link(file, LinkArgs())
@@ -304,17 +280,13 @@ async def test_a_link_is_a_sas_url_valid_for_the_storages_hours(
     assert query["sp"] == ["r"]
     expiry = datetime.fromisoformat(query["se"][0])
     assert abs(expiry - (datetime.now(UTC) + timedelta(hours=2))) < timedelta(minutes=10)
-    async with httpx.AsyncClient() as http:
-        whole = await http.get(link.url)
-        part = await http.get(link.url, headers={"Range": "bytes=2-4"})
-    assert (whole.status_code, whole.content) == (200, data)
-    assert (part.status_code, part.content) == (206, data[2:5])
+    await check_link_reads(link.url, data)
 
 
 async def test_a_link_after_its_expiry_is_refused_by_the_service(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server, cls=ShortHours, sign_url_expire=1)
+    driver = await drivers(server, CONTAINER, cls=ShortHours, sign_url_expire=1)
     file = await put_bytes(driver, await made(driver, folder), "brief.txt", b"brief")
     link = await driver.link(file, LinkArgs())
     assert link.expires_in == 1
@@ -338,7 +310,7 @@ async def cut_after(data: bytes, size: int) -> AsyncIterator[bytes]:
 async def test_a_big_upload_goes_in_blocks_and_reads_back_whole(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server, cls=SmallBlocks)
+    driver = await drivers(server, CONTAINER, cls=SmallBlocks)
     data = os.urandom(300 * KIB + 7)
     sent: list[int] = []
     upload = Upload("big.bin", chunks(data), len(data), None, progress=sent.append)
@@ -355,7 +327,7 @@ async def test_a_big_upload_goes_in_blocks_and_reads_back_whole(
 async def test_an_upload_cut_halfway_leaves_nothing_and_its_blocks_are_no_file(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server, cls=SmallBlocks)
+    driver = await drivers(server, CONTAINER, cls=SmallBlocks)
     root = await made(driver, folder)
     data = os.urandom(400 * KIB)
     with pytest.raises(StreamAborted):
@@ -371,7 +343,7 @@ async def test_an_upload_cut_halfway_leaves_nothing_and_its_blocks_are_no_file(
 async def test_an_upload_cut_halfway_over_a_file_keeps_the_old_bytes(
     server: Azurite, folder: str, drivers: Drivers
 ) -> None:
-    driver = await drivers(server, cls=SmallBlocks)
+    driver = await drivers(server, CONTAINER, cls=SmallBlocks)
     root = await made(driver, folder)
     await put_bytes(driver, root, "kept.bin", b"the old bytes")
     data = os.urandom(400 * KIB)
@@ -387,40 +359,9 @@ async def test_an_upload_cut_halfway_over_a_file_keeps_the_old_bytes(
 async def test_an_azure_storage_mounted_through_the_api_lists_stores_serves_and_removes(
     api: Api, server: Azurite, folder: str
 ) -> None:
-    await api.as_admin()
     addition = server.options(CONTAINER, root_folder_path=f"/{folder}").model_dump_json()
-    for mount, proxied in (("/az", False), ("/azp", True)):
-        body = {
-            "mount_path": mount,
-            "driver": "Azure Blob Storage",
-            "addition": addition,
-            "web_proxy": proxied,
-        }
-        created = await api.post("/api/admin/storage/create", body)
-        assert created["code"] == 200, created
-    assert (await api.post("/api/fs/mkdir", {"path": "/az/docs"}))["code"] == 200
-    data = os.urandom(300_000)
-    sent = await api.client.put(
-        "/api/fs/put",
-        content=data,
-        headers={"Authorization": api.token, "File-Path": quote("/az/docs/paper ü.bin")},
-    )
-    assert sent.json()["code"] == 200, sent.text
-    listed = await api.post("/api/fs/list", {"path": "/az/docs", "refresh": True})
-    assert [item["name"] for item in listed["data"]["content"]] == ["paper ü.bin"]
-    redirected = await api.client.get(f"/d{signed(api, '/az/docs/paper ü.bin')}")
-    assert redirected.status_code == 302
-    async with httpx.AsyncClient() as http:
-        assert (await http.get(redirected.headers["location"])).content == data
-    proxied = await api.client.get(f"/p{signed(api, '/azp/docs/paper ü.bin')}")
-    assert (proxied.status_code, proxied.content) == (200, data)
-    removed = await api.post("/api/fs/remove", {"dir": "/az/docs", "names": ["paper ü.bin"]})
-    assert removed["code"] == 200, removed
+    await check_served_through_the_api(api, "Azure Blob Storage", addition, "/az")
     assert await server.names(CONTAINER, f"{folder}/") == [f"{folder}/docs/"]
-
-
-def signed(api: Api, path: str) -> str:
-    return f"{quote(path)}?sign={api.services.signer.sign(path)}"
 
 
 def test_the_fixture_gives_what_an_rclone_remote_needs(server: Azurite) -> None:

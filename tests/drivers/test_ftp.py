@@ -30,6 +30,7 @@ from manifold.models import Obj, Storage
 from manifold.testing.conformance import DriverConformance, DriverFactory, chunks, read_obj
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
+from tests.drivers.driver_helpers import driver_form, form_items
 from tests.drivers.ftp_server import FtpServer, pyftpdlib_server, vsftpd_server
 
 SERVERS = {"pyftpdlib": pyftpdlib_server, "vsftpd": vsftpd_server}
@@ -101,13 +102,8 @@ class TestFtpConformance(DriverConformance):
 
 
 async def test_options_are_alists_then_tls(api: Api) -> None:
-    await api.as_admin()
-    info = await api.get("/api/admin/driver/info", params={"driver": "FTP"})
-    assert info["code"] == 200, info
-    items = [
-        (i["name"], i["type"], i["default"], i["required"]) for i in info["data"]["additional"]
-    ]
-    assert items == [
+    info = await driver_form(api, "FTP")
+    assert form_items(info["additional"]) == [
         ("address", "string", "", True),
         ("encoding", "string", "", True),
         ("username", "string", "", True),
@@ -116,12 +112,12 @@ async def test_options_are_alists_then_tls(api: Api) -> None:
         ("tls", "select", "none", False),
         ("tls_insecure_skip_verify", "bool", "false", False),
     ]
-    alist = info["data"]["additional"][:5]
+    alist = info["additional"][:5]
     assert all(item["help"] == "" and item["options"] == "" for item in alist)
-    tls, insecure = info["data"]["additional"][5:]
+    tls, insecure = info["additional"][5:]
     assert tls["options"] == "none,explicit"
     assert "unsafe" in insecure["help"].lower()
-    config = info["data"]["config"]
+    config = info["config"]
     assert (config["name"], config["local_sort"], config["only_local"]) == ("FTP", True, True)
     assert (config["default_root"], config["no_cache"], config["only_proxy"]) == ("/", False, False)
 

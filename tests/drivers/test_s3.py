@@ -10,7 +10,7 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -25,7 +25,7 @@ from manifold.errors import (
     ObjectNotFound,
     TemporaryFailure,
 )
-from manifold.models import Obj, Storage
+from manifold.models import Storage
 from manifold.services.fs.streams import open_range
 from manifold.testing.conformance import (
     DriverConformance,
@@ -39,6 +39,13 @@ from manifold.testing.conformance import (
 )
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
+from tests.drivers.driver_helpers import (
+    Built,
+    check_link_reads,
+    check_served_through_the_api,
+    driver_form,
+    made,
+)
 from tests.drivers.s3_server import SECRET_KEY, S3Server, relay, s3_driver, started
 from tests.fixtures.processes import free_port
 
@@ -88,43 +95,14 @@ async def folder(s3: S3Server) -> str:
     return f"t-{secrets.token_hex(5)}"
 
 
-class Drivers:
-    """Builds initialised drivers for a test and drops each one when it ends."""
-
-    def __init__(self) -> None:
-        self.built: list[Driver[Any]] = []
-
-    async def __call__(
-        self, server: S3Server, bucket: str = BUCKET, cls: type[S3Driver] = S3Driver, **options: Any
-    ) -> S3Driver:
-        driver = await s3_driver(server, bucket, cls, **options)
-        self.built.append(driver)
-        return driver
-
-    async def wrapped(
-        self, server: S3Server, bucket: str = BUCKET, cls: type[S3Driver] = S3Driver
-    ) -> Driver[Any]:
-        """A driver in the layers the server mounts it in."""
-        return wrap(await self(server, bucket, cls), CONFIG)
-
-    async def drop(self) -> None:
-        for driver in self.built:
-            await driver.drop()
+Drivers = Built[S3Driver]
 
 
 @pytest.fixture
 async def drivers() -> AsyncIterator[Drivers]:
-    built = Drivers()
+    built = Built(s3_driver, CONFIG)
     yield built
     await built.drop()
-
-
-async def made(driver: Driver[Any], *names: str) -> Obj:
-    """The folder ``names`` below the root, made level by level."""
-    current = await driver.root_obj()
-    for name in names:
-        current = await driver.make_dir(current, name)
-    return current
 
 
 class TestS3Conformance(DriverConformance):
@@ -173,10 +151,8 @@ ITEM_KEYS = ("name", "type", "default", "options", "required", "help")
 
 
 async def test_the_form_shows_alists_options_then_the_tls_switch(api: Api) -> None:
-    await api.as_admin()
-    body = await api.get("/api/admin/driver/info", params={"driver": "S3"})
-    assert body["code"] == 200, body
-    items = body["data"]["additional"]
+    info = await driver_form(api, "S3")
+    items = info["additional"]
     assert [tuple(item[k] for k in ITEM_KEYS) for item in items[:-1]] == ALIST_OPTIONS
     tls = items[-1]
     assert (tls["name"], tls["type"], tls["default"], tls["required"]) == (
@@ -186,7 +162,7 @@ async def test_the_form_shows_alists_options_then_the_tls_switch(api: Api) -> No
         False,
     )
     assert "unsafe" in tls["help"].lower()
-    assert body["data"]["config"] == {
+    assert info["config"] == {
         "name": "S3",
         "local_sort": True,
         "only_local": False,
@@ -356,11 +332,7 @@ async def test_a_link_is_a_presigned_url_that_expires_and_names_the_file(
     assert link.expires_in == 7200
     assert query["X-Amz-Expires"] == ["7200"]
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
-    async with httpx.AsyncClient() as http:
-        whole = await http.get(link.url)
-        part = await http.get(link.url, headers={"Range": "bytes=2-4"})
-    assert (whole.status_code, whole.content) == (200, data)
-    assert (part.status_code, part.content) == (206, data[2:5])
+    whole = await check_link_reads(link.url, data)
     quoted = "report%201%20%C3%BC.txt"
     if named:
         expected = f"attachment; filename=\"report 1 ü.txt\"; filename*=UTF-8''{quoted}"
@@ -602,33 +574,6 @@ async def test_an_upload_cut_off_midway_is_aborted_once_the_store_is_reachable(
 async def test_an_s3_storage_mounted_through_the_api_lists_stores_serves_and_removes(
     api: Api, s3: S3Server, folder: str
 ) -> None:
-    await api.as_admin()
     addition = s3.options(BUCKET, root_folder_path=f"/{folder}").model_dump_json()
-    # The same folder twice: redirected downloads from one, proxied ones from the other.
-    for mount, proxied in (("/s3", False), ("/s3p", True)):
-        body = {"mount_path": mount, "driver": "S3", "addition": addition, "web_proxy": proxied}
-        created = await api.post("/api/admin/storage/create", body)
-        assert created["code"] == 200, created
-    assert (await api.post("/api/fs/mkdir", {"path": "/s3/docs"}))["code"] == 200
-    data = os.urandom(300_000)
-    sent = await api.client.put(
-        "/api/fs/put",
-        content=data,
-        headers={"Authorization": api.token, "File-Path": quote("/s3/docs/paper ü.bin")},
-    )
-    assert sent.json()["code"] == 200, sent.text
-    listed = await api.post("/api/fs/list", {"path": "/s3/docs", "refresh": True})
-    assert [item["name"] for item in listed["data"]["content"]] == ["paper ü.bin"]
-    redirected = await api.client.get(f"/d{signed(api, '/s3/docs/paper ü.bin')}")
-    assert redirected.status_code == 302
-    async with httpx.AsyncClient() as http:
-        assert (await http.get(redirected.headers["location"])).content == data
-    proxied = await api.client.get(f"/p{signed(api, '/s3p/docs/paper ü.bin')}")
-    assert (proxied.status_code, proxied.content) == (200, data)
-    removed = await api.post("/api/fs/remove", {"dir": "/s3/docs", "names": ["paper ü.bin"]})
-    assert removed["code"] == 200, removed
+    await check_served_through_the_api(api, "S3", addition, "/s3")
     assert await s3.keys(BUCKET, f"{folder}/") == [f"{folder}/docs/.alist"]
-
-
-def signed(api: Api, path: str) -> str:
-    return f"{quote(path)}?sign={api.services.signer.sign(path)}"

@@ -54,6 +54,7 @@ from manifold.testing.conformance import (
 )
 from manifold.vfs.layers import wrap
 from tests.conftest import Api
+from tests.drivers.driver_helpers import driver_form, form_items
 from tests.drivers.sftp_server import PasswordLogin, SshServer, fingerprint, password_login
 from tests.fixtures.processes import free_port
 
@@ -149,14 +150,11 @@ ALIST_OPTIONS = [
 
 
 async def test_driver_info_shows_alists_options_then_the_pin(api: Api) -> None:
-    await api.as_admin()
-    body = await api.get("/api/admin/driver/info", params={"driver": "SFTP"})
-    assert body["code"] == 200, body
-    items = body["data"]["additional"]
-    shown = [(i["name"], i["type"], i["default"], i["required"]) for i in items]
-    assert shown == [*ALIST_OPTIONS, ("host_key_fingerprint", "string", "", False)]
+    info = await driver_form(api, "SFTP")
+    items = info["additional"]
+    assert form_items(items) == [*ALIST_OPTIONS, ("host_key_fingerprint", "string", "", False)]
     assert all(i["help"] == "" and i["options"] == "" for i in items[:-1])
-    assert body["data"]["config"] == {
+    assert info["config"] == {
         "name": "SFTP",
         "local_sort": True,
         "only_local": True,

@@ -50,6 +50,7 @@ from manifold.vfs.layers import Layer, wrap
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 from tests.conftest import Api
 from tests.drivers import smb_server
+from tests.drivers.driver_helpers import driver_form, form_items
 from tests.drivers.smb_server import Samba
 from tests.fixtures.processes import free_port
 
@@ -138,14 +139,12 @@ ALIST_ITEMS = [
 
 
 async def test_driver_info_shows_alists_options(api: Api) -> None:
-    await api.as_admin()
-    info = await api.get("/api/admin/driver/info", params={"driver": "SMB"})
-    assert info["code"] == 200, info
-    additional = info["data"]["additional"]
-    items = [(i["name"], i["type"], i["default"], i["required"]) for i in additional]
-    assert items == [(name, "string", default, required) for name, default, required in ALIST_ITEMS]
+    info = await driver_form(api, "SMB")
+    additional = info["additional"]
+    expected = [(name, "string", default, required) for name, default, required in ALIST_ITEMS]
+    assert form_items(additional) == expected
     assert all(item["help"] == "" and item["options"] == "" for item in additional)
-    assert info["data"]["config"] == {
+    assert info["config"] == {
         "name": "SMB",
         "local_sort": True,
         "only_local": True,

@@ -1,22 +1,22 @@
 """The Azure Blob Storage driver: a container of a storage account, through the Azure
 SDK's async client, authorized with the account's key (Shared Key).
 
-Folders are prefixes, with a marker blob for each folder made here (``listing``).
-Listings ask for one level (delimiter ``/``) a page at a time, following the service's
-continuation. Downloads are SAS URLs valid ``sign_url_expire`` hours, so ``/d``
-redirects the client to the service and ``/p`` fetches the same URL with ranges.
-Uploads are staged blocks committed only when whole (``upload``). Copies run on the
-service (Copy Blob from a SAS URL of the source, waited for until it ends); a folder
-is copied blob by blob, and a folder moved or renamed loses its source blobs only
-once every copy exists, so a failure midway leaves the source whole and removes what
-was copied.
+Folders are prefixes (``manifold.drivers.prefixes``), with a marker blob for each
+folder made here (``listing``). Listings ask for one level (delimiter ``/``) a page at
+a time, following the service's continuation. Downloads are SAS URLs valid
+``sign_url_expire`` hours, so ``/d`` redirects the client to the service and ``/p``
+fetches the same URL with ranges. Uploads are staged blocks committed only when whole
+(``upload``). Copies run on the service (Copy Blob from a SAS URL of the source,
+waited for until it ends); a folder is copied blob by blob, and a folder moved or
+renamed loses its source blobs only once every copy exists, so a failure midway leaves
+the source whole and removes what was copied.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -27,20 +27,17 @@ from azure.storage.blob import BlobSasPermissions, generate_blob_sas
 from azure.storage.blob.aio import BlobClient, BlobServiceClient, ContainerClient
 
 from manifold.drivers.base import (
-    Driver,
     ErrorTable,
     LinkArgs,
     Upload,
     gathered,
     made_progress,
     translating,
-    validate_name,
 )
-from manifold.drivers.batches import each, shielded, together
-from manifold.drivers.s3.keys import inside, join, key_of, name_of, parent_of, prefix_of
+from manifold.drivers.batches import each, shielded
+from manifold.drivers.prefixes import PrefixDriver, key_of, name_of, prefix_of
 from manifold.errors import (
     NotAFile,
-    NotAFolder,
     ObjectExists,
     ObjectNotFound,
     ServerError,
@@ -55,27 +52,20 @@ from .upload import BlockUploader
 
 T = TypeVar("T")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A copy's source URL outlives any copy the service may still be running.
 _COPY_SAS = timedelta(days=7)
 
 
-class AzureBlobDriver(Driver[Addition]):
+class AzureBlobDriver(PrefixDriver[Addition]):
     # No EXCLUSIVE_CREATE: a put or a file copy that must not replace is conditional
     # (If-None-Match: *), but a folder is copied blob by blob, and of racing folder
     # copies each would refuse another's blobs halfway; a look before each write
-    # narrows the window only.
-    # No FOLDER_TIMES: a folder is a prefix, which has no time (listed with the
-    # storage's own).
-    # No FOLDER_MOVE: a folder is moved a blob at a time (a copy of each, then the
-    # deletes), so the services move one as a task with progress.
+    # narrows the window only. No FOLDER_TIMES, no FOLDER_MOVE (``PrefixDriver``).
     PROMISES: ClassVar[frozenset[str]] = frozenset()
     # Names a listing page asks for (the service's own maximum is 5000).
     PAGE_SIZE: ClassVar[int] = 5000
     # Bytes of each staged block; an upload that fits in one is a single Put Blob.
     BLOCK_SIZE: ClassVar[int] = 4 << 20
-    # Copies and deletes under way at once inside one folder operation.
-    TREE_CONCURRENCY: ClassVar[int] = 8
     # Seconds of one hour of ``sign_url_expire``: a test shortens it to see links expire.
     SIGN_HOUR: ClassVar[int] = 3600
     # Seconds between two looks at a copy the service runs in the background.
@@ -141,16 +131,10 @@ class AzureBlobDriver(Driver[Addition]):
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         return await gathered(self.list_pages(dir), dir.path, self.resources.max_listing_entries)
 
-    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
-        if not dir.is_dir:
-            raise NotAFolder()
+    async def _listing(self, folder: str) -> AsyncIterator[tuple[bool, builtins.list[Obj]]]:
         seen: set[str] = set()
-        first = True
-        async for page in self._pages(prefix_of(dir.path), delimiter="/"):
-            if first and not page and key_of(dir.path) != key_of(self._root):
-                await self._refuse_missing_folder(dir.path)
-            first = False
-            yield page_objects(page, dir.path, self._folder_time(), seen)
+        async for page in self._pages(prefix_of(folder), delimiter="/"):
+            yield not page, page_objects(page, folder, self._folder_time(), seen)
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
@@ -174,64 +158,13 @@ class AzureBlobDriver(Driver[Addition]):
         )
         return f"{self._blob(key).url}?{token}"
 
-    async def root_obj(self) -> Obj:
-        return Obj(name="", size=0, is_dir=True, modified=self._folder_time(), path=self._root)
-
-    async def get(self, path: str) -> Obj:
-        full = join(self._root, path.lstrip("/")) if path.strip("/") else self._root
-        if key_of(full) == key_of(self._root):
-            return await self.root_obj()
-        file = await self._file(full)
-        if file is not None:
-            return file
-        if await self._has_blobs(prefix_of(full)):
-            return self._folder(full)
-        raise ObjectNotFound()
-
     # --- writing ---------------------------------------------------------------
 
-    async def make_dir(self, parent: Obj, name: str) -> Obj:
-        path = join(parent.path, validate_name(name))
-        await together(self._require_folder(parent), self._refuse_file(path))
+    async def _mark_folder(self, path: str) -> None:
         marker = self._blob(prefix_of(path))
         await self._call(marker.upload_blob(b"", overwrite=True, metadata=FOLDER_METADATA))
-        return self._folder(path)
 
-    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
-        if key_of(parent_of(src.path)) == key_of(dst_dir.path):
-            return src
-        self._refuse_into_itself(src, dst_dir)
-        return await self._relocate(src, join(dst_dir.path, name_of(src.path)), dst_dir)
-
-    async def rename(self, src: Obj, new_name: str) -> Obj:
-        if validate_name(new_name) == name_of(src.path):
-            return src
-        return await self._relocate(src, join(parent_of(src.path), new_name), None)
-
-    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
-        self._refuse_into_itself(src, dst_dir)
-        target = join(dst_dir.path, name_of(src.path))
-        await together(self._require_folder(dst_dir), self._refuse_taken(target))
-        if src.is_dir:
-            await self._copy_tree(src.path, target)
-            return self._folder(target)
-        await self._copy_blob(key_of(src.path), key_of(target), exclusive=True)
-        return await self._copied_file(target, src)
-
-    async def remove(self, obj: Obj) -> None:
-        if not obj.is_dir:
-            await self._delete_blob(key_of(obj.path))
-            return
-        await self._delete_all(await self._names_below(obj.path))
-
-    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
-        path = join(dst_dir.path, validate_name(upload.name))
-        if not dst_dir.is_dir:
-            raise NotAFolder()
-        checks = [self._refuse_folder(path)]
-        if not upload.overwrite:
-            checks.append(self._refuse_file(path))
-        await together(*checks)
+    async def _upload(self, path: str, upload: Upload) -> Obj:
         assert self._uploader is not None
         size = await self._uploader.put(
             self._blob(key_of(path)), upload, mtime_metadata(upload.modified)
@@ -268,17 +201,16 @@ class AzureBlobDriver(Driver[Addition]):
             if limit:
                 return
 
-    async def _has_blobs(self, prefix: str) -> bool:
+    async def _has_keys(self, prefix: str) -> bool:
         async for page in self._pages(prefix, limit=1):
             return bool(page)
         return False
 
-    async def _names_below(self, folder: str) -> builtins.list[str]:
-        """Every blob inside ``folder``, its marker included; ``ObjectNotFound`` when none."""
-        names = [item.name async for page in self._pages(prefix_of(folder)) for item in page]
-        if not names:
-            raise ObjectNotFound()
-        return names
+    async def _sized_keys(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
+        """Every blob that starts with ``prefix``, folder markers included."""
+        async for page in self._pages(prefix):
+            for item in page:
+                yield item.name, int(item.size or 0)
 
     async def _file(self, path: str) -> Obj | None:
         try:
@@ -287,73 +219,17 @@ class AzureBlobDriver(Driver[Addition]):
             return None
         return file_obj(path, properties)
 
-    def _folder(self, path: str) -> Obj:
-        return Obj(name=name_of(path), size=0, is_dir=True, modified=self._folder_time(), path=path)
+    # --- copies and removals ------------------------------------------------------
 
-    def _folder_time(self) -> datetime:
-        modified = self.storage.modified or _EPOCH
-        return modified if modified.tzinfo else modified.replace(tzinfo=UTC)
+    async def _copy_file(self, src: Obj, target: str) -> Obj:
+        """The copy as the service has it; ``src``'s values if it is gone already."""
+        await self._copy_blob(key_of(src.path), key_of(target), exclusive=True)
+        return await self._file(target) or Obj(
+            name=name_of(target), size=src.size, is_dir=False, modified=src.modified, path=target
+        )
 
-    async def _require_folder(self, folder: Obj) -> None:
-        if not folder.is_dir:
-            raise NotAFolder()
-        if key_of(folder.path) == key_of(self._root):
-            return
-        if not await self._has_blobs(prefix_of(folder.path)):
-            await self._refuse_missing_folder(folder.path)
-
-    async def _refuse_missing_folder(self, path: str) -> None:
-        if await self._file(path) is not None:
-            raise NotAFolder()
-        raise ObjectNotFound()
-
-    async def _refuse_file(self, path: str) -> None:
-        if await self._file(path) is not None:
-            raise ObjectExists(f"file exists: {name_of(path)}")
-
-    async def _refuse_folder(self, path: str) -> None:
-        if await self._has_blobs(prefix_of(path)):
-            raise ObjectExists(f"a folder holds the name: {name_of(path)}")
-
-    async def _refuse_taken(self, path: str) -> None:
-        await together(self._refuse_file(path), self._refuse_folder(path))
-
-    @staticmethod
-    def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
-        if src.is_dir and inside(dst_dir.path, src.path):
-            raise ServerError("the destination folder is a subfolder of the source folder")
-
-    # --- copies, moves and removals ------------------------------------------------
-
-    async def _relocate(self, src: Obj, target: str, dst_dir: Obj | None) -> Obj:
-        """Move ``src`` to ``target``: copy, then remove the source once the copy is whole."""
-        checks = [self._refuse_taken(target)]
-        if dst_dir is not None:
-            checks.append(self._require_folder(dst_dir))
-        await together(*checks)
-        if not src.is_dir:
-            await self._copy_blob(key_of(src.path), key_of(target), exclusive=True)
-            await self._delete_blob(key_of(src.path))
-            return await self._copied_file(target, src)
-        copied = await self._copy_tree(src.path, target)
-        await self._delete_all(copied)
-        return self._folder(target)
-
-    async def _copy_tree(self, source: str, target: str) -> builtins.list[str]:
-        """Copy every blob inside folder ``source`` below ``target``; the source names.
-
-        A failure (or a cancellation) removes whatever reached ``target``, which was
-        free before, so a failed copy leaves nothing there.
-        """
-        names = await self._names_below(source)
-        cut, dest = len(prefix_of(source)), prefix_of(target)
-        pairs = [(name, dest + name[cut:]) for name in names]
-        try:
-            await each(pairs, lambda pair: self._copy_blob(*pair), self.TREE_CONCURRENCY)
-        except BaseException:
-            await shielded(self._delete_all([new for _, new in pairs], missing_ok=True))
-            raise
-        return names
+    async def _copy_key(self, key: str, new_key: str, size: int) -> None:
+        await self._copy_blob(key, new_key)
 
     async def _copy_blob(self, name: str, new_name: str, exclusive: bool = False) -> None:
         """Copy blob ``name`` to ``new_name`` on the service and wait until it is whole;
@@ -373,38 +249,30 @@ class AzureBlobDriver(Driver[Addition]):
             await shielded(self._abort_copy(target, str(started.get("copy_id"))))
             raise
         if status != "success":
-            await shielded(self._delete_blob(new_name, missing_ok=True))
+            await shielded(self._delete_key(new_name, missing_ok=True))
             raise ServerError(f"azure blob: the copy of {name_of(name)} ended {status}")
 
     async def _abort_copy(self, target: BlobClient, copy_id: str) -> None:
         try:
             await self._call(target.abort_copy(copy_id))
         finally:
-            await self._delete_blob(target.blob_name, missing_ok=True)
+            await self._delete_key(target.blob_name, missing_ok=True)
 
-    async def _copied_file(self, path: str, src: Obj) -> Obj:
-        """The copy at ``path`` as the service has it; ``src``'s values if it is gone."""
-        return await self._file(path) or Obj(
-            name=name_of(path), size=src.size, is_dir=False, modified=src.modified, path=path
-        )
-
-    async def _delete_all(self, names: builtins.list[str], missing_ok: bool = False) -> None:
-        """Delete ``names``: files first, folder markers after, so a removal that stops
+    async def _delete_keys(self, keys: builtins.list[str]) -> None:
+        """Delete ``keys``: files first, folder markers after, so a removal that stops
         halfway leaves the folders it had not emptied standing."""
-        if not names and not missing_ok:
-            raise ObjectNotFound()
-        files = [name for name in names if not name.endswith("/")]
-        markers = sorted((name for name in names if name.endswith("/")), key=len, reverse=True)
+        files = [key for key in keys if not key.endswith("/")]
+        markers = sorted((key for key in keys if key.endswith("/")), key=len, reverse=True)
         for batch in (files, markers):
             await each(
                 batch,
-                lambda name: self._delete_blob(name, missing_ok=True),
+                lambda key: self._delete_key(key, missing_ok=True),
                 self.TREE_CONCURRENCY,
             )
 
-    async def _delete_blob(self, name: str, missing_ok: bool = False) -> None:
+    async def _delete_key(self, key: str, missing_ok: bool = False) -> None:
         try:
-            await self._call(self._blob(name).delete_blob(delete_snapshots="include"))
+            await self._call(self._blob(key).delete_blob(delete_snapshots="include"))
         except ObjectNotFound:
             if not missing_ok:
                 raise

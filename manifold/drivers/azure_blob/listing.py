@@ -1,6 +1,6 @@
 """Listing pages of a container as objects, and the times files report.
 
-Folders are prefixes (``keys`` of the S3 driver: a path with a leading ``/`` is the
+Folders are prefixes (``manifold.drivers.prefixes``: a path with a leading ``/`` is the
 blob name without it). A folder made here is also a marker blob, its prefix itself
 (``dir/``, empty, ``hdi_isfolder=true``), as OpenList makes them: an empty folder
 exists, and a hierarchical listing shows the marker as the folder's prefix. A file's
@@ -18,7 +18,7 @@ from typing import Any
 
 from azure.storage.blob import BlobProperties
 
-from manifold.drivers.s3.keys import prefix_of
+from manifold.drivers.prefixes import prefix_of
 from manifold.models import Obj, new_obj
 
 # Metadata of a folder's marker blob, as OpenList (and Azure's Data Lake tools) set it.

@@ -1,9 +1,9 @@
 """The S3 driver: a bucket of any S3-compatible store, through aiobotocore.
 
-Folders are prefixes (``keys``): listings ask for one level (``Delimiter="/"``) a page
-at a time, following the store's continuation tokens (v1 markers or v2 tokens, as
-the ``list_object_version`` option says). A new folder is an empty placeholder
-object inside the prefix (AList's ``.alist``), hidden from listings.
+Folders are prefixes (``manifold.drivers.prefixes``): listings ask for one level
+(``Delimiter="/"``) a page at a time, following the store's continuation tokens (v1
+markers or v2 tokens, as the ``list_object_version`` option says). A new folder is an
+empty placeholder object inside the prefix (AList's ``.alist``), hidden from listings.
 
 Downloads are presigned GET URLs (SigV4, ``sign_url_expire`` hours), so ``/d``
 redirects the client to the store and ``/p`` fetches the same URL with ranges.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterator,
     Callable,
 )
@@ -35,40 +34,26 @@ from botocore.handlers import set_list_objects_encoding_type_url
 from botocore.utils import parse_timestamp
 
 from manifold.drivers.base import (
-    Driver,
     LinkArgs,
     Upload,
     made_progress,
     translating,
-    validate_name,
 )
-from manifold.drivers.batches import each, shielded, together
+from manifold.drivers.batches import each
+from manifold.drivers.prefixes import PrefixDriver, key_of, name_of, prefix_of
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
-    NotAFolder,
-    ObjectExists,
     ObjectNotFound,
     ServerError,
 )
 from manifold.models import Link, Obj
 
 from .failures import ERRORS
-from .keys import (
-    inside,
-    is_empty,
-    join,
-    key_of,
-    last_key,
-    name_of,
-    page_objects,
-    parent_of,
-    prefix_of,
-)
+from .keys import is_empty, last_key, page_objects
 from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
 from .upload import Uploader
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # SigV4 presigned URLs live at most a week.
 _LONGEST_SIGN_HOURS = 7 * 24
 _DEFAULT_SIGN_HOURS = 4
@@ -98,16 +83,12 @@ def _timestamp(value: Any) -> datetime:
     return parsed
 
 
-class S3Driver(Driver[Addition]):
+class S3Driver(PrefixDriver[Addition]):
     # No EXCLUSIVE_CREATE: a put that must not replace sends ``If-None-Match: *``
     # (AWS, MinIO and moto refuse it with 412 when the key exists), but a copy has no
     # such condition that stores keep (moto ignores it), and moto's own put check
     # looks before it writes rather than atomically; a look before each write
-    # narrows the window only.
-    # No FOLDER_TIMES: a folder is a prefix, which has no time (listed with the
-    # storage's own).
-    # No FOLDER_MOVE: a folder is moved a key at a time (a copy of each, then the
-    # deletes), so the services move one as a task with progress.
+    # narrows the window only. No FOLDER_TIMES, no FOLDER_MOVE (``PrefixDriver``).
     PROMISES: ClassVar[frozenset[str]] = frozenset()
     # Keys a listing page asks for (S3's own maximum is 1000).
     PAGE_SIZE: ClassVar[int] = 1000
@@ -116,8 +97,6 @@ class S3Driver(Driver[Addition]):
     # Above this size a copy goes in parts (UploadPartCopy) of ``COPY_PART_SIZE``.
     COPY_LIMIT: ClassVar[int] = _COPY_LIMIT
     COPY_PART_SIZE: ClassVar[int] = 512 << 20
-    # Copies (and delete batches) under way at once inside one folder operation.
-    TREE_CONCURRENCY: ClassVar[int] = 8
     # Keys one DeleteObjects removes (S3's maximum).
     DELETE_BATCH: ClassVar[int] = 1000
 
@@ -233,16 +212,11 @@ class S3Driver(Driver[Addition]):
             found += page
         return found
 
-    async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
-        if not dir.is_dir:
-            raise NotAFolder()
+    async def _listing(self, folder: str) -> AsyncIterator[tuple[bool, builtins.list[Obj]]]:
         seen: set[str] = set()
-        first = True
-        async for page in self._pages(prefix_of(dir.path), delimiter="/"):
-            if first and is_empty(page) and key_of(dir.path) != key_of(self._root):
-                await self._refuse_missing_folder(dir.path)
-            first = False
-            yield page_objects(page, dir.path, self._hidden, self._folder_time(), seen)
+        async for page in self._pages(prefix_of(folder), delimiter="/"):
+            objects = page_objects(page, folder, self._hidden, self._folder_time(), seen)
+            yield is_empty(page), objects
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
@@ -272,72 +246,24 @@ class S3Driver(Driver[Addition]):
             return f"attachment; filename=\"{name}\"; filename*=UTF-8''{quoted}"
         return f"attachment; filename*=UTF-8''{quoted}"
 
-    async def root_obj(self) -> Obj:
-        return Obj(name="", size=0, is_dir=True, modified=self._folder_time(), path=self._root)
-
-    async def get(self, path: str) -> Obj:
-        full = join(self._root, path.lstrip("/")) if path.strip("/") else self._root
-        if key_of(full) == key_of(self._root):
-            return await self.root_obj()
-        file = await self._file(full)
-        if file is not None:
-            return file
-        if await self._has_keys(prefix_of(full)):
-            return self._folder(full)
-        raise ObjectNotFound()
-
     # --- writing ---------------------------------------------------------------
 
-    async def make_dir(self, parent: Obj, name: str) -> Obj:
-        path = join(parent.path, validate_name(name))
-        await together(self._require_folder(parent), self._refuse_file(path))
+    async def _mark_folder(self, path: str) -> None:
         await self._call("put_object", Key=prefix_of(path) + self._hidden, Body=b"")
-        return self._folder(path)
 
-    async def move(self, src: Obj, dst_dir: Obj) -> Obj:
-        if key_of(parent_of(src.path)) == key_of(dst_dir.path):
-            return src
-        self._refuse_into_itself(src, dst_dir)
-        return await self._relocate(src, join(dst_dir.path, name_of(src.path)), dst_dir)
-
-    async def rename(self, src: Obj, new_name: str) -> Obj:
-        validate_name(new_name)
-        if new_name == name_of(src.path):
-            return src
-        if not src.is_dir:
-            self._refuse_placeholder(new_name)
-        return await self._relocate(src, join(parent_of(src.path), new_name), None)
-
-    async def copy(self, src: Obj, dst_dir: Obj) -> Obj:
-        self._refuse_into_itself(src, dst_dir)
-        target = join(dst_dir.path, name_of(src.path))
-        await together(self._require_folder(dst_dir), self._refuse_taken(target))
-        if src.is_dir:
-            await self._copy_tree(src.path, target)
-            return self._folder(target)
-        await self._copy_key(key_of(src.path), key_of(target), src.size)
-        return _file_obj(target, src.size, datetime.now(UTC))
-
-    async def remove(self, obj: Obj) -> None:
-        if not obj.is_dir:
-            await self._call("head_object", Key=key_of(obj.path))
-            await self._call("delete_object", Key=key_of(obj.path))
-            return
-        keys = [key for key, _ in await self._keys_below(obj.path)]
-        await self._delete(keys)
-
-    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
-        name = self._refuse_placeholder(validate_name(upload.name))
-        if not dst_dir.is_dir:
-            raise NotAFolder()
-        path = join(dst_dir.path, name)
-        checks = [self._refuse_folder(path)]
-        if not upload.overwrite:
-            checks.append(self._refuse_file(path))
-        await together(*checks)
+    async def _upload(self, path: str, upload: Upload) -> Obj:
         assert self._uploader is not None
         size = await self._uploader.put(key_of(path), upload)
         return _file_obj(path, size, datetime.now(UTC))
+
+    async def _remove_file(self, path: str) -> None:
+        await self._call("head_object", Key=key_of(path))  # a delete of nothing succeeds
+        await self._delete_key(key_of(path))
+
+    def _refuse_reserved(self, name: str) -> str:
+        if name == self._hidden:
+            raise InvalidRequest(f"invalid name: {name!r} keeps folders of this storage")
+        return name
 
     # --- folders as prefixes -----------------------------------------------------
 
@@ -371,16 +297,10 @@ class S3Driver(Driver[Addition]):
             return not is_empty(page)
         return False
 
-    async def _keys_below(self, folder: str) -> builtins.list[tuple[str, int]]:
-        """Every key inside ``folder`` with its size; ``ObjectNotFound`` when none."""
-        keys = [
-            (item["Key"], int(item["Size"]))
-            async for page in self._pages(prefix_of(folder))
-            for item in page.get("Contents") or ()
-        ]
-        if not keys:
-            raise ObjectNotFound()
-        return keys
+    async def _sized_keys(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
+        async for page in self._pages(prefix):
+            for item in page.get("Contents") or ():
+                yield item["Key"], int(item["Size"])
 
     async def _file(self, path: str) -> Obj | None:
         if name_of(path) == self._hidden:
@@ -391,78 +311,11 @@ class S3Driver(Driver[Addition]):
             return None
         return _file_obj(path, int(head["ContentLength"]), head["LastModified"])
 
-    def _folder(self, path: str) -> Obj:
-        return Obj(name=name_of(path), size=0, is_dir=True, modified=self._folder_time(), path=path)
+    # --- copies and removals ------------------------------------------------------
 
-    def _folder_time(self) -> datetime:
-        modified = self.storage.modified or _EPOCH
-        return modified if modified.tzinfo else modified.replace(tzinfo=UTC)
-
-    async def _require_folder(self, folder: Obj) -> None:
-        if not folder.is_dir:
-            raise NotAFolder()
-        if key_of(folder.path) == key_of(self._root):
-            return
-        if not await self._has_keys(prefix_of(folder.path)):
-            await self._refuse_missing_folder(folder.path)
-
-    async def _refuse_missing_folder(self, path: str) -> None:
-        if await self._file(path) is not None:
-            raise NotAFolder()
-        raise ObjectNotFound()
-
-    async def _refuse_file(self, path: str) -> None:
-        if await self._file(path) is not None:
-            raise ObjectExists(f"file exists: {name_of(path)}")
-
-    async def _refuse_folder(self, path: str) -> None:
-        if await self._has_keys(prefix_of(path)):
-            raise ObjectExists(f"a folder holds the name: {name_of(path)}")
-
-    async def _refuse_taken(self, path: str) -> None:
-        await together(self._refuse_file(path), self._refuse_folder(path))
-
-    def _refuse_placeholder(self, name: str) -> str:
-        if name == self._hidden:
-            raise InvalidRequest(f"invalid name: {name!r} keeps folders of this storage")
-        return name
-
-    @staticmethod
-    def _refuse_into_itself(src: Obj, dst_dir: Obj) -> None:
-        if src.is_dir and inside(dst_dir.path, src.path):
-            raise ServerError("the destination folder is a subfolder of the source folder")
-
-    # --- copies, moves and removals ------------------------------------------------
-
-    async def _relocate(self, src: Obj, target: str, dst_dir: Obj | None) -> Obj:
-        """Move ``src`` to ``target``: copy, then remove the source once the copy is whole."""
-        checks = [self._refuse_taken(target)]
-        if dst_dir is not None:
-            checks.append(self._require_folder(dst_dir))
-        await together(*checks)
-        if not src.is_dir:
-            await self._copy_key(key_of(src.path), key_of(target), src.size)
-            await self._call("delete_object", Key=key_of(src.path))
-            return _file_obj(target, src.size, datetime.now(UTC))
-        copied = await self._copy_tree(src.path, target)
-        await self._delete(copied)
-        return self._folder(target)
-
-    async def _copy_tree(self, source: str, target: str) -> builtins.list[str]:
-        """Copy every key inside folder ``source`` below ``target``; the source keys.
-
-        A failure (or a cancellation) removes whatever reached ``target``, which was
-        free before, so a failed copy leaves nothing there.
-        """
-        keys = await self._keys_below(source)
-        cut, dest = len(prefix_of(source)), prefix_of(target)
-        pairs = [(key, dest + key[cut:], size) for key, size in keys]
-        try:
-            await each(pairs, lambda pair: self._copy_key(*pair), self.TREE_CONCURRENCY)
-        except BaseException:
-            await shielded(self._delete([new for _, new, _ in pairs], missing_ok=True))
-            raise
-        return [key for key, _ in keys]
+    async def _copy_file(self, src: Obj, target: str) -> Obj:
+        await self._copy_key(key_of(src.path), key_of(target), src.size)
+        return _file_obj(target, src.size, datetime.now(UTC))
 
     async def _copy_key(self, key: str, new_key: str, size: int) -> None:
         source = {"Bucket": self.options.bucket, "Key": key}
@@ -472,10 +325,11 @@ class S3Driver(Driver[Addition]):
         assert self._uploader is not None
         await self._uploader.copy_in_parts(source, new_key, size, self.COPY_PART_SIZE)
 
-    async def _delete(self, keys: builtins.list[str], missing_ok: bool = False) -> None:
-        """Delete ``keys`` in batches; ``ObjectNotFound`` when there are none."""
-        if not keys and not missing_ok:
-            raise ObjectNotFound()
+    async def _delete_key(self, key: str) -> None:
+        await self._call("delete_object", Key=key)
+
+    async def _delete_keys(self, keys: builtins.list[str]) -> None:
+        """Delete ``keys`` in batches of ``DELETE_BATCH``."""
         batches = [
             keys[start : start + self.DELETE_BATCH]
             for start in range(0, len(keys), self.DELETE_BATCH)
