@@ -6,9 +6,15 @@ every storage that speaks HTTP (WebDav, AList V3) draws on one connection pool, 
 second one for the storages whose admin turned TLS verification off. So is the most
 entries one folder's listing may hold (the server's ``max_listing_entries``), which a
 back end's listing is refused past rather than held in memory however big it grows.
+So are helpers that outlive any one storage (the one rclone process every Rclone
+storage talks to): made on first use by ``shared``, closed with the pools.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -26,6 +32,13 @@ HTTP_IO_SECONDS = 60.0
 MAX_LISTING_ENTRIES = 500_000
 
 
+class Closeable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+SharedT = TypeVar("SharedT", bound=Closeable)
+
+
 class Resources:
     """Shared HTTP connection pools; the server closes them when it stops.
 
@@ -37,6 +50,18 @@ class Resources:
         self._clients: dict[bool, httpx.AsyncClient] = {}
         # A listing longer than this is refused (``helpers.gathered``).
         self.max_listing_entries = max_listing_entries
+        # The server's data folder, where a helper keeps its files; None for a driver
+        # built outside a server (a helper then picks a temporary folder).
+        self.data_dir: Path | None = None
+        self._shared: dict[str, Closeable] = {}
+
+    def shared(self, key: str, make: Callable[[], SharedT]) -> SharedT:
+        """The helper kept under ``key``, made by ``make`` on first use; every storage
+        of this server gets the same one, and ``aclose`` closes it."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return found  # type: ignore[return-value]
 
     def http(self, *, verify: bool = True) -> httpx.AsyncClient:
         """The pool for HTTP back ends; ``verify=False`` only for a storage whose
@@ -61,3 +86,6 @@ class Resources:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()
+        helpers, self._shared = list(self._shared.values()), {}
+        for helper in helpers:
+            await helper.aclose()
