@@ -28,11 +28,9 @@ import contextlib
 import posixpath
 import re
 import secrets
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from manifold.drivers.base import (
@@ -47,7 +45,7 @@ from manifold.drivers.base import (
     is_temporary,
     too_many_entries,
 )
-from manifold.drivers.rclone.process import ListingTooLong, Rclone, RcloneError
+from manifold.drivers.rclone.process import ListingTooLong, Rclone, RcloneError, rclone_of
 from manifold.drivers.rclone.section import Section, check, parse, updated
 from manifold.errors import (
     InvalidRequest,
@@ -123,8 +121,7 @@ class RcloneDriver(Driver[Addition]):
         root = self.options.root_folder_path.strip()
         if "]" in root:
             raise InvalidRequest("root_folder_path may not hold ']'")
-        rclone = self.resources.shared("rclone", lambda: Rclone(_folder(self.resources)))
-        self._rclone = rclone
+        rclone = self._rclone = rclone_of(self.resources)
         check(section, await rclone.providers())
         self._name = f"manifold{self.storage.id}_{secrets.token_hex(4)}"
         params = {"name": self._name, "type": section.type, "parameters": section.values}
@@ -480,12 +477,6 @@ def _changes(
         for key, value in current.items()
         if key != "type" and not passwords.get(key) and section.values.get(key) != str(value)
     }
-
-
-def _folder(resources: Any) -> Path:
-    data_dir = resources.data_dir
-    base = Path(data_dir) if data_dir is not None else Path(tempfile.gettempdir()) / "manifold"
-    return base / "rclone"
 
 
 def _clean(path: str) -> str:

@@ -34,6 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from manifold.drivers.rclone.feeder import Feeder
+from manifold.drivers.resources import Resources
 from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import TemporaryFailure
 
@@ -77,6 +78,18 @@ class RcloneError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def rclone_of(resources: Resources) -> Rclone:
+    """The server's one rclone (made on first use, closed with ``resources``): in a
+    ``rclone`` folder of the data folder, or of a temporary one outside a server."""
+    return resources.shared("rclone", lambda: Rclone(_base(resources) / "rclone"))
+
+
+def _base(resources: Resources) -> Path:
+    if resources.data_dir is not None:
+        return resources.data_dir
+    return Path(tempfile.gettempdir()) / "manifold"
 
 
 class ListingTooLong(Exception):
