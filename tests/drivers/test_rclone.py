@@ -16,18 +16,25 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from manifold.drivers.base import Driver, Resources
+from manifold.drivers.base import Driver, Resources, Upload
 from manifold.drivers.rclone.meta import CONFIG
 from manifold.drivers.rclone.process import rclone_of
-from manifold.errors import ObjectNotFound, TemporaryFailure
+from manifold.errors import ObjectNotFound, ServerError, TemporaryFailure
 from manifold.services.admin.masking import MASK
-from manifold.testing.conformance import DriverConformance, DriverFactory, put_bytes, read_obj
+from manifold.testing.conformance import (
+    DriverConformance,
+    DriverFactory,
+    chunks,
+    put_bytes,
+    read_obj,
+)
 from manifold.vfs.layers import wrap
 from tests.conftest import Api, open_api, start_services
 from tests.drivers import rclone_remotes as remotes
@@ -336,3 +343,64 @@ def test_rclone_dies_with_a_server_that_is_killed(tmp_path: Path) -> None:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+# --- transfers -----------------------------------------------------------------------
+
+WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("remote", ["local", "sftp", "s3", "crypt"], indirect=True)
+async def test_put_keeps_the_modification_time(remote: Remote, resources: Resources) -> None:
+    driver = await rclone_driver(remote, resources)
+    try:
+        root = await driver.root_obj()
+        stored = await driver.put(root, Upload("dated.txt", chunks(b"dated"), 5, WHEN))
+        listed = [o for o in await driver.list(root) if o.name == "dated.txt"]
+        assert [o.modified for o in listed] == [WHEN]
+        assert stored.modified == WHEN
+    finally:
+        await driver.drop()
+
+
+@pytest.mark.parametrize("remote", ["local", "s3"], indirect=True)
+async def test_a_ranged_read_of_a_large_file_reads_only_what_was_asked(
+    remote: Remote, resources: Resources
+) -> None:
+    driver = await rclone_driver(remote, resources)
+    try:
+        data = os.urandom(24 << 20)
+        big = await put_bytes(driver, await driver.root_obj(), "big.bin", data)
+        rclone = rclone_of(resources)
+        before = (await rclone.call("core/stats", {}))["bytes"]
+        assert await read_obj(driver, big, 20 << 20, 100) == data[20 << 20 : (20 << 20) + 100]
+        read = (await rclone.call("core/stats", {}))["bytes"] - before
+        assert read < 1 << 20, read  # what was asked and a little read-ahead, never the file
+    finally:
+        await driver.drop()
+
+
+@pytest.mark.parametrize("remote", ["local"], indirect=True)
+async def test_a_listing_past_the_servers_bound_is_refused(remote: Remote) -> None:
+    bounded = Resources(max_listing_entries=10)
+    try:
+        driver = await rclone_driver(remote, bounded)
+        root = await driver.root_obj()
+        for i in range(11):
+            await put_bytes(driver, root, f"f{i:02d}", b"x")
+        with pytest.raises(ServerError, match="more than 10 entries"):
+            await driver.list(root)
+        await driver.remove(await driver.get("/f00"))
+        assert len(await driver.list(root)) == 10
+    finally:
+        await bounded.aclose()
+
+
+@pytest.mark.parametrize("remote", ["local"], indirect=True)
+async def test_details_are_the_remotes_space(remote: Remote, resources: Resources) -> None:
+    driver = await rclone_driver(remote, resources)
+    try:
+        usage = await driver.details()
+        assert usage.total > 0 and 0 < usage.free <= usage.total
+    finally:
+        await driver.drop()
