@@ -33,6 +33,7 @@ from bench.common import (
     tree_kib,
     wait_for_port,
 )
+from manifold.drivers.rclone.process import RCLONE
 
 # What rclone's own webdav client asks for in a listing.
 PROPFIND_BODY = (
@@ -46,7 +47,7 @@ USER, PASSWORD = "bench", "bench-dav-pw"
 @contextlib.contextmanager
 def rclone_webdav(root: Path) -> Iterator[int]:
     port = free_port()
-    argv = ["rclone", "serve", "webdav", str(root), "--addr", f"127.0.0.1:{port}"]
+    argv = [RCLONE, "serve", "webdav", str(root), "--addr", f"127.0.0.1:{port}"]
     process = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port)

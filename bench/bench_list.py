@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.common import ADMIN_PASSWORD, free_port, manifold_server, stop, wait_for_port, wrk
+from manifold.drivers.rclone.process import RCLONE
 
 POST_LUA = """
 wrk.method = "POST"
@@ -99,7 +100,7 @@ def rclone_rcd(work: Path) -> Iterator[int]:
     port = free_port()
     config = work / "rclone.conf"
     config.touch()
-    argv = ["rclone", "rcd", "--rc-no-auth", f"--rc-addr=127.0.0.1:{port}"]
+    argv = [RCLONE, "rcd", "--rc-no-auth", f"--rc-addr=127.0.0.1:{port}"]
     argv += ["--config", str(config), "--cache-dir", str(work / "rclone-cache")]
     process = subprocess.Popen(
         argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -274,7 +275,7 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
         f"{rescan_seq / raw_ten:.2f}x (target <= 1.25x)"
     )
-    if shutil.which("rclone") is None or shutil.which("wrk") is None:
+    if not os.path.exists(RCLONE) or shutil.which("wrk") is None:
         print("(rclone or wrk not installed: the comparison with rclone is left out)")
         return
     with rclone_rcd(work) as port:

@@ -31,6 +31,7 @@ from bench.common import (
     tree_kib,
     wait_for_port,
 )
+from manifold.drivers.rclone.process import RCLONE
 
 USER = "bench"
 PASSWORD = "bench-password"
@@ -105,7 +106,7 @@ def prepare_manifold(base: str, files: Path, key: Path) -> None:
 @contextlib.contextmanager
 def rclone_serve(files: Path, key: Path) -> Iterator[int]:
     port = free_port()
-    argv = ["rclone", "serve", "sftp", str(files), "--addr", f"127.0.0.1:{port}"]
+    argv = [RCLONE, "serve", "sftp", str(files), "--addr", f"127.0.0.1:{port}"]
     argv += ["--authorized-keys", str(key.with_suffix(".pub")), "--config", "/dev/null"]
     process = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.DEVNULL)
     try:
