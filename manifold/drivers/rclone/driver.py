@@ -277,7 +277,8 @@ class RcloneDriver(Driver[Addition]):
             except RcloneError as exc:
                 if offer.failure is not None:
                     raise offer.failure from None
-                check_size(offer.sent if offer.miscounted else -1, upload.size)
+                if offer.miscounted:
+                    check_size(offer.sent, upload.size)
                 raise translated(exc) from exc
         if offer.failure is not None:
             raise offer.failure
@@ -444,9 +445,12 @@ class RcloneDriver(Driver[Addition]):
     ) -> dict[str, Any]:
         rclone = self._live()
         try:
-            return await rclone.call(command, params, seconds, limit=limit)
-        finally:
-            await self._keep_token(rclone)
+            answer = await rclone.call(command, params, seconds, limit=limit)
+        except (RcloneError, ListingTooLong):
+            await self._keep_token(rclone)  # a refused call may have refreshed it too
+            raise
+        await self._keep_token(rclone)
+        return answer
 
     async def _keep_token(self, rclone: Rclone) -> None:
         """Save what rclone changed in this remote's section (a refreshed OAuth token)
