@@ -350,7 +350,9 @@ def test_rclone_dies_with_a_server_that_is_killed(tmp_path: Path) -> None:
 WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("remote", ["local", "sftp", "s3", "crypt"], indirect=True)
+# Object stores show their own time of upload: reading the time kept in an object's
+# metadata would cost a request per object of a listing (rclone's --use-server-modtime).
+@pytest.mark.parametrize("remote", ["local", "sftp", "crypt"], indirect=True)
 async def test_put_keeps_the_modification_time(remote: Remote, resources: Resources) -> None:
     driver = await rclone_driver(remote, resources)
     try:

@@ -48,6 +48,9 @@ LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 MEMORY_LIMIT = "512MiB"
 FLAGS = (
     "--rc-serve",
+    # An object store's own modification time: the time an upload set is metadata,
+    # read with one request per object, which makes a big folder list for minutes.
+    "--use-server-modtime",
     # Read-ahead per transfer (16 MiB by default), and all buffers together.
     "--buffer-size=1M",
     "--max-buffer-memory=256M",
@@ -284,6 +287,10 @@ class Rclone:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
+            # Out of the server's process group: a terminal's Ctrl-C or a service
+            # manager's signal to the group reaches the server, which then stops rclone
+            # in order, instead of rclone dying first and being started again.
+            start_new_session=True,
         )
 
     async def _answering(self, process: asyncio.subprocess.Process) -> bool:
