@@ -282,7 +282,7 @@ def run(work: Path, files: Path, args: argparse.Namespace) -> None:
         f"rescanning vs raw os.scandir + stat ({raw_ten * 1000:.1f} ms): "
         f"{rescan_seq / raw_ten:.2f}x (target <= 1.25x)"
     )
-    if shutil.which("wrk") is None:
+    if not os.path.exists(RCLONE) or shutil.which("wrk") is None:
         print("(rclone or wrk not installed: the comparison with rclone is left out)")
         return
     with rclone_rcd(work) as port:

@@ -16,6 +16,9 @@ back end it times
   --tries, while Manifold's resident memory is sampled every 100 ms (growth = highest
   sample minus the one before the download);
 
+The S3 and SFTP servers are also mounted with the Rclone driver over rclone's own s3 and
+sftp backends ("rc-s3", "rc-sftp"), measured against plain rclone the same way;
+
 then a copy of a --copy-mib file from S3 to SFTP: Manifold's copy task against
 ``rclone copyto`` between the same two servers, with Manifold's memory growth.
 
@@ -45,7 +48,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -63,8 +66,12 @@ from bench.common import (
     wait_for_port,
 )
 from bench.remote_servers import Backend, remote_servers
+from manifold.drivers.rclone.process import RCLONE
 
 ALL_BACKENDS = ("s3", "sftp", "webdav", "ftp")
+# The Rclone driver is measured on rclone's own backends for these servers too, as
+# "rc-s3" and "rc-sftp", against plain rclone on the same servers.
+THROUGH_RCLONE = ("s3", "sftp")
 FOLDER = "folder"
 BIG = "big.bin"
 COPY = "copy.bin"
@@ -131,7 +138,7 @@ def read_through(path: Path) -> None:
 
 class Rclone:
     def __init__(self, work: Path) -> None:
-        self.base = ["rclone", "--config", str(work / "rclone.conf")]
+        self.base = [RCLONE, "--config", str(work / "rclone.conf")]
         self.base += ["--cache-dir", str(work / "rclone-cache"), "-q"]
         # rclone's S3 client fails to start when AWS_CA_BUNDLE is set, and the servers
         # here speak plain HTTP anyway.
@@ -281,6 +288,15 @@ def download(api: Api, path: str, size: int, client: str) -> float:
     if received != size:
         raise RuntimeError(f"{url} sent {received} bytes, not {size}")
     return took
+
+
+def through_rclone(backend: Backend) -> Backend:
+    """``backend`` mounted with the Rclone driver: its rclone section as the config."""
+    addition = {
+        "config": backend.rclone_section,
+        "root_folder_path": backend.remote.partition(":")[2],
+    }
+    return replace(backend, key=f"rc-{backend.key}", driver="Rclone", addition=addition)
 
 
 def create_storage(api: Api, backend: Backend) -> None:
@@ -561,7 +577,7 @@ def workspace() -> Iterator[Path]:
 
 def main() -> None:
     args = parse_args()
-    if shutil.which("rclone") is None:
+    if not os.path.exists(RCLONE):
         raise SystemExit("rclone is not installed (Debian package rclone)")
     with workspace() as work:
         run(work, args)
@@ -591,7 +607,9 @@ def run(work: Path, args: argparse.Namespace) -> None:
             api = Api(f"http://127.0.0.1:{port}")
             names = set(api.call("GET", "/api/admin/driver/names"))
             results: list[Result] = []
-            for key, backend in backends.items():
+            extra = [through_rclone(backends[k]) for k in THROUGH_RCLONE if k in backends]
+            measured = {**backends, **{b.key: b for b in extra}}
+            for key, backend in measured.items():
                 available = backend.driver in names
                 print(f"measuring {key} ...", flush=True)
                 try:

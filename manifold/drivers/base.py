@@ -214,13 +214,15 @@ def option(
     required: bool = False,
     help: str = "",
     shown_default: str | None = None,
+    secret: bool = False,
 ) -> Any:
     """A field of a driver's options model carrying AList's item metadata.
 
     ``default`` is the value used when the stored addition lacks the key (``...``
     makes the key mandatory). ``type`` defaults to one derived from the annotation.
     ``required`` is the admin form's flag only; ``shown_default`` overrides the
-    default text the form shows.
+    default text the form shows. ``secret``: the admin API shows the value masked
+    (``options.secret_options``), and keeps it when an edit sends the mask back.
     """
     item: dict[str, JsonValue] = {
         "type": type,
@@ -228,6 +230,7 @@ def option(
         "required": required,
         "help": help,
         "shown_default": shown_default,
+        "secret": secret,
     }
     return Field(default, json_schema_extra={ITEM_KEY: item})
 

@@ -68,3 +68,14 @@ def _default_text(info: FieldInfo) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
+
+
+def secret_options(model_cls: type[BaseModel]) -> list[str]:
+    """The names (as stored) of the options marked ``secret`` (``option(secret=True)``)."""
+    found = []
+    for name, info in model_cls.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        meta = extra.get(ITEM_KEY)
+        if isinstance(meta, dict) and meta.get("secret"):
+            found.append(info.alias or name)
+    return found

@@ -8,11 +8,15 @@ entries one folder's listing may hold (the server's ``max_listing_entries``), wh
 back end's listing is refused past rather than held in memory however big it grows.
 And so is what a driver needs to write this server's own ``/d`` links (Strm): the
 site's URL and the sign such a link carries.
+So are helpers that outlive any one storage (the one rclone process every Rclone
+storage talks to): made on first use by ``shared``, closed with the pools.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 
@@ -45,6 +49,13 @@ def answer_limits(seconds: float = HTTP_IO_SECONDS) -> httpx.Timeout:
     return httpx.Timeout(seconds, connect=HTTP_CONNECT_SECONDS)
 
 
+class Closeable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+SharedT = TypeVar("SharedT", bound=Closeable)
+
+
 class Resources:
     """Shared HTTP connection pools; the server closes them when it stops.
 
@@ -62,6 +73,18 @@ class Resources:
         # The server's pool for fetching links, which follows a redirect only where the
         # server's rule allows; None outside a server (a driver's own tests).
         self.links: httpx.AsyncClient | None = None
+        # The server's data folder, where a helper keeps its files; None for a driver
+        # built outside a server (a helper then picks a temporary folder).
+        self.data_dir: Path | None = None
+        self._shared: dict[str, Closeable] = {}
+
+    def shared(self, key: str, make: Callable[[], SharedT]) -> SharedT:
+        """The helper kept under ``key``, made by ``make`` on first use; every storage
+        of this server gets the same one, and ``aclose`` closes it."""
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = make()
+        return found  # type: ignore[return-value]
 
     def http(self, *, verify: bool = True) -> httpx.AsyncClient:
         """The pool for HTTP back ends; ``verify=False`` only for a storage whose
@@ -86,3 +109,6 @@ class Resources:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()
+        helpers, self._shared = list(self._shared.values()), {}
+        for helper in helpers:
+            await helper.aclose()

@@ -42,7 +42,12 @@ _FRAMING = frozenset({"transfer-encoding"})
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """An httpx transport sending each request through one pooled aiohttp session."""
 
-    def __init__(self, *, verify: bool = True, limits: httpx.Limits | None = None) -> None:
+    def __init__(
+        self, *, verify: bool = True, limits: httpx.Limits | None = None, uds: str = ""
+    ) -> None:
+        # A unix socket every request goes to, whatever its URL's host (a helper
+        # process reachable by this server's user alone); empty: TCP.
+        self._uds = uds
         self._ssl: ssl.SSLContext | bool = httpx.create_ssl_context(verify=verify)
         if not verify:
             self._ssl = False
@@ -55,9 +60,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _current(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                ssl=self._ssl, limit=self._limit, keepalive_timeout=self._keepalive
-            )
+            connector = self._connector()
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 auto_decompress=False,
@@ -71,6 +74,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             # its connections with it, as httpx's own pool does.
             weakref.finalize(self, _abandon, self._session, loop)
         return self._session
+
+    def _connector(self) -> aiohttp.BaseConnector:
+        if self._uds:
+            return aiohttp.UnixConnector(
+                self._uds, limit=self._limit, keepalive_timeout=self._keepalive
+            )
+        return aiohttp.TCPConnector(
+            ssl=self._ssl, limit=self._limit, keepalive_timeout=self._keepalive
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._current()

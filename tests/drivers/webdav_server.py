@@ -4,11 +4,11 @@ Digest, optionally over TLS with a self-signed certificate) and rclone (Basic)."
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from manifold.drivers.rclone.process import RCLONE
 from tests.fixtures.certs import self_signed
 from tests.fixtures.processes import Daemon, free_port, port_open
 
@@ -85,7 +85,7 @@ def rclone(base: Path) -> DavServer:
     root = folder / "root"
     root.mkdir(parents=True)
     port = free_port()
-    argv = [shutil.which("rclone") or "rclone", "serve", "webdav", str(root)]
+    argv = [RCLONE, "serve", "webdav", str(root)]
     argv += ["--addr", f"127.0.0.1:{port}", "--user", USER, "--pass", PASSWORD]
     env_home = {"HOME": str(folder), "PATH": "/usr/bin:/bin", "RCLONE_CONFIG": "/dev/null"}
     daemon = Daemon("rclone", argv, lambda: port_open(port), folder / "server.log", env=env_home)

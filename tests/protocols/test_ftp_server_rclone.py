@@ -7,30 +7,30 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from manifold.container import Services
+from manifold.drivers.rclone.process import RCLONE
 from tests.api.fs_helpers import make_tree
 from tests.fixtures.certs import self_signed
 from tests.protocols.ftp_helpers import blocking, live_ftp, mount, user
 
-pytestmark = pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone is not installed")
+pytestmark = pytest.mark.skipif(not os.path.exists(RCLONE), reason="rclone is not installed")
 CONTENT = bytes(range(256)) * 64
 
 
 def rclone(env: dict[str, str], *args: str) -> bytes:
-    done = subprocess.run(["rclone", *args], env=env, capture_output=True, timeout=120, check=False)
+    done = subprocess.run([RCLONE, *args], env=env, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout
 
 
 def environment(port: int, home: Path) -> dict[str, str]:
     secret = subprocess.run(
-        ["rclone", "obscure", "rita-pw"], capture_output=True, check=True, text=True
+        [RCLONE, "obscure", "rita-pw"], capture_output=True, check=True, text=True
     ).stdout.strip()
     return {
         "PATH": os.environ["PATH"],

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from manifold.container import Services
+from manifold.drivers.rclone.process import RCLONE
 from tests.protocols.s3_helpers import BUCKET, KEY_ID, SECRET, Site, s3_site
 
-pytestmark = pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone not installed")
+pytestmark = pytest.mark.skipif(not os.path.exists(RCLONE), reason="rclone not installed")
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ async def rclone(site: Site, *args: str) -> bytes:
         "RCLONE_CONFIG_M_FORCE_PATH_STYLE": "true",
     }
     process = await asyncio.create_subprocess_exec(
-        "rclone",
+        RCLONE,
         "--retries",
         "1",
         "--low-level-retries",

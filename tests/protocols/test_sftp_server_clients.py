@@ -14,6 +14,7 @@ import pytest
 from manifold.app import create_app
 from manifold.config import load_config
 from manifold.container import Services
+from manifold.drivers.rclone.process import RCLONE
 from tests.conftest import start_services
 from tests.fixtures.processes import free_port, port_open
 from tests.protocols.sftp_helpers import (
@@ -28,7 +29,7 @@ from tests.protocols.sftp_helpers import (
 )
 
 needs_sftp = pytest.mark.skipif(shutil.which("sftp") is None, reason="OpenSSH sftp missing")
-needs_rclone = pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone missing")
+needs_rclone = pytest.mark.skipif(not os.path.exists(RCLONE), reason="rclone missing")
 
 
 @pytest.fixture
@@ -134,14 +135,14 @@ def rclone_env(live: Live, password: str) -> dict[str, str]:
 
 
 async def rclone(env: dict[str, str], *args: str) -> Run:
-    result = await run("rclone", *args, env=env)
+    result = await run(RCLONE, *args, env=env)
     assert result.code == 0, result.err
     return result
 
 
 @needs_rclone
 async def test_rclone_session(live: Live, tmp_path: Path) -> None:
-    obscured = (await run("rclone", "obscure", "sam-pw")).out.strip()
+    obscured = (await run(RCLONE, "obscure", "sam-pw")).out.strip()
     env = rclone_env(live, obscured)
     listed = json.loads((await rclone(env, "lsjson", "m:/local")).out)
     assert {e["Name"]: e["IsDir"] for e in listed} == {

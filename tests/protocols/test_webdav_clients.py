@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from manifold.container import Services
+from manifold.drivers.rclone.process import RCLONE
 from tests.api.live_server import serving
 from tests.protocols.dav_helpers import mount, user
 
@@ -59,10 +60,10 @@ async def test_litmus_passes_every_suite(live: tuple[str, Path], tmp_path: Path)
     assert {suite: passed.get(suite) for suite in LITMUS_TARGETS} == full_marks, output
 
 
-@pytest.mark.skipif(shutil.which("rclone") is None, reason="rclone is not installed")
+@pytest.mark.skipif(not os.path.exists(RCLONE), reason="rclone is not installed")
 async def test_an_rclone_session(live: tuple[str, Path], tmp_path: Path) -> None:
     url, root = live
-    _, obscured = await run("rclone", "obscure", "dora-pw")
+    _, obscured = await run(RCLONE, "obscure", "dora-pw")
     env = {
         "RCLONE_CONFIG": str(tmp_path / "none.conf"),
         "RCLONE_CONFIG_M_TYPE": "webdav",
@@ -73,7 +74,7 @@ async def test_an_rclone_session(live: tuple[str, Path], tmp_path: Path) -> None
     }
 
     async def rclone(*args: str) -> str:
-        code, output = await run("rclone", *args, env=env)
+        code, output = await run(RCLONE, *args, env=env)
         assert code == 0, output
         return output
 
@@ -83,7 +84,7 @@ async def test_an_rclone_session(live: tuple[str, Path], tmp_path: Path) -> None
     assert (root / "in" / "up.bin").read_bytes() == source.read_bytes()
     listed = json.loads(await rclone("lsjson", "m:in"))
     assert [(e["Name"], e["Size"]) for e in listed] == [("up.bin", 10240)]
-    ranged = await run("rclone", "cat", "--offset", "256", "--count", "4", "m:in/up.bin", env=env)
+    ranged = await run(RCLONE, "cat", "--offset", "256", "--count", "4", "m:in/up.bin", env=env)
     assert ranged == (0, "\x00\x01\x02\x03")
     await rclone("moveto", "m:in/up.bin", "m:in/renamed.bin")
     await rclone("mkdir", "m:folder")

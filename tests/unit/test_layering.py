@@ -61,6 +61,7 @@ def test_no_driver_name_is_written_outside_its_folder() -> None:
         '"Virtual"',
         '"UrlTree"',
         '"AutoIndex"',
+        '"Rclone"',
     )
     offenders = [
         str(path.relative_to(PACKAGE))

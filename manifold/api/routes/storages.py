@@ -55,11 +55,12 @@ async def list_storages(
 ) -> Response:
     storages, total = await services.storages.page(page, per_page)
     usage = await services.storages.usage(storages)
-    return paged([storage_json(s, usage.get(s.id)) for s in storages], total)
+    shown = [storage_json(services.storages.shown(s), usage.get(s.id)) for s in storages]
+    return paged(shown, total)
 
 
 async def get_storage(id: Int64, services: ServicesDep) -> Response:
-    return ok(storage_json(await services.storages.get(id)))
+    return ok(storage_json(services.storages.shown(await services.storages.get(id))))
 
 
 async def create_storage(body: StorageBody, services: ServicesDep) -> Response:

@@ -27,6 +27,7 @@ from manifold.errors import ManifoldError, ServerError, TemporaryFailure
 from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
+from manifold.services.admin.masking import masked, unmasked
 from manifold.state.bus import Bus, MemoryBus
 from manifold.state.locks import Locks, MemoryLocks
 from manifold.vfs.health import Health, HealthLayer
@@ -213,6 +214,10 @@ class StorageService:
             raise ServerError("failed get storage: record not found")
         return self._live(storage)
 
+    def shown(self, storage: Storage) -> Storage:
+        """``storage`` as the admin API shows it: its secret options masked."""
+        return masked(self._registry, storage)
+
     async def usage(self, storages: list[Storage]) -> dict[int, DiskUsage]:
         """The space of those ``storages`` whose running driver knows it, asked of all
         at once; one that fails or takes longer than ``USAGE_SECONDS`` is left out."""
@@ -250,6 +255,7 @@ class StorageService:
 
     async def update(self, storage: Storage) -> Storage:
         old = await self.get(storage.id)
+        storage = unmasked(self._registry, storage, old)
         storage = self._checked(replace(storage, disabled=old.disabled))
         storage.modified = datetime.now(UTC)
         await self._repo.save(storage)

@@ -1,0 +1,391 @@
+"""The one rclone process a server runs for all its Rclone storages.
+
+``rclone rcd`` answers the remote control API (``operations/*``, ``sync/*``,
+``config/*``) and, with ``--rc-serve``, ranged GETs of any remote's objects. It is
+started on first use, started again whenever it dies (a call meanwhile waits for it,
+or fails as temporary), and stopped with the server: ``aclose`` ends it, and the
+launcher makes Linux kill it should the server die without a word.
+
+Nothing secret is on its command line, which every local user can read: the remotes
+live in a config file this module creates 0600 in a private folder of the data
+folder, and the API's random login goes through the environment. The API listens on
+a unix socket in a private temporary folder (a TCP port would be open to every local
+user). Its memory is bounded by ``GOMEMLIMIT`` and rclone's own buffer flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from manifold.drivers.rclone.feeder import Feeder
+from manifold.drivers.resources import Resources
+from manifold.drivers.transport import AiohttpTransport
+from manifold.errors import TemporaryFailure
+
+log = logging.getLogger("manifold.rclone")
+
+# The pinned rclone installed beside this Python (never the system's older one).
+RCLONE = str(Path(sys.executable).with_name("rclone"))
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+# The Go runtime collects harder as it nears this; with the buffer flags below, a few
+# dozen transfers at once stay well under it.
+MEMORY_LIMIT = "512MiB"
+FLAGS = (
+    "--rc-serve",
+    # An object store's own modification time: the time an upload set is metadata,
+    # read with one request per object, which makes a big folder list for minutes.
+    "--use-server-modtime",
+    # Read-ahead per transfer (16 MiB by default), and all buffers together.
+    "--buffer-size=1M",
+    "--max-buffer-memory=256M",
+    "--use-mmap",
+    # A transfer may take hours; stalls are this server's to catch (its idle layer).
+    "--rc-server-read-timeout=24h",
+    "--rc-server-write-timeout=24h",
+    "--log-level=NOTICE",
+)
+# Seconds a call waits for rclone to answer after a start, a metadata call may take,
+# and rclone is given to stop before it is killed.
+START_SECONDS = 30.0
+CALL_SECONDS = 300.0
+STOP_SECONDS = 5.0
+# Seconds before a dead rclone is started again, doubled after each quick death.
+FIRST_RESTART = 0.2
+LONGEST_RESTART = 10.0
+# A run this long resets the wait: it was no crash loop.
+STEADY_SECONDS = 60.0
+POLL_SECONDS = 0.05
+
+
+class RcloneError(Exception):
+    """An rc call rclone refused: its HTTP status and its error text (never the call's
+    input, which rclone echoes and may hold passwords)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def rclone_of(resources: Resources) -> Rclone:
+    """The server's one rclone (made on first use, closed with ``resources``): in a
+    ``rclone`` folder of the data folder, or of a temporary one outside a server."""
+    return resources.shared("rclone", lambda: Rclone(_base(resources) / "rclone"))
+
+
+def _base(resources: Resources) -> Path:
+    if resources.data_dir is not None:
+        return resources.data_dir
+    return Path(tempfile.gettempdir()) / "manifold"
+
+
+class ListingTooLong(Exception):
+    """A listing's answer holds more entries than asked for."""
+
+
+class Rclone:
+    """The process, its API client and its config file (see the module docstring)."""
+
+    def __init__(self, folder: Path) -> None:
+        # Private to this process: several server processes may share a data folder.
+        self.folder = folder / str(os.getpid())
+        self.config_path = self.folder / "rclone.conf"
+        self.feeder = Feeder()
+        self._sockets = Path(tempfile.mkdtemp(prefix="manifold-rclone-"))
+        self._socket = self._sockets / "rc.sock"
+        self._login = (secrets.token_hex(16), secrets.token_hex(32))
+        self._client: httpx.AsyncClient | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._up = asyncio.Event()
+        self._closed = False
+        self._providers: dict[str, dict[str, bool]] | None = None
+        # How many times rclone was started (a restart counts).
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The running rclone's process id (None while it is not running)."""
+        process = self._process
+        return process.pid if process is not None and process.returncode is None else None
+
+    # --- calls ---------------------------------------------------------------------
+
+    async def call(
+        self,
+        command: str,
+        params: dict[str, Any],
+        seconds: float | None = CALL_SECONDS,
+        *,
+        limit: int = 0,
+    ) -> dict[str, Any]:
+        """Run an rc command; its answer, or ``RcloneError``. ``seconds`` None: a call
+        as long as the transfer it makes (its stalls are caught elsewhere). ``limit``:
+        a listing holding more entries is refused (``ListingTooLong``) as soon as its
+        answer shows them, before it is all read."""
+        client = await self.ready()
+        request = client.build_request("POST", f"/{command}", json=params, timeout=seconds)
+        try:
+            response = await client.send(request, stream=True)
+            try:
+                body = await _answer(response, limit)
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise _unreachable() from exc
+        if response.status_code != 200:
+            raise RcloneError(response.status_code, str(body.get("error", "")))
+        return body
+
+    async def read(
+        self, fs: str, remote: str, start: int, length: int | None
+    ) -> AsyncIterator[bytes]:
+        """Bytes ``start`` to ``start + length`` (None: to the end) of a remote's file,
+        streamed through ``--rc-serve``. ``RcloneError`` (404) when it is not there."""
+        if length == 0:
+            return
+        client = await self.ready()
+        end = "" if length is None else str(start + length - 1)
+        url = "/" + quote(f"[{fs}]/{remote}", safe="/")
+        request = client.build_request(
+            "GET", url, headers={"Range": f"bytes={start}-{end}"}, timeout=_READING
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _unreachable() from exc
+        try:
+            if response.status_code not in (200, 206):
+                raise await _refusal(response)
+            async for data in response.aiter_raw():
+                yield data
+        finally:
+            await response.aclose()
+
+    async def providers(self) -> dict[str, dict[str, bool]]:
+        """rclone's backend types, each with its options (True for a password)."""
+        if self._providers is None:
+            found = await self.call("config/providers", {})
+            self._providers = {
+                p["Prefix"]: {o["Name"]: bool(o.get("IsPassword")) for o in p["Options"]}
+                for p in found.get("providers", [])
+            }
+        return self._providers
+
+    def config_stamp(self) -> int:
+        """When the config file last changed (rclone rewrites it to save a refreshed
+        OAuth token); 0 when there is none."""
+        with contextlib.suppress(OSError):
+            return self.config_path.stat().st_mtime_ns
+        return 0
+
+    # --- the process -----------------------------------------------------------------
+
+    async def ready(self) -> httpx.AsyncClient:
+        """The API client once rclone answers: started here on first use, waited for
+        while it starts again; ``TemporaryFailure`` when it does not answer in time."""
+        if self._closed:
+            raise TemporaryFailure("rclone is stopped: the server is stopping")
+        if self._supervisor is None:
+            self._prepare()
+            self._supervisor = asyncio.create_task(self._supervise())
+        try:
+            await asyncio.wait_for(self._up.wait(), START_SECONDS)
+        except TimeoutError:
+            raise TemporaryFailure(
+                f"rclone did not answer within {START_SECONDS:g}s of starting; "
+                "it is started again, try again shortly"
+            ) from None
+        assert self._client is not None
+        return self._client
+
+    def _prepare(self) -> None:
+        """A private folder with an empty config file (0600) for this process's rclone;
+        the folders of server processes that died are removed (their config files held
+        secrets)."""
+        _sweep_dead(self.folder.parent)
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o700)
+        (self.folder / "tmp").mkdir(mode=0o700, exist_ok=True)
+        descriptor = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)
+        os.close(descriptor)
+        transport = AiohttpTransport(uds=str(self._socket), limits=httpx.Limits())
+        self._client = httpx.AsyncClient(
+            base_url="http://rclone",
+            transport=transport,
+            auth=self._login,
+            timeout=httpx.Timeout(CALL_SECONDS, connect=10.0),
+            trust_env=False,
+        )
+
+    async def _supervise(self) -> None:
+        """Run rclone, and run it again each time it ends until the server stops."""
+        delay = FIRST_RESTART
+        while not self._closed:
+            began = time.monotonic()
+            await self._run_once()
+            if self._closed:
+                return
+            if time.monotonic() - began > STEADY_SECONDS:
+                delay = FIRST_RESTART
+            log.warning("rclone stopped; starting it again in %gs", delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, LONGEST_RESTART)
+
+    async def _run_once(self) -> None:
+        try:
+            process = await self._spawn()
+        except OSError as exc:
+            log.error("rclone could not be started: %s", exc)
+            return
+        self._process, self.starts = process, self.starts + 1
+        try:
+            if await self._answering(process):
+                self._up.set()
+            else:
+                process.kill()
+            await process.wait()
+        finally:
+            self._up.clear()
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        with contextlib.suppress(FileNotFoundError):
+            self._socket.unlink()  # a dead rclone's socket would refuse the new one
+        user, password = self._login
+        env = {
+            "PATH": os.defpath,
+            "HOME": str(self.folder),
+            "TMPDIR": str(self.folder / "tmp"),
+            "GOMEMLIMIT": MEMORY_LIMIT,
+            "RCLONE_CONFIG": str(self.config_path),
+            "RCLONE_RC_USER": user,
+            "RCLONE_RC_PASS": password,
+        }
+        argv = [sys.executable, "-I", LAUNCHER, str(os.getpid()), RCLONE, "rcd"]
+        argv += [f"--rc-addr=unix://{self._socket}", *FLAGS]
+        argv.append(f"--log-file={self.folder / 'rclone.log'}")
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            # Out of the server's process group: a terminal's Ctrl-C or a service
+            # manager's signal to the group reaches the server, which then stops rclone
+            # in order, instead of rclone dying first and being started again.
+            start_new_session=True,
+        )
+
+    async def _answering(self, process: asyncio.subprocess.Process) -> bool:
+        """Whether rclone answers a no-op within ``START_SECONDS`` (False: it died or
+        hangs)."""
+        assert self._client is not None
+        deadline = time.monotonic() + START_SECONDS
+        while process.returncode is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                response = await self._client.post("/rc/noop", json={}, timeout=5.0)
+                if response.status_code == 200:
+                    return True
+            await asyncio.sleep(POLL_SECONDS)
+        return False
+
+    async def aclose(self) -> None:
+        """Stop rclone (the server stops) and remove its folders, config included."""
+        self._closed = True
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None:
+            supervisor.cancel()
+            await asyncio.gather(supervisor, return_exceptions=True)
+        await self._stop_process()
+        await self.feeder.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+        shutil.rmtree(self._sockets, ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def _stop_process(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_SECONDS)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+_READING = httpx.Timeout(None, connect=10.0)
+# An entry of a listing, counted as the answer arrives: the key can only appear
+# unescaped where an entry begins (a quote inside a name is escaped).
+_ENTRY = b'"IsDir":'
+
+
+def _unreachable() -> TemporaryFailure:
+    return TemporaryFailure("rclone is not answering (it is started again); try again shortly")
+
+
+async def _answer(response: httpx.Response, limit: int) -> dict[str, Any]:
+    """The JSON answer (``{}`` when it is not JSON), its entries counted as it arrives
+    when ``limit`` is set."""
+    body, entries = bytearray(), 0
+    counting = limit > 0 and response.status_code == 200
+    async for data in response.aiter_raw():
+        start = max(0, len(body) - len(_ENTRY) + 1)  # a key split between two pieces
+        body += data
+        if counting:
+            entries += body.count(_ENTRY, start)
+            if entries > limit:
+                raise ListingTooLong()
+    try:
+        found = json.loads(body) if body else {}
+    except ValueError:
+        found = {"error": body.decode("utf-8", "replace")[:200]}
+    return found if isinstance(found, dict) else {}
+
+
+async def _refusal(response: httpx.Response) -> RcloneError:
+    body = await response.aread()
+    try:
+        message = str(json.loads(body).get("error", ""))
+    except ValueError:
+        message = body.decode("utf-8", "replace")[:200]
+    return RcloneError(response.status_code, message or f"HTTP {response.status_code}")
+
+
+def _sweep_dead(parent: Path) -> None:
+    """Remove the folders of server processes that are gone."""
+    if not parent.is_dir():
+        return
+    for entry in parent.iterdir():
+        if entry.name.isdigit() and not _alive(int(entry.name)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
