@@ -71,3 +71,17 @@ async def test_a_crypt_over_a_local_storage_through_the_page(
     assert stored.name != "notes.txt"  # the default keeps names, with a suffix
     assert stored.read_bytes().startswith(HEADER)
     assert b"vault's users" not in stored.read_bytes()
+
+
+async def test_an_rclone_remote_through_the_page(page: Any, site: Site, tmp_path: Path) -> None:
+    # A remote of rclone's ``local`` backend over a folder of its own: the same steps a
+    # user takes with a OneDrive section, without the cloud.
+    folder = site.files / f"rclone-{secrets.token_hex(3)}"
+    folder.mkdir()
+    await log_in(page, site, "admin", ADMIN_PASSWORD)
+    config = "[disk]\ntype = local\n"
+    mount = await add_storage(
+        page, site, "Rclone", {"config": config, "root_folder_path": str(folder)}
+    )
+    await upload_preview_download(page, site, mount, tmp_path)
+    assert (folder / "notes.txt").read_text() == WORDS
