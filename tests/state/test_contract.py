@@ -210,9 +210,11 @@ async def test_a_long_hold_is_renewed_past_its_lease(processes: Processes) -> No
     a = await processes.open()
     b = await processes.open() if processes.shared else a
     name = "long-" + secrets.token_hex(4)
-    async with a.locks.hold(name, 0.3) as got:
+    # Renewed every third of the lease: 2 s leaves a loaded machine's database room
+    # to answer a renewal in time; the hold outlasts the lease almost three times.
+    async with a.locks.hold(name, 2.0) as got:
         assert got
-        await asyncio.sleep(0.8)
+        await asyncio.sleep(5.0)
         async with b.locks.hold(name, 30) as other:
             assert not other
 
