@@ -11,6 +11,15 @@ live in a config file this module creates 0600 in a private folder of the data
 folder, and the API's random login goes through the environment. The API listens on
 a unix socket in a private temporary folder (a TCP port would be open to every local
 user). Its memory is bounded by ``GOMEMLIMIT`` and rclone's own buffer flags.
+
+Speed: ``--rc-serve`` streams as fast as ``rclone cat`` (curl on the socket, S3 and
+SFTP remotes), and neither the buffer flags nor larger pieces handed on change a
+download through this server measurably; the Python side uses little CPU. What a
+download loses against ``rclone cat`` (about a third on two loaded cores) is the
+extra hop, most likely through the socket's kernel buffer (208 KiB, the sender's,
+so rclone's and not this side's to enlarge), which makes rclone wait on every
+piece read. On a loopback TCP port, whose buffer grows to 4 MiB, the same process
+measured 15-30% faster; it stays on the socket for the reason above.
 """
 
 from __future__ import annotations
