@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from manifold.container import Services
 from manifold.drivers.crypt.driver import CryptDriver
+from manifold.drivers.rclone.process import RCLONE
 from manifold.testing.conformance import find, put_bytes, read_obj
 from tests.drivers.test_crypt import PASSWORD, SALT, crypt_of, mount_local
 
-RCLONE = str(Path(sys.executable).parent / "rclone")
 # (filename_encryption, filename_encoding, directory_name_encryption)
 CONFIGS = [
     ("standard", "base32", "true"),

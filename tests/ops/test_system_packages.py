@@ -34,7 +34,7 @@ PROGRAMS = (
     "redis-server",  # tests/fixtures/redisserver
     "mariadbd|mysqld", "mariadb-install-db|mysql_install_db",  # tests/fixtures/dbservers
     "mariadb-admin|mysqladmin", "mariadb|mysql",
-    "nginx", "curl", "lftp", "rclone", "litmus",  # tests/multi, bench, protocol clients
+    "nginx", "curl", "lftp", "litmus",  # tests/multi, bench, protocol clients
     "aria2c", "qbittorrent-nox", "transmission-daemon",  # offline download tools
     "chromium", "ffmpeg", "ffprobe", "node",  # browser, thumbnails, the OIDC provider
     "/bin/sh", "dpkg-query",  # a script's shell, and this test
