@@ -191,6 +191,7 @@ ROUTES: tuple[Route, ...] = (
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
+    Route(POST, "/api/fs/get_direct_upload_info", fs_write.get_direct_upload_info),
     Route(
         POST,
         "/api/fs/add_offline_download",

@@ -53,6 +53,13 @@ class RecursiveMoveBody(RequestBody):
     password: str = ""
 
 
+class DirectUploadBody(RequestBody):
+    path: str = ""
+    file_name: str = ""
+    file_size: int = 0
+    tool: str = ""
+
+
 class RemoveBody(RequestBody):
     dir: str = ""
     names: list[str] = Field(default_factory=list)
@@ -303,6 +310,22 @@ FORM_INPUT = raw_body(
 def expected_hashes(request: Request) -> dict[str, str]:
     """The ``X-File-Md5``/``-Sha1``/``-Sha256`` headers the client sent, by algorithm."""
     return {algo: request.headers.get(header, "") for header, algo in _HASH_HEADERS.items()}
+
+
+async def get_direct_upload_info(
+    body: DirectUploadBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    """OpenList's direct upload: the signed request that sends a file from the
+    browser straight to the storage; ``path`` is the folder (percent-encoded)."""
+    folder = unquote_to_bytes(body.path).decode("utf-8", "replace")
+    path = f"{folder.rstrip('/')}/{body.file_name}"
+    if not body.file_name or "/" in body.file_name:
+        raise BadRequest("file name must be one path segment")
+    overwrite = request.headers.get("overwrite", "") != "false"
+    info = await services.writer.direct_upload(
+        caller, path, header_password(request), body.file_size, overwrite
+    )
+    return ok(info)
 
 
 async def put(request: Request, caller: CallerDep, services: ServicesDep) -> Response:
