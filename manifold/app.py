@@ -201,6 +201,7 @@ ROUTES: tuple[Route, ...] = (
         openapi=torrents.UPLOAD_INPUT,
     ),
     Route(POST, "/api/fs/torrent/rapid_upload", torrents.rapid_upload),
+    Route(POST, "/api/fs/torrent/generate", torrents.generate),
     Route(
         POST,
         "/api/fs/add_offline_download",

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
+from pathlib import Path
 
 import pytest
 
 from manifold.services.fs.bencode import MAX_DEPTH, BencodeError, decode, encode
+from manifold.services.fs.torrent_make import PIECE_LENGTH
+from tests.api.fs_helpers import add_meta, make_tree, mount_local
 from tests.conftest import Api
 
 # Written by hand, keys of ``info`` deliberately out of order: the info hash is the
@@ -105,3 +109,64 @@ def test_the_codec_round_trips_and_writes_keys_sorted() -> None:
 def test_the_codec_refuses_what_is_not_bencode(data: bytes) -> None:
     with pytest.raises(BencodeError):
         decode(data)
+
+
+def pieces_of(data: bytes, length: int) -> bytes:
+    return b"".join(
+        hashlib.sha1(data[at : at + length]).digest() for at in range(0, len(data), length)
+    )
+
+
+async def generated(api: Api, path: str) -> dict[str, object]:
+    answer = await api.post("/api/fs/torrent/generate", {"path": path})
+    assert answer["code"] == 200, answer
+    data: dict[str, object] = answer["data"]
+    return data
+
+
+async def test_a_torrent_for_a_file_reads_back_with_its_pieces(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    content = os.urandom(PIECE_LENGTH * 2 + 1234)
+    make_tree(tmp_path, {"film.bin": content})
+    await mount_local(api, "/local", tmp_path)
+    made = await generated(api, "/local/film.bin")
+    assert (made["file_name"], made["with_cas"]) == ("film.bin.torrent", False)
+    data = base64.b64decode(str(made["torrent_data"]))
+    info = decode(data)[b"info"]  # type: ignore[index]
+    assert info[b"pieces"] == pieces_of(content, PIECE_LENGTH)  # type: ignore[index]
+    read = (await parsed(api, data))["data"]
+    assert read["info_hash"] == made["info_hash"]  # type: ignore[index]
+    assert read["files"] == [{"path": "film.bin", "size": len(content)}]  # type: ignore[index]
+
+
+async def test_a_torrent_for_a_folder_spans_its_files_in_name_order(
+    api: Api, tmp_path: Path
+) -> None:
+    await api.as_admin()
+    files = {"b.bin": os.urandom(300_000), "a/x.txt": b"hello", "a/y.bin": os.urandom(5000)}
+    make_tree(tmp_path / "pack", files)
+    await mount_local(api, "/local", tmp_path)
+    made = await generated(api, "/local/pack")
+    data = base64.b64decode(str(made["torrent_data"]))
+    read = (await parsed(api, data))["data"]
+    assert read["name"] == "pack"  # type: ignore[index]
+    listed = [("b.bin", 300_000), ("a/x.txt", 5), ("a/y.bin", 5000)]
+    assert [(f["path"], f["size"]) for f in read["files"]] == listed  # type: ignore[index]
+    joined = files["b.bin"] + files["a/x.txt"] + files["a/y.bin"]
+    info = decode(data)[b"info"]  # type: ignore[index]
+    assert info[b"pieces"] == pieces_of(joined, PIECE_LENGTH)  # type: ignore[index]
+
+
+async def test_generating_checks_access_and_bounds(api: Api, tmp_path: Path) -> None:
+    await api.as_admin()
+    make_tree(tmp_path, {"secret/a.txt": b"a", "many/" + "f" * 1: b"x"})
+    await mount_local(api, "/local", tmp_path)
+    await add_meta(api, "/local/secret", password="pw-secret", p_sub=True)
+    await api.make_user("guest1", "guest1-pass", base_path="/", permission=0)
+    api.token = await api.login("guest1", "guest1-pass")
+    for path in ("/local/secret/a.txt", "/local/secret", "/../../etc/passwd"):
+        refused = await api.post("/api/fs/torrent/generate", {"path": path})
+        assert refused["code"] in (403, 500), refused
+        assert refused["data"] is None
+    cas = await api.post("/api/fs/torrent/generate", {"path": "/local/many", "with_cas": True})
+    assert cas["code"] == 400

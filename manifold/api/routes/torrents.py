@@ -14,8 +14,10 @@ from manifold.api.deps import CallerDep, ServicesDep
 from manifold.api.envelope import ok
 from manifold.api.multipart import file_part
 from manifold.api.openapi import BINARY, raw_body
+from manifold.api.routes.fs_write import header_password
 from manifold.api.schemas import RequestBody
 from manifold.errors import BadRequest, NotSupported
+from manifold.services.fs import torrent_make
 from manifold.services.fs.torrents import MAX_TORRENT_BYTES, parse
 
 # Base64 of the largest .torrent read, with room for line breaks.
@@ -31,6 +33,11 @@ UPLOAD_INPUT = raw_body(
 class TorrentBody(RequestBody):
     torrent_data: str = ""
     path: str = ""
+
+
+class GenerateBody(RequestBody):
+    path: str = ""
+    with_cas: bool = False
 
 
 def _decoded(text: str) -> bytes:
@@ -61,3 +68,13 @@ async def upload_parse(request: Request, caller: CallerDep) -> Response:
 async def rapid_upload(body: TorrentBody, caller: CallerDep, services: ServicesDep) -> Response:
     """OpenList's rapid upload works only with one Chinese cloud's content hashes."""
     raise NotSupported("rapid upload is not supported by any storage here")
+
+
+async def generate(
+    body: GenerateBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    """A .torrent for a file or a folder the caller may read."""
+    if body.with_cas:
+        raise BadRequest("the CAS extension is for one cloud's storages, none here")
+    made = await torrent_make.generate(services.reader, caller, body.path, header_password(request))
+    return ok(made)
