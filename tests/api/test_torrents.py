@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from manifold.services.fs.bencode import MAX_DEPTH, BencodeError, decode, encode
-from manifold.services.fs.torrent_make import PIECE_LENGTH
+from manifold.services.fs.torrent_make import MAX_FILES, PIECE_LENGTH
 from tests.api.fs_helpers import add_meta, make_tree, mount_local
 from tests.conftest import Api
 
@@ -170,3 +170,16 @@ async def test_generating_checks_access_and_bounds(api: Api, tmp_path: Path) -> 
         assert refused["data"] is None
     cas = await api.post("/api/fs/torrent/generate", {"path": "/local/many", "with_cas": True})
     assert cas["code"] == 400
+
+
+async def test_a_folder_past_the_file_bound_is_refused_before_it_is_read(
+    api: Api, tmp_path: Path
+) -> None:
+    await api.as_admin()
+    make_tree(tmp_path / "many", {f"f{i:04}": b"x" for i in range(MAX_FILES + 1)})
+    await mount_local(api, "/local", tmp_path)
+    answer = await api.post("/api/fs/torrent/generate", {"path": "/local/many"})
+    assert (answer["code"], answer["message"]) == (
+        400,
+        f"too many files for a torrent (at most {MAX_FILES})",
+    )
