@@ -13,8 +13,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httpx
 import pytest
 
-from tests.conftest import Api
+from manifold.container import Services
+from tests.conftest import Api, open_api
 from tests.drivers.s3_server import S3Server, started
+from tests.protocols.s3_helpers import BUCKET as BUCKET_FILES
+from tests.protocols.s3_helpers import KEY_ID, SECRET, s3_site
 
 BUCKET = "direct"
 
@@ -103,3 +106,35 @@ async def test_the_checks_of_a_put_come_before_anything_is_signed(api: Api, s3: 
     assert unquote(urlsplit(inside["data"]["upload_url"]).path).endswith("/root/jail/b.bin")
     outside = await ask(api, "/../..", "c.bin")
     assert (outside["code"], outside["data"]) == (403, None)
+
+
+async def test_the_url_is_refused_for_any_other_key_by_a_store_that_checks_signatures(
+    services: Services, tmp_path: Path
+) -> None:
+    # moto takes any signature; Manifold's own S3 server checks presigned URLs as AWS does.
+    async with s3_site(services, tmp_path / "site") as site, open_api(services) as api:
+        await api.as_admin()
+        options = {
+            "root_folder_path": "/",
+            "bucket": BUCKET_FILES,
+            "endpoint": site.url,
+            "region": "us-east-1",
+            "access_key_id": KEY_ID,
+            "secret_access_key": SECRET,
+            "force_path_style": True,
+            "enable_direct_upload": True,
+        }
+        await api.mount("S3", "/store", options)
+        answer = await ask(api, "/store", "mine.bin")
+        assert answer["code"] == 200, answer
+        url = answer["data"]["upload_url"]
+        async with httpx.AsyncClient() as http:
+            assert (await http.put(url, content=b"mine")).status_code == 200
+            other = url.replace("/mine.bin?", "/theirs.bin?")
+            assert other != url
+            assert (await http.put(other, content=b"theirs")).status_code == 403
+            tampered = url.replace("X-Amz-Expires=14400", "X-Amz-Expires=604800")
+            assert tampered != url
+            assert (await http.put(tampered, content=b"later")).status_code == 403
+    assert (site.data / "mine.bin").read_bytes() == b"mine"
+    assert not (site.data / "theirs.bin").exists()
