@@ -18,7 +18,7 @@ from manifold.api.multipart import file_part
 from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
-from manifold.api.schemas import RequestBody
+from manifold.api.schemas import Int64, RequestBody
 from manifold.container import Services
 from manifold.errors import BadRequest
 from manifold.models import LinkArgs, Task
@@ -56,7 +56,7 @@ class RecursiveMoveBody(RequestBody):
 class DirectUploadBody(RequestBody):
     path: str = ""
     file_name: str = ""
-    file_size: int = 0
+    file_size: Int64 = 0
     tool: str = ""
 
 
