@@ -46,6 +46,7 @@ from manifold.api.routes import (
     sso,
     storages,
     tasks,
+    torrents,
     users,
 )
 from manifold.api.schemas import user_json
@@ -191,6 +192,16 @@ ROUTES: tuple[Route, ...] = (
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
+    Route(POST, "/api/fs/get_direct_upload_info", fs_write.get_direct_upload_info),
+    Route(POST, "/api/fs/torrent/parse", torrents.parse_torrent),
+    Route(
+        POST,
+        "/api/fs/torrent/upload_parse",
+        torrents.upload_parse,
+        openapi=torrents.UPLOAD_INPUT,
+    ),
+    Route(POST, "/api/fs/torrent/rapid_upload", torrents.rapid_upload),
+    Route(POST, "/api/fs/torrent/generate", torrents.generate),
     Route(
         POST,
         "/api/fs/add_offline_download",
@@ -272,8 +283,9 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/task/{kind}/retry_failed", tasks.retry_failed),
 )
 
-# Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them.
-STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form"})
+# Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them;
+# a .torrent sent as a form stops at ``MAX_TORRENT_BYTES`` of its own.
+STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form", "/api/fs/torrent/upload_parse"})
 
 
 def create_app(config: Config, services: Services | None = None, listeners: bool = True) -> FastAPI:

@@ -186,6 +186,8 @@ class ListingRenderer:
             "write": listing.write,
             "provider": listing.provider,
         }
+        if listing.direct_upload_tools:  # OpenList leaves the key out when empty
+            rest["direct_upload_tools"] = listing.direct_upload_tools
         return [b'{"content":', *await self.content(listing), b",", orjson.dumps(rest)[1:]]
 
 

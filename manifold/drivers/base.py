@@ -635,6 +635,19 @@ class Driver(ABC, Generic[OptionsT]):
         raises what it refused with."""
         raise NotSupported()
 
+    # --- uploads the browser sends to the back end itself (OpenList's DirectUploader)
+
+    def direct_upload_tools(self) -> builtins.list[str]:
+        """The names of the ways a browser may upload straight to this storage
+        (``HttpDirect``: one request to a signed URL); empty when there is none."""
+        return []
+
+    async def direct_upload_info(self, dir: Obj, name: str, size: int) -> dict[str, Any]:
+        """What a browser needs to upload file ``name`` of ``size`` bytes into folder
+        ``dir`` straight to the back end: ``upload_url``, ``method``, ``headers`` and
+        ``chunk_size`` (0: one request), signed for that one object only."""
+        raise NotSupported("not implement")
+
     async def details(self) -> DiskUsage:
         """The back end's total and free space (OpenList's ``GetDetails``), shown in the
         storages table; implemented only where the back end knows them."""

@@ -218,6 +218,14 @@ class Layer(Driver[Any]):
     async def details(self) -> DiskUsage:
         return await self.around("details", self.inner.details)
 
+    def direct_upload_tools(self) -> builtins.list[str]:
+        return self.inner.direct_upload_tools()
+
+    async def direct_upload_info(self, dir: Obj, name: str, size: int) -> dict[str, Any]:
+        return await self.around(
+            "direct_upload_info", lambda: self.inner.direct_upload_info(dir, name, size)
+        )
+
     async def archive_meta(self, file: Obj, password: str) -> ArchiveMeta:
         return await self.around("archive_meta", lambda: self.inner.archive_meta(file, password))
 

@@ -377,6 +377,18 @@ class StorageOps:
             raise NotSupported("not implement")
         return await self.driver.other(OtherArgs(obj, method, data))
 
+    def direct_upload_tools(self) -> builtins.list[str]:
+        """How a browser may upload straight to this storage (``fs/list`` shows them)."""
+        return self.driver.direct_upload_tools()
+
+    async def direct_upload_info(self, path: str, size: int) -> dict[str, Any]:
+        """A signed upload of the file at ``path`` straight to the back end; its
+        folder is looked up (made by the caller beforehand) so the driver gets it."""
+        if not self.driver.direct_upload_tools():
+            raise NotSupported("not implement")
+        parent, name = split_path(clean_path(path))
+        return await self.driver.direct_upload_info(await self.get(parent), name, size)
+
     async def space(self) -> DiskUsage:
         """The storage's total and free space, where its back end knows them
         (``Driver.details``: a Local storage's root folder, an SFTP or SMB share)."""

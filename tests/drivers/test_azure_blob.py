@@ -22,6 +22,7 @@ from manifold.drivers.base import Driver, LinkArgs, Upload
 from manifold.drivers.resources import Resources
 from manifold.errors import (
     InvalidRequest,
+    NotSupported,
     ObjectNotFound,
     PermissionDenied,
     ServerError,
@@ -109,6 +110,7 @@ OPENLIST_OPTIONS = [
     ("access_key", "string", "", True),
     ("container_name", "string", "", True),
     ("sign_url_expire", "number", "4", False),
+    ("enable_direct_upload", "bool", "", False),  # Manifold's, after OpenList's
 ]
 
 
@@ -298,6 +300,37 @@ async def test_a_link_after_its_expiry_is_refused_by_the_service(
 
 
 # --- uploads ------------------------------------------------------------------------------
+
+
+async def test_a_direct_upload_sas_writes_that_blob_only_and_expires(
+    server: Azurite, folder: str, drivers: Drivers
+) -> None:
+    driver = await drivers(
+        server, CONTAINER, cls=ShortHours, sign_url_expire=2, enable_direct_upload=True
+    )
+    assert driver.direct_upload_tools() == ["HttpDirect"]
+    info = await driver.direct_upload_info(await made(driver, folder), "up ü.bin", 5)
+    assert (info["method"], info["chunk_size"]) == ("PUT", 0)
+    url, headers = info["upload_url"], info["headers"]
+    async with httpx.AsyncClient() as http:
+        assert (await http.put(url, content=b"first", headers=headers)).status_code == 201
+        other = url.replace("up%20%C3%BC.bin", "other.bin")
+        assert other != url
+        assert (await http.put(other, content=b"x", headers=headers)).status_code == 403
+        assert (await http.get(url)).status_code == 403  # no read in the SAS
+        await asyncio.sleep(4)  # past its two seconds, with the service's clock granularity
+        late = await http.put(url, content=b"late", headers=headers)
+    assert late.status_code == 403
+    assert await server.names(CONTAINER, f"{folder}/") == [f"{folder}/", f"{folder}/up ü.bin"]
+
+
+async def test_direct_uploads_are_off_unless_the_option_says(
+    server: Azurite, folder: str, drivers: Drivers
+) -> None:
+    driver = await drivers(server, CONTAINER)
+    assert driver.direct_upload_tools() == []
+    with pytest.raises(NotSupported):
+        await driver.direct_upload_info(await made(driver, folder), "a.bin", 1)
 
 
 async def cut_after(data: bytes, size: int) -> AsyncIterator[bytes]:

@@ -18,7 +18,7 @@ import pytest
 from manifold.drivers.base import Driver, LinkArgs, Upload
 from manifold.drivers.registry import builtin_registry
 from manifold.drivers.s3.driver import S3Driver
-from manifold.drivers.s3.meta import CONFIG
+from manifold.drivers.s3.meta import CONFIG, DIRECT_UPLOAD_HELP
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -146,6 +146,8 @@ ALIST_OPTIONS = [
         False,
         "Add filename to Content-Disposition header.",
     ),
+    # OpenList's, after AList's.
+    ("enable_direct_upload", "bool", "", "", False, DIRECT_UPLOAD_HELP),
 ]
 ITEM_KEYS = ("name", "type", "default", "options", "required", "help")
 

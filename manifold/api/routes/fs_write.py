@@ -18,7 +18,7 @@ from manifold.api.multipart import file_part
 from manifold.api.openapi import BINARY, raw_body
 from manifold.api.routes.fs import api_url
 from manifold.api.routes.tasks import task_json
-from manifold.api.schemas import RequestBody
+from manifold.api.schemas import Int64, RequestBody
 from manifold.container import Services
 from manifold.errors import BadRequest
 from manifold.models import LinkArgs, Task
@@ -51,6 +51,13 @@ class RecursiveMoveBody(RequestBody):
     dst_dir: str = ""
     conflict_policy: str = ""
     password: str = ""
+
+
+class DirectUploadBody(RequestBody):
+    path: str = ""
+    file_name: str = ""
+    file_size: Int64 = 0
+    tool: str = ""
 
 
 class RemoveBody(RequestBody):
@@ -303,6 +310,22 @@ FORM_INPUT = raw_body(
 def expected_hashes(request: Request) -> dict[str, str]:
     """The ``X-File-Md5``/``-Sha1``/``-Sha256`` headers the client sent, by algorithm."""
     return {algo: request.headers.get(header, "") for header, algo in _HASH_HEADERS.items()}
+
+
+async def get_direct_upload_info(
+    body: DirectUploadBody, request: Request, caller: CallerDep, services: ServicesDep
+) -> Response:
+    """OpenList's direct upload: the signed request that sends a file from the
+    browser straight to the storage; ``path`` is the folder (percent-encoded)."""
+    folder = unquote_to_bytes(body.path).decode("utf-8", "replace")
+    path = f"{folder.rstrip('/')}/{body.file_name}"
+    if not body.file_name or "/" in body.file_name:
+        raise BadRequest("file name must be one path segment")
+    overwrite = request.headers.get("overwrite", "") != "false"
+    info = await services.writer.direct_upload(
+        caller, path, header_password(request), body.file_size, overwrite
+    )
+    return ok(info)
 
 
 async def put(request: Request, caller: CallerDep, services: ServicesDep) -> Response:

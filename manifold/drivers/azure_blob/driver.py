@@ -35,9 +35,10 @@ from manifold.drivers.base import (
     translating,
 )
 from manifold.drivers.batches import each, shielded
-from manifold.drivers.prefixes import PrefixDriver, key_of, name_of, prefix_of
+from manifold.drivers.prefixes import PrefixDriver, join, key_of, name_of, prefix_of
 from manifold.errors import (
     NotAFile,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     ServerError,
@@ -54,6 +55,8 @@ T = TypeVar("T")
 
 # A copy's source URL outlives any copy the service may still be running.
 _COPY_SAS = timedelta(days=7)
+# What a direct upload's SAS allows: create and write (no read, list or delete).
+_WRITE = "cw"
 
 
 class AzureBlobDriver(PrefixDriver[Addition]):
@@ -142,18 +145,34 @@ class AzureBlobDriver(PrefixDriver[Addition]):
         key = key_of(file.path)
         # A URL to nothing would answer 404 only when fetched.
         await self._call(self._blob(key).get_blob_properties())
-        hours = self.options.sign_url_expire
-        seconds = (hours if hours > 0 else DEFAULT_SIGN_HOURS) * self.SIGN_HOUR
+        seconds = self._sign_seconds()
         return Link(url=self._signed_url(key, timedelta(seconds=seconds)), expires_in=seconds)
 
-    def _signed_url(self, key: str, valid: timedelta) -> str:
-        """The blob's URL with a read-only service SAS valid for ``valid``."""
+    def _sign_seconds(self) -> int:
+        hours = self.options.sign_url_expire
+        return (hours if hours > 0 else DEFAULT_SIGN_HOURS) * self.SIGN_HOUR
+
+    def direct_upload_tools(self) -> builtins.list[str]:
+        return ["HttpDirect"] if self.options.enable_direct_upload else []
+
+    async def direct_upload_info(self, dir: Obj, name: str, size: int) -> dict[str, Any]:
+        """A service SAS that may create or write this one blob and nothing else, for
+        as long as a download link lives; Put Blob needs the blob type header."""
+        if not self.options.enable_direct_upload:
+            raise NotSupported("not implement")
+        valid = timedelta(seconds=self._sign_seconds())
+        url = self._signed_url(key_of(join(dir.path, name)), valid, _WRITE)
+        headers = {"x-ms-blob-type": "BlockBlob"}
+        return {"upload_url": url, "chunk_size": 0, "headers": headers, "method": "PUT"}
+
+    def _signed_url(self, key: str, valid: timedelta, permission: str = "r") -> str:
+        """The blob's URL with a service SAS (read-only unless said) valid for ``valid``."""
         token = generate_blob_sas(
             self._account.name,
             self._container_name,
             key,
             account_key=self._key,
-            permission=BlobSasPermissions(read=True),
+            permission=BlobSasPermissions.from_string(permission),
             expiry=datetime.now(UTC) + valid,
         )
         return f"{self._blob(key).url}?{token}"

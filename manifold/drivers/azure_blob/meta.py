@@ -34,6 +34,10 @@ _ENDPOINT_HELP = (
 _KEY_HELP = "One of the storage account's access keys (base64), for Shared Key authorization."
 _CONTAINER_HELP = "The container of the storage account; made when it does not exist yet."
 _EXPIRE_HELP = "How many hours a download link (a SAS URL) stays valid."
+_DIRECT_HELP = (
+    "Let browsers upload straight to the container through a SAS URL of the one blob, "
+    "valid as long as a download link (the account needs a CORS rule allowing PUT)."
+)
 
 
 class Addition(RootPath):
@@ -52,3 +56,4 @@ class Addition(RootPath):
     access_key: str = option("", required=True, help=_KEY_HELP)
     container_name: str = option("", required=True, help=_CONTAINER_HELP)
     sign_url_expire: int = option(DEFAULT_SIGN_HOURS, type="number", help=_EXPIRE_HELP)
+    enable_direct_upload: bool = option(False, help=_DIRECT_HELP, shown_default="")

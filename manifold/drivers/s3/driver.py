@@ -40,10 +40,11 @@ from manifold.drivers.base import (
     translating,
 )
 from manifold.drivers.batches import each
-from manifold.drivers.prefixes import PrefixDriver, key_of, name_of, prefix_of
+from manifold.drivers.prefixes import PrefixDriver, join, key_of, name_of, prefix_of
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
+    NotSupported,
     ObjectNotFound,
     ServerError,
 )
@@ -223,10 +224,7 @@ class S3Driver(PrefixDriver[Addition]):
             raise NotAFile()
         key = key_of(file.path)
         await self._call("head_object", Key=key)  # a URL to nothing would answer 404 later
-        hours = self.options.sign_url_expire
-        if hours <= 0:
-            hours = _DEFAULT_SIGN_HOURS
-        seconds = min(hours, _LONGEST_SIGN_HOURS) * 3600
+        seconds = self._sign_seconds()
         params = {"Bucket": self.options.bucket, "Key": key}
         if not self.options.custom_host:
             params["ResponseContentDisposition"] = self._disposition(name_of(file.path))
@@ -239,6 +237,28 @@ class S3Driver(PrefixDriver[Addition]):
             url = url.replace(f"/{self.options.bucket}", "", 1)
         expires = float(seconds) if presigned else None
         return Link(url=url, expires_in=expires, verify=not self.options.tls_insecure_skip_verify)
+
+    def _sign_seconds(self) -> int:
+        """How long a signed URL lives: ``sign_url_expire`` hours, within SigV4's week."""
+        hours = self.options.sign_url_expire
+        if hours <= 0:
+            hours = _DEFAULT_SIGN_HOURS
+        return min(hours, _LONGEST_SIGN_HOURS) * 3600
+
+    def direct_upload_tools(self) -> builtins.list[str]:
+        return ["HttpDirect"] if self.options.enable_direct_upload else []
+
+    async def direct_upload_info(self, dir: Obj, name: str, size: int) -> dict[str, Any]:
+        """A presigned PUT of exactly this key: the signature covers the key, so the
+        URL writes nothing else, and it dies with the storage's signing lifetime."""
+        if not self.options.enable_direct_upload:
+            raise NotSupported("not implement")
+        params = {"Bucket": self.options.bucket, "Key": key_of(join(dir.path, name))}
+        with translating(ERRORS):
+            url: str = await self._client.generate_presigned_url(
+                "put_object", Params=params, ExpiresIn=self._sign_seconds()
+            )
+        return {"upload_url": url, "chunk_size": 0, "method": "PUT"}
 
     def _disposition(self, name: str) -> str:
         quoted = quote(name, safe="$&+:=@")  # as Go's url.PathEscape, which AList uses

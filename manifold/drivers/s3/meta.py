@@ -31,6 +31,11 @@ _TLS_HELP = (
     "and the endpoint can read and change the data and the requests."
 )
 
+DIRECT_UPLOAD_HELP = (
+    "Let browsers upload straight to the bucket through a signed PUT URL (the bucket "
+    "needs a CORS rule allowing PUT from the site)."
+)
+
 
 class Addition(RootPath):
     """Options of one S3 storage, in the order the admin form shows them.
@@ -60,5 +65,10 @@ class Addition(RootPath):
     )
     add_filename_to_disposition: bool = option(
         False, help="Add filename to Content-Disposition header.", shown_default=""
+    )
+    enable_direct_upload: bool = option(
+        False,
+        help=DIRECT_UPLOAD_HELP,
+        shown_default="",
     )
     tls_insecure_skip_verify: bool = option(False, help=_TLS_HELP)

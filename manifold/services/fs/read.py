@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import builtins
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from manifold.errors import (
@@ -53,6 +53,7 @@ class Listing:
     signed: bool
     meta: Meta | None = None
     hidden: access.Hides = ()
+    direct_upload_tools: builtins.list[str] = field(default_factory=builtins.list)
 
     @property
     def view(self) -> tuple[str, access.Hides]:
@@ -178,7 +179,17 @@ class GuardedReader:
             signed=self.needs_sign(full, meta),
             meta=meta,
             hidden=hidden,
+            direct_upload_tools=self.direct_upload_tools(full) if write else [],
         )
+
+    def direct_upload_tools(self, folder: str) -> builtins.list[str]:
+        """How a browser may upload into ``folder`` straight to its storage (OpenList's
+        ``direct_upload_tools``); none in a virtual folder or a storage not working."""
+        place = self.tree.find(folder)
+        try:
+            return [] if place is None else place.ops.direct_upload_tools()
+        except ManifoldError:
+            return []
 
     async def list_path(self, path: str, refresh: bool = False) -> tuple[builtins.list[Obj], str]:
         """Entries of a virtual folder, unchecked (see ``FileTree.listing``)."""

@@ -24,6 +24,7 @@ from manifold.errors import (
     FileExists,
     ManifoldError,
     NameTooLong,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     ParentNotFound,
@@ -511,6 +512,20 @@ class GuardedWriter:
         arrived. ``strict``: ``ParentNotFound`` under a missing folder."""
         place, _ = await self.upload_target(caller, path, password, overwrite, strict=strict)
         return await self.store(place, stream, size, modified, overwrite)
+
+    async def direct_upload(
+        self, caller: Caller, path: str, password: str, size: int, overwrite: bool
+    ) -> dict[str, Any]:
+        """How a browser uploads ``path`` straight to its storage (a signed URL for that
+        one object), after every check ``put`` makes; ``NotSupported`` where the
+        storage takes no direct uploads."""
+        place, _ = await self.upload_target(caller, path, password, overwrite)
+        if not place.ops.direct_upload_tools():
+            raise NotSupported("not implement")
+        folder = split_path(place.path)[0]
+        if split_path(place.sub_path)[0] != "/":
+            await self.tree.make_dir(folder)  # as a put makes the folders on its way
+        return await place.ops.direct_upload_info(place.sub_path, size)
 
     async def store(
         self,
