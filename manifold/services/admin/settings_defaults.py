@@ -419,6 +419,10 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     ),
     # OpenList v4's share link settings, which its page reads.
     *SHARE_SETTINGS,
+    # OpenList's resumable multipart uploads: offered to the page, and the chunk size
+    # in MB it cuts files into (public: the page reads both before uploading).
+    SettingDefault("multipart_enabled", "true", _B, Group.GLOBAL, _PUB),
+    SettingDefault("multipart_chunk_size", "10", _N, Group.GLOBAL, _PUB),
 )
 
 
