@@ -97,9 +97,11 @@ class TaskContext:
 
     @property
     def shutting_down(self) -> bool:
-        """Whether a cancel now is the server stopping (the task resumes after a
-        restart), not someone cancelling the task."""
-        return self._service.stopping
+        """Whether a cancel now stops this run only, the task going on: the server
+        stopping (it resumes after a restart) or another instance having taken it over
+        (its lease ran out here), not someone cancelling the task. What the run leaves
+        for its task (a tool's download, its folder) must then stay."""
+        return self._service.stopping or self._live.lost
 
     async def save_payload(self, **values: Any) -> None:
         """Remember ``values`` in the task's payload, stored at once: what a retry,

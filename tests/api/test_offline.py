@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from manifold.models import Perm, TaskState
 from manifold.services.offline import simple_http
@@ -297,6 +298,33 @@ async def test_a_tool_that_stops_fails_the_task_which_can_be_retried(
         assert (local / "big.bin").read_bytes() == BIG
     finally:
         tool.stop()
+
+
+async def test_a_download_taken_over_by_another_instance_stays_with_its_tool(
+    aria2: Aria2Process, files_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    local = make_tree(tmp_path / "local", {})
+    async with running(tmp_path / "data") as api:
+        await mount_local(api, "/local", local)
+        assert (await set_aria2(api, aria2))["code"] == 200
+        body = await add(api, [f"{files_url}/slow/big.bin"], "/local", "aria2")
+        task_id = body["data"]["tasks"][0]["id"]
+        ident = await task_ident(api, task_id)
+        tasks = api.services.tasks
+        tasks.heartbeat_seconds = 0.2
+        # Another instance claims the task (as when this one's lease ran out on a loaded
+        # machine): this run stops, and the download goes on for the new holder.
+        async with api.services.engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE tasks SET owner = 'another' WHERE id = :id"), {"id": task_id}
+            )
+        taken = f"task {task_id} was taken from this instance"
+        async with asyncio.timeout(60):
+            while taken not in caplog.text:  # noqa: ASYNC110 - the beat's own warning
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # what the stopped run did on its way out is done
+        status = await api.services.offline.tools["aria2"].status(ident)
+        assert not status.error, status.error  # not removed from aria2
 
 
 async def test_a_download_survives_a_restart_of_manifold(

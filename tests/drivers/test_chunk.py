@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from manifold.container import Services
 from manifold.drivers.base import Upload
-from manifold.drivers.chunk.driver import ChunkDriver
+from manifold.drivers.chunk.driver import UPLOAD_PREFIX, ChunkDriver
 from manifold.drivers.chunk.meta import Addition
 from manifold.errors import InvalidName, InvalidRequest, ObjectExists, ServerError
 from manifold.models import Storage
@@ -160,6 +161,22 @@ async def test_a_longer_stream_than_said_leaves_nothing(services: Services, disk
     with pytest.raises(InvalidRequest):
         await chunk.put(await chunk.root_obj(), upload)
     assert os.listdir(disk) == []
+
+
+async def test_an_upload_folder_a_dead_process_left_is_swept_by_a_listing(
+    services: Services, disk: Path
+) -> None:
+    chunk = await chunk_of(services, "/local/parts")
+    left = disk / (UPLOAD_PREFIX + "0123456789abcdef")  # a crash mid-upload left it
+    left.mkdir()
+    (left / "0").write_bytes(b"x" * PART)
+    long_ago = time.time() - 2 * 3600
+    os.utime(left, (long_ago, long_ago))
+    fresh = disk / (UPLOAD_PREFIX + "fedcba9876543210")  # another process's, under way
+    fresh.mkdir()
+    assert await chunk.list(await chunk.root_obj()) == []
+    assert not left.exists()
+    assert fresh.exists()
 
 
 async def test_rename_move_and_remove_take_every_part(services: Services, disk: Path) -> None:

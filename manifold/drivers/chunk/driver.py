@@ -31,6 +31,9 @@ from datetime import UTC, datetime
 from manifold.drivers.base import (
     Driver,
     LinkArgs,
+    Seen,
+    Temporaries,
+    Temporary,
     Upload,
     VirtualTree,
     WritableTree,
@@ -91,16 +94,34 @@ class ChunkDriver(Driver[Addition]):
         if is_sub_path(options.remote_path, mount):
             raise InvalidRequest("remote_path holds the chunk storage itself")
         self._tree()
+        # Upload folders are marked while written; one a dead process left (a crash
+        # mid-upload) is removed by the listing that meets it once stale. Paths are the
+        # server tree's, the same for every Chunk storage of this process.
+        self._temps = Temporaries("tree", self._remove_staging)
 
     async def drop(self) -> None:
         return None
+
+    async def _remove_staging(self, path: str, is_dir: bool) -> bool:
+        """Remove a stale upload folder (the ``Temporaries`` delete); whether it is gone."""
+        with suppress(ObjectNotFound):
+            await self._writable().remove_path(path)
+        return True
 
     # --- reads ---------------------------------------------------------------------
 
     async def list(self, dir: Obj) -> builtins.list[Obj]:
         if _is_chunked(dir):
             raise NotAFolder()
-        children = await self._tree().list_path(self._remote(dir.path))
+        remote = self._remote(dir.path)
+        children = await self._tree().list_path(remote)
+        uploads = [
+            Seen(posixpath.join(remote, child.name), child.is_dir, child.modified)
+            for child in children
+            if child.name.startswith(UPLOAD_PREFIX)
+        ]
+        if uploads:
+            await self._temps.sweep(uploads)
         workers = asyncio.Semaphore(self.options.num_list_workers)
 
         async def shown(child: Obj) -> Obj | None:
@@ -211,13 +232,14 @@ class ChunkDriver(Driver[Addition]):
             await self._drop_chunked(folder, name)
             return self._plain(stored, posixpath.join(dst_dir.path, name))
         staging = posixpath.join(folder, UPLOAD_PREFIX + secrets.token_hex(8))
-        await tree.make_dir_path(staging)
-        try:
-            layout = await self._upload_parts(tree, staging, upload)
-            await self._place(tree, folder, staging, name, upload.overwrite)
-        except BaseException:
-            await _discard(tree, staging)
-            raise
+        with self._temps.marked(Temporary(staging, is_dir=True)):
+            await tree.make_dir_path(staging)
+            try:
+                layout = await self._upload_parts(tree, staging, upload)
+                await self._place(tree, folder, staging, name, upload.overwrite)
+            except BaseException:
+                await _discard(tree, staging)
+                raise
         return _file_of(name, posixpath.join(dst_dir.path, self._chunk(name)), layout)
 
     async def _upload_parts(self, tree: WritableTree, staging: str, upload: Upload) -> Layout:
