@@ -35,6 +35,7 @@ from manifold.api.routes import (
     fs_write,
     me,
     metas,
+    multipart,
     offline,
     openlist,
     ops,
@@ -190,6 +191,11 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/fs/remove_empty_directory", fs_write.remove_empty_directory),
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
+    Route(POST, "/api/fs/multipart/init", multipart.init, openapi=multipart.INIT_INPUT),
+    Route(PUT, "/api/fs/multipart/chunk", multipart.chunk, openapi=multipart.CHUNK_INPUT),
+    Route(GET, "/api/fs/multipart/status", multipart.status),
+    Route(POST, "/api/fs/multipart/complete", multipart.complete, openapi=multipart.ID_INPUT),
+    Route(POST, "/api/fs/multipart/abort", multipart.abort, openapi=multipart.ID_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
     Route(
         POST,
@@ -273,7 +279,7 @@ ROUTES: tuple[Route, ...] = (
 )
 
 # Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them.
-STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form"})
+STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form", "/api/fs/multipart/chunk"})
 
 
 def create_app(config: Config, services: Services | None = None, listeners: bool = True) -> FastAPI:

@@ -184,4 +184,7 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         *(item.key for item in SHARE_SETTINGS),
         "multipart_enabled",
         "multipart_chunk_size",
+        "multipart_max_sessions",
+        "multipart_staging_budget",
+        "multipart_idle_seconds",
     ]
