@@ -97,9 +97,14 @@ class MultipartRepo(Repo):
 
     async def staged_bytes(self) -> int:
         """The bytes of every chunk received and not yet completed, of every session."""
+        live = _k.upload_id.in_(select(_u.id))
+        stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
         async with self.engine.connect() as conn:
-            total = await conn.execute(select(func.coalesce(func.sum(_k.size), 0)))
-            return int(total.scalar_one())
+            return int((await conn.execute(stmt)).scalar_one())
+
+    async def drop_orphans(self) -> None:
+        """Chunks recorded for a session removed meanwhile (an abort racing a chunk)."""
+        await self._write(delete(t.multipart_chunks).where(_k.upload_id.not_in(select(_u.id))))
 
     async def _sessions(self, *where: ColumnElement[bool]) -> list[UploadSession]:
         stmt = select(t.multipart_uploads).where(*where).order_by(_u.created, _u.id)

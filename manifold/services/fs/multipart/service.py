@@ -155,8 +155,12 @@ class MultipartUploads:
         if index in await self._repo.chunks(upload_id):
             return await self._snapshot(session)
         length = chunk_length(session, index)
-        with self._receiving(session, index, length, await self._repo.staged_bytes()):
-            await self._store.put(session.staging, index, length, body)
+        try:
+            with self._receiving(session, index, length, await self._repo.staged_bytes()):
+                await self._store.put(session.staging, index, length, body)
+        except (ChunkInFlight, UploadBusy) as exc:  # OpenList's answer has the snapshot
+            exc.data = (await self._snapshot(session)).json()
+            raise
         await self._repo.add_chunk(upload_id, index, length)
         await self._repo.touch(upload_id, _now())
         return await self._snapshot(session)
@@ -262,6 +266,7 @@ class MultipartUploads:
         idle = await self._repo.idle_since(cutoff)
         for session in idle:
             await self._drop(session)
+        await self._repo.drop_orphans()
         await self._store.sweep(await self._repo.ids())
         return len(idle)
 

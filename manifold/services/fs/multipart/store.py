@@ -16,16 +16,21 @@ import os
 import re
 import secrets
 import shutil
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Protocol
 
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.config import make_private
-from manifold.errors import BadRequest
+from manifold.errors import BadRequest, NotFound
 from manifold.services.fs.streams import file_stream
 
 _KEY = re.compile(r"[0-9a-f]{32}")
+GONE = "multipart upload session not found"
+# A folder this young may be a session another instance is opening (its record made,
+# its folder not yet seen by the sweep's list of records): the sweep leaves it.
+YOUNG_SECONDS = 60.0
 
 
 class ChunkLengthError(BadRequest):
@@ -72,10 +77,13 @@ class StagingStore:
         try:
             file = await run_in(DISK_POOL, _open_private, temp)
         except FileNotFoundError:
-            raise BadRequest("multipart upload session not found") from None
+            raise NotFound(GONE) from None  # aborted or swept meanwhile
         try:
             await _write_exactly(file, body, length)
             await run_in(DISK_POOL, _close_into, file, temp, folder / _part(index))
+        except FileNotFoundError:
+            await run_in(DISK_POOL, _discard, file, temp)
+            raise NotFound(GONE) from None
         except BaseException:
             await run_in(DISK_POOL, _discard, file, temp)
             raise
@@ -99,8 +107,9 @@ class StagingStore:
     def _sweep(self, live: set[str]) -> None:
         if not self.root.is_dir():
             return
+        young = time.time() - YOUNG_SECONDS
         for entry in self.root.iterdir():
-            if entry.name not in live:
+            if entry.name not in live and _mtime(entry) < young:
                 _remove(entry)
 
     def staged(self, key: str) -> list[str]:
@@ -110,7 +119,7 @@ class StagingStore:
 
     def _folder(self, key: str) -> Path:
         if not _KEY.fullmatch(key):
-            raise BadRequest("multipart upload session not found")
+            raise NotFound(GONE)
         return self.root / key
 
 
@@ -146,6 +155,13 @@ def _discard(file: IO[bytes], temp: Path) -> None:
 
 def _present(folder: Path, indexes: set[int]) -> set[int]:
     return {i for i in indexes if (folder / _part(i)).is_file()}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return time.time()
 
 
 def _remove(path: Path) -> None:
