@@ -221,6 +221,34 @@ async def test_a_chunk_already_in_flight_answers_409(admin: Api, services: Servi
     assert (await status(admin, upload_id))["data"]["received"] == [[0, 0]]
 
 
+async def test_idle_sessions_are_swept_in_the_background(admin: Api, services: Services) -> None:
+    data = payload(MB)
+    upload_id = (await init(admin, "/local/bg.bin", data))["data"]["upload_id"]
+    await send(admin, upload_id, 0, data)
+    await save_settings(admin, multipart_idle_seconds="1")
+    for _ in range(600):  # the sweep runs every few seconds; generous bound
+        if (await status(admin, upload_id))["code"] == 404:
+            break
+        await asyncio.sleep(0.1)
+    assert (await status(admin, upload_id))["code"] == 404
+    assert staged(services) == []
+
+
+async def test_a_start_sweeps_sessions_idle_while_stopped(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
+    data_dir = tmp_path / "data"
+    data = payload(MB)
+    async with instance(data_dir) as api:
+        await mount_local(api, "/local", root)
+        upload_id = (await init(api, "/local/old.bin", data))["data"]["upload_id"]
+        await send(api, upload_id, 0, data)
+        await save_settings(api, multipart_idle_seconds="1")
+    await asyncio.sleep(2.5)  # stopped meanwhile: nothing sweeps
+    async with instance(data_dir) as again:
+        assert staged(again.services) == []
+        assert (await status(again, upload_id))["code"] == 404
+
+
 # --- limits -----------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from manifold.services.fs.multipart.limits import Limits
 from manifold.services.fs.multipart.service import InitRequest, MultipartUploads
@@ -25,11 +26,16 @@ __all__ = [
 log = logging.getLogger("manifold.multipart")
 
 
-async def keep_swept(uploads: MultipartUploads) -> None:
+async def keep_swept(uploads: MultipartUploads, tick: float = 5.0) -> None:
     """Sweep idle sessions every quarter of the idle setting (at most every 5 minutes),
-    until cancelled."""
+    until cancelled; the setting is read again at each ``tick``, so a change to it
+    takes effect within one."""
+    last = time.monotonic()
     while True:
-        await asyncio.sleep(min(max(uploads.limits.idle_seconds() / 4, 1.0), 300.0))
+        await asyncio.sleep(tick)
+        if time.monotonic() - last < min(max(uploads.limits.idle_seconds() / 4, 1.0), 300.0):
+            continue
+        last = time.monotonic()
         try:
             await uploads.sweep()
         except Exception as exc:  # never an unhandled error in a background task

@@ -262,8 +262,8 @@ class MultipartUploads:
     async def sweep(self) -> int:
         """Remove the sessions idle past the setting, parts and all, and parts that
         belong to no session; how many sessions went."""
-        cutoff = _now() - timedelta(seconds=self.limits.idle_seconds())
-        idle = await self._repo.idle_since(cutoff)
+        idle_for = timedelta(seconds=self.limits.idle_seconds())
+        idle = [s for s in await self._repo.idle_since(_now() - idle_for) if _stale(s, idle_for)]
         for session in idle:
             await self._drop(session)
         await self._repo.drop_orphans()
@@ -292,6 +292,14 @@ def _hashes(given: Mapping[str, str] | None) -> dict[str, str]:
     """The hashes the page sent, lower-case, those it left empty dropped."""
     wanted = {algo: value.strip().lower() for algo, value in (given or {}).items()}
     return {algo: value for algo, value in wanted.items() if value}
+
+
+def _stale(session: UploadSession, idle_for: timedelta) -> bool:
+    """Idle past the setting; one being completed (a long copy to a slow back end) is
+    given as long again before it is taken for one whose instance died mid-way."""
+    if session.state != COMPLETING or session.last_active is None:
+        return True
+    return session.last_active < _now() - 2 * idle_for
 
 
 def _now() -> datetime:
