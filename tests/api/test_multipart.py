@@ -144,6 +144,8 @@ async def test_a_chunk_of_the_wrong_length_is_refused(admin: Api, services: Serv
     assert beyond["code"] == 400
     assert (await status(admin, shot["upload_id"]))["data"]["received"] == []
     assert staged(services) == []
+    resent = await send(admin, shot["upload_id"], 0, pieces(data, MB)[0])
+    assert (resent["code"], resent["data"]["received"]) == (200, [[0, 0]])
 
 
 async def test_complete_before_every_chunk_is_refused(admin: Api, root: Path) -> None:
@@ -411,3 +413,36 @@ async def test_two_instances_take_alternate_chunks(tmp_path: Path) -> None:
             assert (await complete(second, upload_id))["code"] == 200
             assert staged(second.services) == []
     assert (root / "two.bin").read_bytes() == data
+
+
+async def test_a_chunk_in_flight_on_another_instance_answers_409(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
+    data_dir = tmp_path / "data"
+    data = payload(MB)
+    gate = asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield data[:1000]
+        await gate.wait()
+        yield data[1000:]
+
+    async with instance(data_dir) as first:
+        await mount_local(first, "/local", root)
+        async with instance(data_dir) as second:
+            upload_id = (await init(first, "/local/x.bin", data))["data"]["upload_id"]
+            headers = {
+                "Authorization": first.token,
+                "X-Upload-Id": upload_id,
+                "X-Chunk-Index": "0",
+            }
+            put = first.client.put("/api/fs/multipart/chunk", content=slow(), headers=headers)
+            sending = asyncio.create_task(put)
+            for _ in range(3000):  # until the first copy is being written
+                if staged(first.services):
+                    break
+                await asyncio.sleep(0.01)
+            assert (await send(second, upload_id, 0, data))["code"] == 409
+            gate.set()
+            assert (await sending).json()["code"] == 200
+            assert (await complete(second, upload_id))["code"] == 200
+    assert (root / "x.bin").read_bytes() == data
