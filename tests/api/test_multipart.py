@@ -13,7 +13,7 @@ from typing import Any
 from manifold.container import Services
 from manifold.drivers.base import RESERVED_PREFIX
 from manifold.models import Perm
-from tests.api.fs_helpers import make_tree, mount_local, save_settings
+from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api, open_api, start_services
 
 MB = 1 << 20
@@ -326,6 +326,22 @@ async def test_init_makes_the_checks_of_put(admin: Api, root: Path) -> None:
     assert reserved["code"] in (400, 403), reserved
     taken = await init(admin, "/local/keep.txt", data, Overwrite="false")
     assert (taken["code"], taken["message"]) == (403, "file exists")
+
+
+async def test_a_folder_password_is_asked_at_init_and_kept_for_complete(
+    admin: Api, root: Path
+) -> None:
+    await add_meta(admin, "/local/sub", password="open sesame")
+    data = payload(MB)
+    guest = await user_token(admin, "guest1", base_path="/", permission=int(Perm.WRITE))
+    refused = await init(admin, "/local/sub/p.bin", data, token=guest)
+    assert refused["code"] == 403
+    started = await init(admin, "/local/sub/p.bin", data, token=guest, Password="open sesame")
+    assert started["code"] == 200, started
+    upload_id = started["data"]["upload_id"]
+    await send(admin, upload_id, 0, data, token=guest)
+    assert (await complete(admin, upload_id, token=guest))["code"] == 200
+    assert (root / "sub" / "p.bin").read_bytes() == data
 
 
 async def test_a_session_is_its_owners_alone(admin: Api) -> None:
