@@ -346,7 +346,7 @@ def create_app(config: Config, services: Services | None = None, listeners: bool
         )
     page = _web_page(config, services)
     if page is not None:
-        for prefix, folder in asset_folders(page.dist):
+        for prefix, folder in asset_folders(page.dist, services.storages.registry):
             app.mount(prefix, folder)
     _install_error_handlers(app, services, page)
     app.add_middleware(RequestGuard, config=config, streamed=STREAMED_BODIES)

@@ -252,8 +252,18 @@ class Link:
 
 @dataclass(frozen=True, slots=True)
 class DiskUsage:
-    """A back end's space in bytes, as ``df`` counts it: ``free`` is what a writer may
-    still use, so ``used + free`` can fall short of ``total`` (blocks kept for root)."""
+    """A back end's space in bytes: ``total`` and ``free`` as ``df`` counts them (its
+    Size and Avail: ``free`` is what a writer may still use), and ``used`` everything
+    else, ``total - free``, blocks kept for root included (OpenList's figures, where
+    free is total minus used). One rule for every back end: an SMB server (Samba)
+    tells the space a writer may use and nothing of the blocks kept for root, so a
+    disk shows the same through SMB as on Local. ``total`` is 0 where the back end
+    tells the free space alone (FTP's ``AVBL``)."""
+
+    @classmethod
+    def of(cls, total: int, free: int) -> DiskUsage:
+        """The usage of a back end with ``total`` bytes of which ``free`` are usable."""
+        return cls(total, max(total - free, 0), free)
 
     total: int
     used: int

@@ -22,12 +22,15 @@ import os
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+import anyio.to_thread
 import orjson
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from manifold.drivers.registry import DriverRegistry
 from manifold.services.admin.settings import SettingsService
+from manifold.web_i18n import LanguagePacks
 
 log = logging.getLogger("manifold.web")
 
@@ -132,9 +135,24 @@ def manifest_json(settings: SettingsService, base_path: str) -> bytes:
 
 
 class Assets(StaticFiles):
-    """One of the frontend's asset folders, cached long (their names change with content)."""
+    """One of the frontend's asset folders, cached long (their names change with content).
+    The language packs among them are answered by ``packs``, with Manifold's storage form
+    texts filled in, and never cached long: those texts change with Manifold, not with
+    the pack's name."""
+
+    def __init__(self, directory: Path, packs: LanguagePacks | None = None) -> None:
+        super().__init__(directory=directory, follow_symlink=False)
+        self.packs = packs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.packs is not None and scope["type"] == "http":
+            body = await anyio.to_thread.run_sync(self.packs.answer, self.get_path(scope))
+            if body is not None:
+                headers = {"cache-control": "no-cache"}
+                answer = Response(body, media_type="text/javascript", headers=headers)
+                await answer(scope, receive, send)
+                return
+
         async def cached(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 headers = [*message.get("headers", ()), (b"cache-control", LONG_CACHE.encode())]
@@ -144,10 +162,14 @@ class Assets(StaticFiles):
         await super().__call__(scope, receive, cached)
 
 
-def asset_folders(dist: Path) -> list[tuple[str, Assets]]:
-    """Mounts for the asset folders that exist in ``dist``."""
+def asset_folders(dist: Path, registry: DriverRegistry) -> list[tuple[str, Assets]]:
+    """Mounts for the asset folders that exist in ``dist``; ``registry``'s drivers give
+    the texts the language packs (in ``assets``) are served with."""
     return [
-        (f"/{name}", Assets(directory=dist / name, follow_symlink=False))
+        (
+            f"/{name}",
+            Assets(dist / name, LanguagePacks(dist / name, registry) if name == "assets" else None),
+        )
         for name in ASSET_FOLDERS
         if os.path.isdir(dist / name)
     ]

@@ -81,8 +81,14 @@ class TaskContext:
         self._live.dirty = True
 
     def add_done(self, nbytes: int) -> None:
-        self._live.done_bytes += nbytes
+        """Count ``nbytes`` more done (fewer, when negative: bytes taken back)."""
+        self._live.done_bytes = max(0, self._live.done_bytes + nbytes)
         self._progress_from_bytes()
+
+    @property
+    def done_bytes(self) -> int:
+        """The bytes counted done in this run so far."""
+        return self._live.done_bytes
 
     def _progress_from_bytes(self) -> None:
         total = self._live.task.total_bytes

@@ -207,3 +207,32 @@ async def test_links_stay_with_their_folder_and_what_they_point_at_stays_too(
     assert not (two / "dir/to-single").exists()
     assert (one / "single.txt").read_text() == "single"
     assert sorted(p.name for p in (one / "dir").iterdir()) == ["to-single", "to-sub"]
+
+
+async def test_a_finished_move_shows_no_step_and_a_failed_one_what_it_moved(
+    api: Api, disks: tuple[Path, Path], tmp_path: Path
+) -> None:
+    one, two = disks
+    # One worker, held by a gated move, so the clash below is in place before the
+    # move of single.txt starts: its bytes then stream whole and its name is refused.
+    await save_settings(api, move_task_threads_num="1")
+    await mount_local(api, "/gated", make_tree(tmp_path / "gated", {"held.bin": "h"}))
+    gate = Gate(tmp_path)
+    gate_source(api.services, "/gated", gate)
+    await move(api, "/gated", "/two", "held.bin")
+    await move(api, "/one/dir", "/two", "a.txt")
+    await move(api, "/one", "/two", "single.txt")
+    make_tree(two, {"single.txt": "in the way"})
+    try:
+        await gate.open()
+        await gate.send(b"h")
+    finally:
+        gate.close()
+    await settle(api)
+    done = (await api.get("/api/admin/task/move/done"))["data"]
+    shown = {t["name"]: (t["state"], t["status"], t["progress"]) for t in done}
+    assert shown["move [/one](/dir/a.txt) to [/two](/)"] == (TaskState.SUCCEEDED, "", 100)
+    failed = shown["move [/one](/single.txt) to [/two](/)"]
+    assert failed == (TaskState.FAILED, "uploading", 0)
+    assert (one / "single.txt").read_text() == "single"
+    assert (two / "single.txt").read_text() == "in the way"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -337,6 +338,22 @@ async def test_a_mount_failing_unexpectedly_drops_its_driver(api: Api) -> None:
 
 
 # -- usage and editing -----------------------------------------------------------
+
+
+async def test_a_mount_point_tells_its_space_and_a_folder_below_does_not(
+    api: Api, root: Path
+) -> None:
+    await api.as_admin()
+    (root / "below").mkdir()
+    await mount_local(api, "/local", root)
+    found = await api.post("/api/fs/get", {"path": "/local"})
+    details = found["data"]["mount_details"]
+    fs = os.statvfs(root)
+    assert details["total_space"] == fs.f_blocks * fs.f_frsize
+    # What no writer may use is used, blocks kept for root included (as SMB tells).
+    assert details["used_space"] == details["total_space"] - details["free_space"]
+    below = await api.post("/api/fs/get", {"path": "/local/below"})
+    assert below["code"] == 200 and "mount_details" not in below["data"]
 
 
 async def test_the_storage_list_shows_a_local_disk_s_usage(api: Api, root: Path) -> None:

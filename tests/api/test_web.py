@@ -122,6 +122,26 @@ async def test_assets_are_cached_long(web: Api) -> None:
     assert (await web.client.get("/")).headers["cache-control"] == "no-cache"
 
 
+async def test_language_packs_get_manifolds_form_texts_where_they_have_none(
+    web: Api, dist: Path
+) -> None:
+    pack = 'var t={drivers:{SFTP:{address:`Address`,"address-tips":`AList text`}}};'
+    (dist / "assets" / "entry-abc123.js").write_text(pack + "export{t as dict};")
+    legacy = "System.register([],function(ee){return{execute:function(){var Ve={},Za={};"
+    (dist / "assets" / "entry-legacy-abc123.js").write_text(
+        legacy + "ee(`dict`,{drivers:Ve,storages:Za})}}});"
+    )
+    response = await web.client.get("/assets/entry-abc123.js")
+    assert response.headers["cache-control"] == "no-cache"
+    body = response.text
+    assert body.startswith(pack) and body.endswith("export{t as dict};")
+    assert '"host_key_fingerprint-tips": "The server\'s host key fingerprint' in body
+    assert '"tls_insecure_skip_verify-tips": "Unsafe: ' in body
+    old = (await web.client.get("/assets/entry-legacy-abc123.js")).text
+    assert old.startswith(legacy) and "ee(`dict`,(function(d){" in old
+    assert '"TLS insecure skip verify"' in old
+
+
 @pytest.mark.parametrize(
     "path", ["/assets/../secret.txt", "/assets/%2e%2e/secret.txt", "/assets/..%2fsecret.txt"]
 )

@@ -25,6 +25,7 @@ from tests.fixtures.processes import Daemon, free_port, port_open
 
 PYFTPD_SCRIPT = """\
 import logging
+import shutil
 import sys
 
 from pyftpdlib.authorizers import DummyAuthorizer
@@ -36,9 +37,28 @@ logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
 authorizer = DummyAuthorizer()
 authorizer.add_user(user, password, root, perm="elradfmwMT")
 authorizer.add_user("reader", password, root, perm="elr")
-FTPHandler.authorizer = authorizer
-FTPHandler.passive_ports = range(int(low), int(low) + 200)
-FTPServer(("127.0.0.1", int(port)), FTPHandler).serve_forever()
+
+
+# pyftpdlib with AVBL (the draft's free space of a folder), which some servers
+# answer and neither pyftpdlib nor vsftpd does.
+class Handler(FTPHandler):
+
+    proto_cmds = {
+        **FTPHandler.proto_cmds,
+        "AVBL": dict(perm=None, auth=True, arg=None, help="Syntax: AVBL [<SP> path]"),
+    }
+
+    def ftp_AVBL(self, line):
+        path = self.fs.ftp2fs(line or self.fs.cwd)
+        if not self.fs.isdir(path):
+            self.respond("550 Not a folder.")
+            return
+        self.respond(f"213 {shutil.disk_usage(path).free}")
+
+
+Handler.authorizer = authorizer
+Handler.passive_ports = range(int(low), int(low) + 200)
+FTPServer(("127.0.0.1", int(port)), Handler).serve_forever()
 """
 
 VSFTPD_USER = "manifoldftp"

@@ -27,6 +27,7 @@ from manifold.drivers.local.meta import CONFIG as LOCAL_CONFIG
 from manifold.drivers.local.meta import Addition as LocalAddition
 from manifold.errors import (
     ManifoldError,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     PermissionDenied,
@@ -57,6 +58,7 @@ from tests.drivers.alist_v3_server import (
     serving_tls,
 )
 from tests.drivers.driver_helpers import driver_form, form_items
+from tests.drivers.space_helpers import df, near
 from tests.fixtures.processes import free_port
 
 # Long enough for anything on a slow shared machine; only a hang reaches it.
@@ -783,3 +785,28 @@ async def test_a_folder_removal_in_one_slow_call_outlasts_the_call_timeout(
     finally:
         await driver.drop()
     assert not (tmp_path / "doomed").exists()
+
+
+async def test_the_remotes_storage_details_are_the_storages_space(remote: Remote) -> None:
+    driver = build(remote)
+    await driver.init()
+    try:
+        usage = await driver.details()
+    finally:
+        await driver.drop()
+    # The remote's storage at the root folder is a Local one over remote.files.
+    measured = df(remote.files)
+    assert usage.total == measured.size
+    assert near(usage.free, measured.avail)
+    assert usage.used == usage.total - usage.free
+
+
+async def test_a_folder_below_a_mount_point_tells_no_space(remote: Remote) -> None:
+    (remote.files / "below").mkdir(exist_ok=True)
+    driver = build(remote, root_folder_path=f"{MOUNT}/below")
+    await driver.init()
+    try:
+        with pytest.raises(NotSupported):
+            await driver.details()
+    finally:
+        await driver.drop()

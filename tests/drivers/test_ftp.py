@@ -21,6 +21,7 @@ from manifold.drivers.ftp.listing import LINK, Entry, parse_list, parse_mlsx
 from manifold.drivers.ftp.meta import CONFIG, Addition
 from manifold.errors import (
     InvalidRequest,
+    NotSupported,
     ObjectNotFound,
     PermissionDenied,
     ServerError,
@@ -32,6 +33,7 @@ from manifold.vfs.layers import wrap
 from tests.conftest import Api
 from tests.drivers.driver_helpers import driver_form, form_items
 from tests.drivers.ftp_server import FtpServer, pyftpdlib_server, vsftpd_server
+from tests.drivers.space_helpers import df, near
 
 SERVERS = {"pyftpdlib": pyftpdlib_server, "vsftpd": vsftpd_server}
 # For a test of what only one of the servers does (vsftpd alone speaks TLS here).
@@ -569,3 +571,36 @@ async def test_a_read_only_login_is_refused_writes(ftp: FtpDriver, ftp_server: F
         await reader.rename(seen, "renamed.txt")
     assert [o.name for o in await ftp.list(folder)] == [obj.name]
     await reader.drop()
+
+
+async def test_free_space_where_the_server_answers_avbl(
+    ftp: FtpDriver, ftp_server: FtpServer
+) -> None:
+    if ftp_server.kind == "vsftpd":  # vsftpd has no AVBL: the space stays unknown
+        with pytest.raises(NotSupported):
+            await ftp.details()
+        return
+    usage = await ftp.details()
+    # AVBL tells the free space alone: the size stays unknown (0, which the page hides).
+    assert (usage.total, usage.used) == (0, 0)
+    assert near(usage.free, df(ftp_server.root).avail)
+
+
+async def test_the_storage_list_shows_an_ftp_servers_free_space(
+    api: Api, pyftpd: FtpServer
+) -> None:
+    await api.as_admin()
+    addition = {
+        "address": pyftpd.address,
+        "encoding": "",
+        "username": pyftpd.user,
+        "password": pyftpd.password,
+        "root_folder_path": "/",
+    }
+    body = {"mount_path": "/ftp", "driver": "FTP", "addition": json.dumps(addition)}
+    created = await api.post("/api/admin/storage/create", body)
+    assert created["code"] == 200, created
+    [shown] = (await api.get("/api/admin/storage/list"))["data"]["content"]
+    details = shown["mount_details"]
+    assert (details["total_space"], details["used_space"]) == (0, 0)
+    assert near(details["free_space"], df(pyftpd.root).avail)

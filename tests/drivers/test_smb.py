@@ -25,6 +25,8 @@ import pytest
 import smbclient
 
 from manifold.drivers.base import Driver, LinkArgs, Upload
+from manifold.drivers.local.driver import LocalDriver
+from manifold.drivers.local.meta import Addition as LocalAddition
 from manifold.drivers.smb.driver import SMBDriver
 from manifold.drivers.smb.meta import CONFIG, Addition
 from manifold.drivers.smb.names import from_wire, parse_address, to_wire
@@ -52,6 +54,7 @@ from tests.conftest import Api
 from tests.drivers import smb_server
 from tests.drivers.driver_helpers import driver_form, form_items
 from tests.drivers.smb_server import Samba
+from tests.drivers.space_helpers import df, near
 from tests.fixtures.processes import free_port
 
 pytestmark = pytest.mark.skipif(not smb_server.available(), reason="Samba is not installed")
@@ -596,3 +599,19 @@ async def test_mounted_through_the_api(api: Api, samba: Samba) -> None:
     storages = await api.get("/api/admin/storage/list")
     status = next(s["status"] for s in storages["data"]["content"] if s["mount_path"] == "/bad")
     assert "login failed" in status and wrong not in status
+
+
+async def test_the_share_and_a_local_storage_of_its_disk_tell_the_same_space(
+    bare: SMBDriver, samba: Samba
+) -> None:
+    # Samba sends the space a writer may use for both of its "available" figures, so
+    # the share cannot tell the blocks kept for root: used counts them on both sides.
+    addition = LocalAddition(root_folder_path=str(samba.folder))
+    local = LocalDriver(Storage(id=2, mount_path="/l", driver="Local"), addition)
+    await local.init()
+    shared, here, measured = await bare.details(), await local.details(), df(samba.folder)
+    assert shared.total == here.total == measured.size
+    assert near(shared.free, measured.avail) and near(here.free, measured.avail)
+    assert shared.used == shared.total - shared.free
+    assert here.used == here.total - here.free
+    assert near(shared.used, here.used)

@@ -53,6 +53,7 @@ from manifold.testing.conformance import (
 from manifold.vfs.layers import TimeoutLayer, wrap
 from tests.conftest import Api
 from tests.drivers.plain_dav_server import SLOW_DELETE, addition, plain_dav
+from tests.drivers.space_helpers import df, near
 from tests.drivers.webdav_server import PASSWORD, USER, DavServer, rclone, wsgidav
 from tests.fixtures.processes import free_port, running
 
@@ -660,3 +661,24 @@ async def test_a_folder_removal_in_one_slow_request_outlasts_the_call_timeout(
             assert time.monotonic() - began >= SLOW_DELETE  # the server's answer came
         finally:
             await driver.drop()
+
+
+async def test_the_root_folders_quota_is_the_storages_space(wsgidav_basic: DavServer) -> None:
+    driver = await bare_driver(wsgidav_basic)
+    try:
+        usage = await driver.details()
+    finally:
+        await driver.drop()
+    # RFC 4331 tells the bytes used and still available; their sum is the size.
+    assert usage.total == usage.used + usage.free
+    assert near(usage.free, df(wsgidav_basic.root).avail)
+    assert 0 < usage.used <= df(wsgidav_basic.root).size
+
+
+async def test_a_server_without_quotas_does_not_tell_its_space(rclone_basic: DavServer) -> None:
+    driver = await bare_driver(rclone_basic)
+    try:
+        with pytest.raises(NotSupported):
+            await driver.details()
+    finally:
+        await driver.drop()

@@ -21,6 +21,7 @@ from manifold.api.deps import from_trusted_proxy, get_caller, get_services
 from manifold.api.fs_render import FolderStyle, ListingRenderer, file_type, related_entries
 from manifold.api.fs_time import ORJSON_TIME, json_time
 from manifold.api.openapi import bound
+from manifold.api.routes.storages import mount_details
 from manifold.api.schemas import PageNumber, RequestBody
 from manifold.container import Services
 from manifold.paths import split_path
@@ -132,6 +133,8 @@ async def get_as(request: Request, caller: Caller, body: GetBody) -> Response:
     data["header"] = found.header
     data["provider"] = found.provider
     data["related"] = related_entries(services, found.related)
+    if found.space is not None:
+        data["mount_details"] = mount_details(found.space)
     return envelope.ok_encoded(orjson.dumps(data, option=ORJSON_TIME))
 
 

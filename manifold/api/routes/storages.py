@@ -40,14 +40,14 @@ class StorageBody(RequestBody):
 def storage_json(storage: Storage, usage: DiskUsage | None = None) -> dict[str, Any]:
     shown = asdict(storage)
     shown["modified"] = iso_time(storage.modified)
-    if usage is not None:
-        # OpenList's names; left out where the back end does not know them.
-        shown["mount_details"] = {
-            "total_space": usage.total,
-            "used_space": usage.used,
-            "free_space": usage.free,
-        }
+    if usage is not None:  # left out where the back end does not know it
+        shown["mount_details"] = mount_details(usage)
     return shown
+
+
+def mount_details(usage: DiskUsage) -> dict[str, int]:
+    """A storage's space under OpenList's names (the storages table, ``/api/fs/get``)."""
+    return {"total_space": usage.total, "used_space": usage.used, "free_space": usage.free}
 
 
 async def list_storages(

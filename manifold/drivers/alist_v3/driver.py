@@ -79,7 +79,7 @@ from manifold.errors import (
     ServerError,
     TemporaryFailure,
 )
-from manifold.models import Link, Obj, Storage
+from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .meta import Addition
 from .remote import (
@@ -95,6 +95,7 @@ from .remote import (
     is_inside,
     joined,
     list_objs,
+    mount_usage,
     parent_path,
     sign_expiry,
     status_error,
@@ -274,6 +275,12 @@ class AListV3Driver(Driver[Addition]):
     async def get(self, path: str) -> Obj:
         full = child_path(self.options.root_folder_path, path.strip("/")).rstrip("/") or "/"
         return await self._lookup(full)
+
+    async def details(self) -> DiskUsage:
+        """The space the remote tells of the storage mounted at the root folder (its
+        ``mount_details``, which AList gives a mount point's folder to any user but
+        the guest); ``NotSupported`` where it gives none."""
+        return mount_usage(await self._fs_get(self.options.root_folder_path))
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         path = child_path(parent.path, validate_name(name))

@@ -28,7 +28,7 @@ from manifold.errors import (
     TemporaryFailure,
     WrongArchivePassword,
 )
-from manifold.models import Obj
+from manifold.models import DiskUsage, Obj
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # AList's user roles (``model.GUEST``): a guest session needs the remote's consent.
@@ -221,3 +221,17 @@ def copies_into(task: Any, folder: str) -> bool:
     name = task.get("name") if isinstance(task, dict) else None
     found = _COPY_TARGET.search(name) if isinstance(name, str) else None
     return found is not None and is_inside(joined(found[1], found[2]), folder)
+
+
+def mount_usage(entry: Any) -> DiskUsage:
+    """A remote object's ``mount_details`` (OpenList's total, used and free space)."""
+    found = entry.get("mount_details") if isinstance(entry, dict) else None
+    given = [found.get(k) for k in _SPACE] if isinstance(found, dict) else []
+    figures = [n for n in given if isinstance(n, int) and n >= 0]
+    if len(figures) != len(_SPACE):
+        raise NotSupported("the remote tells no space for this folder")
+    return DiskUsage(*figures)
+
+
+# The figures of a ``mount_details``, in ``DiskUsage``'s order.
+_SPACE = ("total_space", "used_space", "free_space")

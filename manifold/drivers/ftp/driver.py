@@ -52,12 +52,13 @@ from manifold.errors import (
     InvalidRequest,
     NotAFile,
     NotAFolder,
+    NotSupported,
     ObjectExists,
     ObjectNotFound,
     ServerError,
     TemporaryFailure,
 )
-from manifold.models import Link, Obj, Storage
+from manifold.models import DiskUsage, Link, Obj, Storage
 
 CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
@@ -130,6 +131,15 @@ class FtpDriver(Driver[Addition]):
         if entry is None:
             raise ObjectNotFound()
         return _obj(posixpath.dirname(target), entry)
+
+    async def details(self) -> DiskUsage:
+        """The free space, where the server answers ``AVBL`` (a draft extension some
+        servers have; its size it never tells): ``NotSupported`` elsewhere."""
+        reply = await self.pool.run(lambda conn: conn.ask(f"AVBL {self._root}"))
+        free = reply.text.split(" ")[0]
+        if reply.code != "213" or not free.isdigit():
+            raise NotSupported("the FTP server does not tell its free space (AVBL)")
+        return DiskUsage(0, 0, int(free))
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         path = _join(parent.path, _name(name))

@@ -190,8 +190,7 @@ def _folder_token(path: str) -> str | None:
 
 def _disk_usage(path: str) -> DiskUsage:
     fs = os.statvfs(path)
-    total = fs.f_blocks * fs.f_frsize
-    return DiskUsage(total, total - fs.f_bfree * fs.f_frsize, fs.f_bavail * fs.f_frsize)
+    return DiskUsage.of(fs.f_blocks * fs.f_frsize, fs.f_bavail * fs.f_frsize)
 
 
 def _is_served(st: os.stat_result) -> bool:

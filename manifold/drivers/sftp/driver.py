@@ -349,8 +349,7 @@ class SftpDriver(Driver[Addition]):
         sftp = await self._client()
         with self._errors(sftp):
             fs = await sftp.statvfs(self._root)
-        total = fs.blocks * fs.frsize
-        return DiskUsage(total, total - fs.bfree * fs.frsize, fs.bavail * fs.frsize)
+        return DiskUsage.of(fs.blocks * fs.frsize, fs.bavail * fs.frsize)
 
     # --- connection ----------------------------------------------------------------
 

@@ -328,9 +328,9 @@ class Share:
 
     def usage(self) -> DiskUsage:
         volume = smbclient.stat_volume(self.place.root, **self._kwargs)
-        total = int(volume.total_size)
-        free = int(volume.caller_available_size)
-        return DiskUsage(total, total - int(volume.actual_available_size), free)
+        # Samba answers the space a writer may use for both "available" figures;
+        # the caller's is the one a write meets (a Windows quota included).
+        return DiskUsage.of(int(volume.total_size), int(volume.caller_available_size))
 
     # --- changing -----------------------------------------------------------------
 

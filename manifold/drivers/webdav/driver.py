@@ -70,10 +70,18 @@ from manifold.errors import (
     ServerError,
     TemporaryFailure,
 )
-from manifold.models import Link, Obj, Storage
+from manifold.models import DiskUsage, Link, Obj, Storage
 
 from .meta import Addition
-from .multistatus import PROPFIND_BODY, Children, Entry, MultistatusReader
+from .multistatus import (
+    PROPFIND_BODY,
+    QUOTA_BODY,
+    Children,
+    Entry,
+    MultistatusReader,
+    parse,
+    quota_usage,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Bytes of a listing's answer parsed in one go, in a worker thread (``list_pages``).
@@ -248,6 +256,16 @@ class WebDavDriver(Driver[Addition]):
         entry = await self._stat(target)
         name = "" if target == self._root() else posixpath.basename(target)
         return _obj(entry, name, target)
+
+    async def details(self) -> DiskUsage:
+        """The root folder's quota properties (RFC 4331), where the server has them."""
+        url = self._url(self._root(), is_dir=True)
+        with translating(_HTTP_ERRORS):
+            response = await self._client.request(
+                "PROPFIND", url, headers=_depth(0), content=QUOTA_BODY, auth=self._auth
+            )
+        _check_propfind(response)
+        return quota_usage(parse(response.content))
 
     async def make_dir(self, parent: Obj, name: str) -> Obj:
         validate_name(name)

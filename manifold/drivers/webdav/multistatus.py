@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import unquote, urljoin, urlsplit
 
-from manifold.errors import ServerError
+from manifold.errors import NotSupported, ServerError
+from manifold.models import DiskUsage
 
 # The properties a listing asks for; nothing else is kept.
 PROPS = ("resourcetype", "getcontentlength", "getlastmodified", "creationdate", "getetag")
@@ -35,11 +36,20 @@ PROPFIND_BODY = (
     + "</D:prop></D:propfind>"
 ).encode()
 
+# RFC 4331's space of a folder, asked of the storage's root alone (``quota_usage``).
+QUOTAS = ("quota-available-bytes", "quota-used-bytes")
+QUOTA_BODY = (
+    '<?xml version="1.0" encoding="utf-8"?>\n<D:propfind xmlns:D="DAV:"><D:prop>'
+    + "".join(f"<D:{name}/>" for name in QUOTAS)
+    + "</D:prop></D:propfind>"
+).encode()
+
 # Far above a folder of a million entries' answer; a server sending more is broken.
 MAX_ANSWER_BYTES = 1 << 30
 MAX_TEXT_CHARS = 1 << 16
 _DAV = "{DAV:}"
-_TEXTS = frozenset({"href", "status", *PROPS})
+_KEPT = frozenset({*PROPS, *QUOTAS})
+_TEXTS = frozenset({"href", "status", *_KEPT})
 
 
 class BadAnswer(ServerError):
@@ -173,7 +183,7 @@ class _Target:
             entry.status = text
         elif name == "status" and parent == "propstat":
             self._status = text
-        elif name in PROPS and parent == "prop":
+        elif name in _KEPT and parent == "prop":
             self._props[name] = text
         elif name == "propstat" and _ok(self._status):
             entry.props.update(self._props)
@@ -281,3 +291,14 @@ def parse(data: bytes) -> list[Entry]:
     reader = MultistatusReader()
     reader.feed(data)
     return reader.close()
+
+
+def quota_usage(entries: list[Entry]) -> DiskUsage:
+    """The space RFC 4331's properties tell (the bytes used and still available, so
+    their sum for the size); ``NotSupported`` where the server gives neither."""
+    for entry in entries:
+        free = entry.props.get("quota-available-bytes", "").strip()
+        used = entry.props.get("quota-used-bytes", "").strip()
+        if free.isdigit() and used.isdigit():
+            return DiskUsage(int(used) + int(free), int(used), int(free))
+    raise NotSupported("the WebDAV server tells no quota (RFC 4331)")

@@ -248,8 +248,9 @@ def vfs_attrs(usage: DiskUsage) -> asyncssh.SFTPVFSAttrs:
     return asyncssh.SFTPVFSAttrs(
         bsize=_BLOCK,
         frsize=_BLOCK,
-        blocks=usage.total // _BLOCK,
-        bfree=max(usage.total - usage.used, 0) // _BLOCK,
+        # A back end that tells its free space alone (total 0) shows it as its size.
+        blocks=max(usage.total, usage.used + usage.free) // _BLOCK,
+        bfree=usage.free // _BLOCK,
         bavail=usage.free // _BLOCK,
         namemax=MAX_NAME_BYTES,
     )

@@ -104,7 +104,9 @@ class Moves:
             return  # moved there already (a retry after the last step)
         if not obj.is_dir:
             ctx.set_total(obj.size)
+            ctx.set_status("uploading")
             await self._move_file(ctx, src, target, obj, None, overwrite)
+            ctx.set_status("")  # done: no step is under way any more
             return
         ctx.set_status("src object is dir, listing objs")
         plan = await self._plan(ctx, src, target, str(payload.get("password", "")))
@@ -205,12 +207,25 @@ class Moves:
                 await self._relocate(path, target, obj, folder, overwrite)
                 ctx.add_done(obj.size)
                 return
-            await self._transfers.stream_file(ctx, path, into, overwrite, name)
-            # The copy is whole: its source goes even when a cancel comes now, so a
-            # retry never meets the file on both sides.
-            await asyncio.shield(self._tree.remove(path))
+            await self._stream(ctx, path, into, overwrite, name)
         except ManifoldError as exc:
             raise MoveFailed.at(path, exc) from exc
+
+    async def _stream(
+        self, ctx: TaskContext, path: str, into: str, overwrite: bool, name: str
+    ) -> None:
+        """Into another storage (one file at a time): stream the file, then remove it."""
+        before = ctx.done_bytes
+        try:
+            await self._transfers.stream_file(ctx, path, into, overwrite, name)
+        except ManifoldError:
+            # Progress counts what moved: the bytes of a file that stays at its
+            # source are taken back, so a failed move shows what it reached.
+            ctx.add_done(before - ctx.done_bytes)
+            raise
+        # The copy is whole: its source goes even when a cancel comes now, so a
+        # retry never meets the file on both sides.
+        await asyncio.shield(self._tree.remove(path))
 
     async def _relocate(
         self, path: str, target: str, obj: Obj, folder: Obj | None, overwrite: bool

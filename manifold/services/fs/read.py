@@ -12,6 +12,7 @@ not on its page.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import builtins
 from collections.abc import Sequence
@@ -24,10 +25,11 @@ from manifold.errors import (
     PasswordRequired,
     PermissionDenied,
 )
-from manifold.models import Link, LinkArgs, Meta, Obj
+from manifold.models import DiskUsage, Link, LinkArgs, Meta, Obj
 from manifold.paths import clean_path, join_base, split_path
 from manifold.policy import access
 from manifold.services.admin.metas import MetaService
+from manifold.services.admin.storages import USAGE_SECONDS
 from manifold.services.auth.limiter import GuessLimiter, guessing
 from manifold.services.auth.service import Caller
 from manifold.services.fs.rules import Confinement, RealPlace
@@ -88,6 +90,8 @@ class Found:
     meta: Meta | None
     signed: bool = False
     related: Related | None = None
+    # A mount point's space (AList's ``mount_details``), where its back end tells it.
+    space: DiskUsage | None = None
 
 
 class GuardedReader:
@@ -222,7 +226,21 @@ class GuardedReader:
             meta,
             self.needs_sign(full, meta),
             await self._related(caller, full, obj.name),
+            await self._space(caller, full),
         )
+
+    async def _space(self, caller: Caller, path: str) -> DiskUsage | None:
+        """The space of the storage mounted at ``path``, for anyone but the guest (as
+        AList shows it); None elsewhere, or where the back end does not tell it
+        within ``USAGE_SECONDS`` (the object is answered all the same)."""
+        place = self.tree.find(path)
+        if caller.user.is_guest or place is None or not place.is_root:
+            return None
+        try:
+            async with asyncio.timeout(USAGE_SECONDS):
+                return await place.ops.space()
+        except (ManifoldError, TimeoutError):
+            return None
 
     async def stat(self, caller: Caller, path: str, password: str) -> tuple[Obj, str]:
         """The object at ``path`` and its full path, after the checks ``get`` makes.
