@@ -156,7 +156,10 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._reading_head = False
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before and self.scope["method"] != "HEAD":
+            self.cycle.transport = HeadHeld(self.transport, self.loop)
 
     def on_message_complete(self) -> None:
         self._receiving = False
@@ -177,6 +180,57 @@ class BoundedHttpTools(HttpToolsProtocol):
         head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         self.transport.write(STATUS_LINE[431] + head % len(body) + body)
         self.transport.close()
+
+
+# A response head longer than this is written at once rather than held for the body.
+HELD_HEAD_MAX = 4096
+
+
+class HeadHeld(asyncio.Transport):
+    """The transport as one response sees it: its head is held back and written with the
+    first piece of its body, in one system call and one TCP segment rather than two
+    (uvicorn writes each ASGI message on its own, and the socket sends at once).
+
+    Nearly every answer sends its head and body in the same turn of the loop; if the
+    body is late (a stream), the head goes out at the end of the turn all the same.
+    A HEAD request has no body to wait for, so it never gets one of these.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop: asyncio.AbstractEventLoop | None = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif len(data) <= HELD_HEAD_MAX and self._loop is not None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+            self._loop = None  # only the first write, the head, is held
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        """Write what is held (the end of the turn, or before the transport closes)."""
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
 
 
 class Listener:
