@@ -22,7 +22,7 @@ from starlette.types import Scope
 from manifold import VERSION_STRING
 from manifold.api import envelope
 from manifold.api.asgi import CatchAll, FastBody, ManifoldApp, RouteTable
-from manifold.api.deps import client_address, get_admin
+from manifold.api.deps import client_address, get_admin, header_of, scope_client
 from manifold.api.guards import RequestGuard, ToldFirst
 from manifold.api.observe import Observer
 from manifold.api.openapi import no_body
@@ -468,12 +468,9 @@ def _fast_bodies(services: Services) -> dict[str, FastBody]:
     async def current_user(scope: Scope) -> bytes | None:
         if scope["method"] != "GET":
             return None
-        request = Request(scope)
-        client = client_address(request, services.config.trusted_proxies)
+        client = scope_client(scope, services.config.trusted_proxies)
         try:
-            caller = await services.auth.authenticate(
-                request.headers.get("authorization", ""), client
-            )
+            caller = await services.auth.authenticate(header_of(scope, b"authorization"), client)
         except ManifoldError:
             return None  # the route answers the error
         return envelope.ok_body(user_json(caller.user, with_otp=True))
