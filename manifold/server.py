@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from manifold.api.asgi import fast_headers
 from manifold.config import Config
 
 MAX_HEADERS = 100
@@ -84,6 +85,8 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        # The application's answers that need no ASGI call (``ManifoldApp.quick``).
+        self._quick: Callable[[Any], bytes | None] | None = getattr(self.app, "quick", None)
         self._refused = False
         self._start_head()
         # Receiving a request from the first moment: a client that connects and sends
@@ -156,10 +159,43 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._reading_head = False
+        if self._answered_quickly():
+            return
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is not before and self.scope["method"] != "HEAD":
             self.cycle.transport = HeadHeld(self.transport, self.loop)
+
+    def _answered_quickly(self) -> bool:
+        """Answer a plain GET the application can answer at once (``quick``) here,
+        without the task, request cycle and ASGI messages of every other request:
+        for the smallest answers those cost more than the answer itself.
+
+        Only between responses on a kept-alive HTTP/1.1 connection (the first
+        request of a connection goes the usual way), with nothing pipelined or
+        unsent, and for a path as sent (no escapes): the rest is uvicorn's.
+        """
+        cycle, parser = self.cycle, self.parser
+        if self._quick is None or cycle is None or not cycle.response_complete:
+            return False
+        if self.pipeline or self.flow.write_paused or self.expect_100_continue:
+            return False
+        if parser.get_method() != b"GET" or parser.get_http_version() != "1.1":
+            return False
+        raw_path, _, query = self.url.partition(b"?")
+        if not parser.should_keep_alive() or not _plain_path(raw_path):
+            return False
+        scope = self.scope
+        scope["method"] = "GET"
+        scope["path"] = self.root_path + raw_path.decode("ascii")
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = query
+        body = self._quick(scope)
+        if body is None:
+            return False
+        self.transport.write(_response(self.server_state.default_headers, body))
+        self.on_response_complete()
+        return True
 
     def on_message_complete(self) -> None:
         self._receiving = False
@@ -180,6 +216,19 @@ class BoundedHttpTools(HttpToolsProtocol):
         head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         self.transport.write(STATUS_LINE[431] + head % len(body) + body)
         self.transport.close()
+
+
+def _plain_path(raw: bytes) -> bool:
+    """A request target that is an origin-form path needing no decoding."""
+    return raw[:1] == b"/" and raw.isascii() and b"%" not in raw and b"#" not in raw
+
+
+def _response(defaults: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    """A whole 200 JSON answer, head as uvicorn would write it (its own headers first)."""
+    head = [STATUS_LINE[200]]
+    for name, value in [*defaults, *fast_headers(body)]:
+        head += (name, b": ", value, b"\r\n")
+    return b"".join((*head, b"\r\n", body))
 
 
 # A response head longer than this is written at once rather than held for the body.
