@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from manifold.api.asgi import fast_headers
 from manifold.config import Config
 
 MAX_HEADERS = 100
@@ -84,6 +85,8 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
+        # The application's answers that need no ASGI call (``ManifoldApp.quick``).
+        self._quick: Callable[[Any], bytes | None] | None = getattr(self.app, "quick", None)
         self._refused = False
         self._start_head()
         # Receiving a request from the first moment: a client that connects and sends
@@ -156,7 +159,43 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._reading_head = False
+        if self._answered_quickly():
+            return
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before and self.scope["method"] != "HEAD":
+            self.cycle.transport = HeadHeld(self.transport, self.loop)
+
+    def _answered_quickly(self) -> bool:
+        """Answer a plain GET the application can answer at once (``quick``) here,
+        without the task, request cycle and ASGI messages of every other request:
+        for the smallest answers those cost more than the answer itself.
+
+        Only between responses on a kept-alive HTTP/1.1 connection (the first
+        request of a connection goes the usual way), with nothing pipelined or
+        unsent, and for a path as sent (no escapes): the rest is uvicorn's.
+        """
+        cycle, parser = self.cycle, self.parser
+        if self._quick is None or cycle is None or not cycle.response_complete:
+            return False
+        if self.pipeline or self.flow.write_paused or self.expect_100_continue:
+            return False
+        if parser.get_method() != b"GET" or parser.get_http_version() != "1.1":
+            return False
+        raw_path, _, query = self.url.partition(b"?")
+        if not parser.should_keep_alive() or not _plain_path(raw_path):
+            return False
+        scope = self.scope
+        scope["method"] = "GET"
+        scope["path"] = self.root_path + raw_path.decode("ascii")
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = query
+        body = self._quick(scope)
+        if body is None:
+            return False
+        self.transport.write(_response(self.server_state.default_headers, body))
+        self.on_response_complete()
+        return True
 
     def on_message_complete(self) -> None:
         self._receiving = False
@@ -177,6 +216,70 @@ class BoundedHttpTools(HttpToolsProtocol):
         head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         self.transport.write(STATUS_LINE[431] + head % len(body) + body)
         self.transport.close()
+
+
+def _plain_path(raw: bytes) -> bool:
+    """A request target that is an origin-form path needing no decoding."""
+    return raw[:1] == b"/" and raw.isascii() and b"%" not in raw and b"#" not in raw
+
+
+def _response(defaults: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    """A whole 200 JSON answer, head as uvicorn would write it (its own headers first)."""
+    head = [STATUS_LINE[200]]
+    for name, value in [*defaults, *fast_headers(body)]:
+        head += (name, b": ", value, b"\r\n")
+    return b"".join((*head, b"\r\n", body))
+
+
+# A response head longer than this is written at once rather than held for the body.
+HELD_HEAD_MAX = 4096
+
+
+class HeadHeld(asyncio.Transport):
+    """The transport as one response sees it: its head is held back and written with the
+    first piece of its body, in one system call and one TCP segment rather than two
+    (uvicorn writes each ASGI message on its own, and the socket sends at once).
+
+    Nearly every answer sends its head and body in the same turn of the loop; if the
+    body is late (a stream), the head goes out at the end of the turn all the same.
+    A HEAD request has no body to wait for, so it never gets one of these.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop: asyncio.AbstractEventLoop | None = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif len(data) <= HELD_HEAD_MAX and self._loop is not None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+            self._loop = None  # only the first write, the head, is held
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        """Write what is held (the end of the turn, or before the transport closes)."""
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
 
 
 class Listener:

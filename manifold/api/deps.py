@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.types import Scope
 
 from manifold.container import Services
 from manifold.errors import Forbidden
@@ -32,6 +33,24 @@ def client_address(request: Request, trusted: list[str]) -> str:
         if not _is_trusted(hop, trusted):
             return hop
     return hops[0] if hops else peer
+
+
+def scope_client(scope: Scope, trusted: list[str]) -> str:
+    """``client_address`` for a bare ASGI scope; with no trusted proxies (the usual
+    case) it reads the peer without building a request around the scope."""
+    if trusted:
+        return client_address(Request(scope), trusted)
+    peer = scope.get("client")
+    return str(peer[0]) if peer else ""
+
+
+def header_of(scope: Scope, name: bytes) -> str:
+    """The first value of the header ``name`` (lower case) in ``scope``, else ""."""
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return ""
 
 
 def from_trusted_proxy(request: Request, trusted: list[str]) -> bool:

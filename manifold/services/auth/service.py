@@ -19,7 +19,7 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.auth import ldap, ldap_login
 from manifold.services.auth.limiter import LoginLimiter
 from manifold.services.auth.passwords import needs_upgrade, static_hash, verify_static_async
-from manifold.services.auth.tokens import TokenService
+from manifold.services.auth.tokens import Claims, TokenService
 from manifold.services.auth.users import UserService
 
 OTP_ISSUER = "Manifold"
@@ -125,7 +125,7 @@ class AuthService:
     async def authenticate(self, header: str, client: str) -> Caller:
         """The caller for a request's Authorization header value (empty = guest)."""
         self._users.notice_changes()
-        token = header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
+        token = _token_of(header)
         if token and self._is_admin_token(token):
             return Caller(await self._users.admin(), client, token)
         if not token:
@@ -135,14 +135,20 @@ class AuthService:
             return Caller(guest, client)
         claims = await self._tokens.parse(token)
         user = await self._users.by_name(claims.username)
-        # A same-name account made after the token's one was deleted is someone else.
-        if user is None or user.id != claims.user_id:
-            raise Unauthorized("failed find user: record not found")
-        if not user.token_gen or not secrets.compare_digest(claims.generation, user.token_gen):
-            raise Unauthorized("Password has been changed, login please")
-        if user.disabled:
-            raise Unauthorized(DISABLED)
-        return Caller(user, client, token)
+        return _accepted(claims, user, client, token)
+
+    def known_caller(self, header: str, client: str) -> Caller | None:
+        """``authenticate`` for a login token when everything it needs is in memory (no
+        look-up, no wait), else None; a refusal raises as ``authenticate`` would."""
+        self._users.notice_changes()
+        token = _token_of(header)
+        if not token or self._is_admin_token(token):
+            return None
+        claims = self._tokens.parse_known(token)
+        user = self._users.cached(claims.username) if claims is not None else None
+        if claims is None or user is None:
+            return None
+        return _accepted(claims, user, client, token)
 
     def _is_admin_token(self, token: str) -> bool:
         admin_token = self._settings.get("token")
@@ -167,6 +173,22 @@ class AuthService:
             raise BadRequest("Invalid 2FA code")
         await self._setup_limiter.record_success(*attempt)
         await self._users.set_otp_secret(caller.user, _normalise_secret(secret))
+
+
+def _token_of(header: str) -> str:
+    return header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
+
+
+def _accepted(claims: Claims, user: User | None, client: str, token: str) -> Caller:
+    """The caller holding ``token``, if its user still is the one it was issued to."""
+    # A same-name account made after the token's one was deleted is someone else.
+    if user is None or user.id != claims.user_id:
+        raise Unauthorized("failed find user: record not found")
+    if not user.token_gen or not secrets.compare_digest(claims.generation, user.token_gen):
+        raise Unauthorized("Password has been changed, login please")
+    if user.disabled:
+        raise Unauthorized(DISABLED)
+    return Caller(user, client, token)
 
 
 async def _check_credentials(username: str, user: User | None, hashed: str, otp_code: str) -> User:

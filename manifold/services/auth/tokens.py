@@ -43,6 +43,9 @@ class Claims:
 class RevocationStore(Protocol):
     async def is_revoked(self, jti: str) -> bool: ...
 
+    def known_revoked(self, jti: str) -> bool | None:
+        """Whether ``jti`` is revoked, if that is known without a look-up; else None."""
+
     async def revoke(self, jti: str, expires_at: int) -> None: ...
 
 
@@ -61,11 +64,15 @@ class DatabaseRevocationStore:
         await self._repo.purge(now)
         self._revoked = await self._repo.active(now)
 
-    async def is_revoked(self, jti: str) -> bool:
+    def known_revoked(self, jti: str) -> bool | None:
         if jti in self._revoked:
             return True
-        if self._bus.live:
-            return False
+        return False if self._bus.live else None
+
+    async def is_revoked(self, jti: str) -> bool:
+        known = self.known_revoked(jti)
+        if known is not None:
+            return known
         expires_at = await self._repo.expiry(jti, int(time.time()))
         if expires_at is not None:
             self.learn(jti, expires_at)
@@ -110,9 +117,13 @@ class TokenService:
 
     async def parse(self, token: str) -> Claims:
         claims = self._decode(token)
-        if await self._store.is_revoked(claims.jti):
-            raise Unauthorized("token is invalidated")
-        return claims
+        return _unless_revoked(claims, await self._store.is_revoked(claims.jti))
+
+    def parse_known(self, token: str) -> Claims | None:
+        """``parse`` when nothing needs looking up (the revocations are known), else None."""
+        claims = self._decode(token)
+        revoked = self._store.known_revoked(claims.jti)
+        return None if revoked is None else _unless_revoked(claims, revoked)
 
     async def revoke(self, token: str) -> None:
         try:
@@ -152,3 +163,9 @@ class TokenService:
         if (type(raw["uid"]), type(raw["username"]), type(raw["gen"])) != (int, str, str):
             raise Unauthorized("token is invalidated")
         return Claims(raw["uid"], raw["username"], raw["gen"], str(raw["jti"]), int(raw["exp"]))
+
+
+def _unless_revoked(claims: Claims, revoked: bool) -> Claims:
+    if revoked:
+        raise Unauthorized("token is invalidated")
+    return claims

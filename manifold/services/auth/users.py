@@ -84,8 +84,12 @@ class UserService:
             await self._repo.create(guest)
         return created
 
+    def cached(self, username: str) -> User | None:
+        """The user ``username`` if held here and the cache is trusted (the bus is live)."""
+        return self._by_name.get(username) if self._bus.live else None
+
     async def by_name(self, username: str) -> User | None:
-        cached = self._by_name.get(username) if self._bus.live else None
+        cached = self.cached(username)
         if cached is not None:
             return cached
         changes = self._changes
