@@ -41,6 +41,7 @@ class UploadSession:
     staging: str = ""
     created: datetime | None = None
     last_active: datetime | None = None
+    store: str = "staging"
 
 
 class MultipartRepo(Repo):
@@ -96,8 +97,9 @@ class MultipartRepo(Repo):
         return {int(row.idx): int(row.size) for row in rows}
 
     async def staged_bytes(self) -> int:
-        """The bytes of every chunk received and not yet completed, of every session."""
-        live = _k.upload_id.in_(select(_u.id))
+        """The bytes of every chunk staged and not yet completed, of every session (a
+        session's own multipart upload at its storage stages nothing here)."""
+        live = _k.upload_id.in_(select(_u.id).where(_u.store == "staging"))
         stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
         async with self.engine.connect() as conn:
             return int((await conn.execute(stmt)).scalar_one())
@@ -126,6 +128,7 @@ def _values(session: UploadSession) -> dict[str, object]:
         "staging": session.staging,
         "created": session.created,
         "last_active": session.last_active,
+        "store": session.store,
     }
 
 
