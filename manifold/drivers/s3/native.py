@@ -10,9 +10,15 @@ Hashes the page gave at ``init`` must match before anything takes the name. S3 k
 no digest of a multipart object, so such an upload is begun under a temporary key in
 the same folder, completed there, read back hashing, then copied into place on the
 store (``CopyObject``; in parts above 5 GiB) and the temporary removed; on a mismatch
-only the temporary is removed. The copy runs on the store (no transfer through
-this server), so the read back is the one price of the check, paid only when the
-page sends hashes; without them the upload is completed under its name directly.
+only the temporary is removed. Measured on moto for a 1 GiB file in 10 MiB chunks
+(one loaded machine): parts 28 s, ListParts and complete 22 s, read back hashing 7 s,
+CopyObject 24 s; sending the bytes through this server again as a new upload instead
+of the copy took 66 s, and on a real store a copy moves nothing out of it. Hashing the
+chunks as they arrive would spare the read back only while they come in order to one
+process: a hash's state cannot be kept in the database for a restart or another
+instance to go on with, so the read back is the one way that holds for every session,
+and it is paid only when the page sends hashes; without them the upload is completed
+under its name directly (no copy).
 """
 
 from __future__ import annotations
