@@ -1,7 +1,8 @@
 """Multipart uploads to an S3 storage (moto) go straight into the bucket's own
-multipart upload: nothing is staged on this server's disk, a restart or another
-instance continues the same upload, and abort, expiry and a wrong hash leave nothing
-in the bucket."""
+multipart upload, and to an Azure Blob storage (Azurite) into staged blocks: nothing
+is staged on this server's disk, a restart or another instance continues the same
+upload, and abort, expiry and a wrong hash leave nothing in the bucket (on Azure,
+nothing committed)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.api.test_multipart import (
 )
 from tests.conftest import Api
 from tests.drivers import s3_server
+from tests.drivers.azurite_server import Azurite, azurite
 
 MB = 1 << 20
 CHUNK = 5 * MB  # S3's smallest part
@@ -211,3 +213,104 @@ async def test_two_instances_send_alternate_chunks_into_one_s3_upload(
         hashlib.sha256(data).digest()
     )
     assert await uploads(s3, bucket) == []
+
+
+# --- Azure Blob: staged blocks ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    yield from azurite(tmp_path_factory.mktemp("azurite"))
+
+
+async def mount_azure(api: Api, server: Azurite, container: str) -> None:
+    options = server.options(container).model_dump()
+    body = {"mount_path": "/az", "driver": "Azure Blob Storage", "addition": json.dumps(options)}
+    created = await api.post(CREATE, body, token=await api.login())
+    assert created["code"] == 200, created
+
+
+@pytest.fixture
+async def on_azure(api: Api, blobs: Azurite) -> tuple[Api, str]:
+    container = f"mp-{secrets.token_hex(4)}"
+    await api.as_admin()
+    await mount_azure(api, blobs, container)
+    return api, container
+
+
+async def blob(server: Azurite, container: str, name: str) -> bytes:
+    async with server.client() as service:
+        found = await service.get_container_client(container).download_blob(name)
+        data: bytes = await found.readall()
+    return data
+
+
+@pytest.mark.parametrize("hashes", ["sha256", "none"])
+async def test_chunks_go_to_staged_blocks_in_any_order_and_never_to_the_staging_folder(
+    on_azure: tuple[Api, str], services: Services, blobs: Azurite, hashes: str
+) -> None:
+    api, container = on_azure
+    data = payload(3 * MB + 321)
+    extra = NO_HASH if hashes == "none" else {}
+    shot = (await init(api, "/az/dir/big.bin", data, chunk=MB, **extra))["data"]
+    parts = pieces(data, MB)
+    for index in (3, 1, 1, 0, 2):  # out of order, one twice; any block size will do
+        assert (await send(api, shot["upload_id"], index, parts[index]))["code"] == 200
+        assert staged(services) == []
+        assert await blobs.names(container, "dir/b") == []  # nothing committed yet
+    done = await complete(api, shot["upload_id"])
+    assert done["code"] == 200, done
+    assert await blob(blobs, container, "dir/big.bin") == data
+    assert await blobs.names(container, "dir/") == ["dir/", "dir/big.bin"]  # and the folder
+
+
+async def test_a_wrong_hash_commits_nothing_on_azure(
+    on_azure: tuple[Api, str], blobs: Azurite
+) -> None:
+    api, container = on_azure
+    data = payload(2 * MB + 1)
+    shot = (await init(api, "/az/bad.bin", data, chunk=MB, **{"X-File-Md5": "0" * 32}))["data"]
+    for index, part in enumerate(pieces(data, MB)):
+        await send(api, shot["upload_id"], index, part)
+    refused = await complete(api, shot["upload_id"])
+    assert refused["code"] == 400
+    assert "md5" in refused["message"]
+    assert await blobs.names(container) == []
+    assert (await status(api, shot["upload_id"]))["code"] == 404
+
+
+async def test_an_aborted_azure_upload_commits_nothing(
+    on_azure: tuple[Api, str], services: Services, blobs: Azurite
+) -> None:
+    """The service cannot discard staged blocks: they stay uncommitted (invisible) until
+    it drops them itself, as the README says of any failed upload."""
+    api, container = on_azure
+    data = payload(2 * MB)
+    shot = (await init(api, "/az/gone.bin", data, chunk=MB, **NO_HASH))["data"]
+    await send(api, shot["upload_id"], 0, pieces(data, MB)[0])
+    aborted = await api.post("/api/fs/multipart/abort", headers={"X-Upload-Id": shot["upload_id"]})
+    assert aborted["code"] == 200
+    assert await blobs.names(container) == []
+    assert await blobs.names(container, uncommitted=True) == ["gone.bin"]
+    assert staged(services) == []
+
+
+async def test_a_restart_between_chunks_continues_the_azure_upload(
+    tmp_path: Path, blobs: Azurite
+) -> None:
+    container = f"mp-{secrets.token_hex(4)}"
+    data_dir = tmp_path / "data"
+    data = payload(2 * MB + 3)
+    parts = pieces(data, MB)
+    async with instance(data_dir) as api:
+        await mount_azure(api, blobs, container)
+        upload_id = (await init(api, "/az/r.bin", data, chunk=MB))["data"]["upload_id"]
+        await send(api, upload_id, 2, parts[2])
+    async with instance(data_dir) as api:
+        resumed = (await init(api, "/az/r.bin", data, chunk=MB))["data"]
+        assert (resumed["upload_id"], resumed["received"]) == (upload_id, [[2, 2]])
+        await send(api, upload_id, 0, parts[0])
+        await send(api, upload_id, 1, parts[1])
+        assert staged(api.services) == []
+        assert (await complete(api, upload_id))["code"] == 200
+    assert await blob(blobs, container, "r.bin") == data

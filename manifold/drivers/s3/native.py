@@ -23,15 +23,13 @@ under its name directly (no copy).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import mimetypes
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
-from manifold.concurrency import CPU_POOL, run_in
 from manifold.drivers.base import NativeParts
+from manifold.drivers.multipart import check_hashes, make_token, read_exactly, read_token
 from manifold.errors import InvalidRequest, ManifoldError
 
 from .upload import Uploader, gone
@@ -55,11 +53,11 @@ class NativeUploads:
         created = await self.uploader.call(
             "create_multipart_upload", Key=temp or key, ContentType=content_type
         )
-        return json.dumps({"key": key, "temp": temp, "id": created["UploadId"]})
+        return make_token(key, temp, created["UploadId"])
 
     async def part(self, token: str, index: int, length: int, stream: AsyncIterator[bytes]) -> None:
-        upload = _token(token)
-        body = await _exactly(stream, length)
+        upload = read_token(token)
+        body = await read_exactly(stream, length)
         await self.uploader.call(
             "upload_part",
             Key=upload["temp"] or upload["key"],
@@ -69,7 +67,7 @@ class NativeUploads:
         )
 
     async def abort(self, token: str) -> None:
-        upload = _token(token)
+        upload = read_token(token)
         try:
             key = upload["temp"] or upload["key"]
             await self.uploader.call("abort_multipart_upload", Key=key, UploadId=upload["id"])
@@ -79,7 +77,7 @@ class NativeUploads:
 
     async def finish(self, key: str, native: NativeParts, overwrite: bool) -> int:
         """Complete the upload as ``key``; its size."""
-        upload = _token(native.token)
+        upload = read_token(native.token)
         if upload["key"] != key:
             raise InvalidRequest("the multipart upload was begun for another name")
         target = upload["temp"] or key
@@ -130,38 +128,6 @@ class NativeUploads:
                 await self.uploader.call("delete_object", Key=temp)
 
     async def _check(self, key: str, expected: Mapping[str, str]) -> None:
-        hashers = [(algo, hashlib.new(algo)) for algo in expected]
         answer = await self.uploader.call("get_object", Key=key)
         async with answer["Body"] as body:
-            async for data in body.iter_chunks(1 << 20):
-                await run_in(CPU_POOL, _update, hashers, data)
-        for algo, hasher in hashers:
-            if hasher.hexdigest() != expected[algo]:
-                raise InvalidRequest(f"{algo} of the uploaded data does not match the header")
-
-
-def _token(token: str) -> dict[str, str]:
-    try:
-        upload = json.loads(token)
-        return {name: str(upload[name]) for name in ("key", "temp", "id")}
-    except (ValueError, KeyError, TypeError):
-        raise InvalidRequest("not a multipart upload of this storage") from None
-
-
-async def _exactly(stream: AsyncIterator[bytes], length: int) -> bytes:
-    """The whole of ``stream``, which must be ``length`` bytes (a part is one request)."""
-    chunks: list[bytes] = []
-    held = 0
-    async for data in stream:
-        held += len(data)
-        if held > length:
-            raise InvalidRequest(f"chunk is longer than its expected {length} bytes")
-        chunks.append(data)
-    if held != length:
-        raise InvalidRequest(f"chunk has {held} bytes, {length} expected")
-    return b"".join(chunks)
-
-
-def _update(hashers: list[tuple[str, Any]], data: bytes) -> None:
-    for _, hasher in hashers:
-        hasher.update(data)
+            await check_hashes(body.iter_chunks(1 << 20), expected)
