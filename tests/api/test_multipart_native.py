@@ -171,6 +171,29 @@ async def test_chunks_under_the_stores_smallest_part_are_staged(
     assert staged(services) == []
 
 
+async def test_native_chunks_are_outside_the_staging_budget(
+    on_s3: Api, s3: s3_server.S3Server, bucket: str
+) -> None:
+    await save_settings(on_s3, multipart_staging_budget="1")  # MB: less than one chunk
+    data = payload(2 * CHUNK + 1)
+    shot = (await init(on_s3, "/s3/wide.bin", data, chunk=CHUNK))["data"]
+    for index, part in enumerate(pieces(data, CHUNK)):
+        assert (await send(on_s3, shot["upload_id"], index, part))["code"] == 200
+    assert (await complete(on_s3, shot["upload_id"]))["code"] == 200
+    assert await content(s3, bucket, "wide.bin") == data
+
+
+async def test_a_native_chunk_of_the_wrong_length_is_refused(
+    on_s3: Api, s3: s3_server.S3Server, bucket: str
+) -> None:
+    data = payload(CHUNK + 5)
+    shot = (await init(on_s3, "/s3/len.bin", data, chunk=CHUNK))["data"]
+    short = await send(on_s3, shot["upload_id"], 0, data[: CHUNK - 1])
+    assert short["code"] == 400
+    assert (await status(on_s3, shot["upload_id"]))["data"]["received"] == []
+    assert (await send(on_s3, shot["upload_id"], 0, data[:CHUNK]))["code"] == 200
+
+
 async def test_a_restart_between_chunks_continues_the_same_s3_upload(
     tmp_path: Path, s3: s3_server.S3Server, bucket: str
 ) -> None:
