@@ -45,7 +45,13 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.moves import Moves
-from manifold.services.fs.multipart import Limits, MultipartUploads, StagingStore, keep_swept
+from manifold.services.fs.multipart import (
+    Limits,
+    MultipartUploads,
+    NativeStore,
+    StagingStore,
+    keep_swept,
+)
 from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.parking import ParkingJournal
@@ -195,6 +201,7 @@ class Services:
             writer,
             uploads,
             Limits(settings),
+            NativeStore(writer),
         )
         built = cls(
             config=config,

@@ -43,6 +43,7 @@ class UploadSession:
     staging: str = ""
     created: datetime | None = None
     last_active: datetime | None = None
+    store: str = "staging"
 
 
 class MultipartRepo(Repo):
@@ -127,8 +128,9 @@ class MultipartRepo(Repo):
 
     async def staged_bytes(self) -> int:
         """The bytes of every chunk received or being received and not yet completed,
-        of every session."""
-        live = _k.upload_id.in_(select(_u.id))
+        of every staged session (one in its storage's own multipart upload stages
+        nothing here)."""
+        live = _k.upload_id.in_(select(_u.id).where(_u.store == "staging"))
         stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
         async with self.engine.connect() as conn:
             return int((await conn.execute(stmt)).scalar_one())
@@ -157,6 +159,7 @@ def _values(session: UploadSession) -> dict[str, object]:
         "staging": session.staging,
         "created": session.created,
         "last_active": session.last_active,
+        "store": session.store,
     }
 
 

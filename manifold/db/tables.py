@@ -344,6 +344,9 @@ multipart_uploads = Table(
     Column("staging", Text, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
     Column("last_active", DateTime(timezone=True), nullable=False, index=True),
+    # "staging": ``staging`` is the session's folder; "native": the destination
+    # storage's own multipart upload, ``staging`` its token (migration 0016).
+    Column("store", String(16), nullable=False, server_default="staging"),
 )
 
 multipart_chunks = Table(

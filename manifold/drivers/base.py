@@ -42,8 +42,15 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -88,6 +95,7 @@ __all__ = [
     "ErrorTable",
     "FileSource",
     "LinkArgs",
+    "NativeParts",
     "OtherArgs",
     "Resources",
     "RootID",
@@ -251,6 +259,19 @@ class RootID(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class NativeParts:
+    """The bytes of an ``Upload`` already in the store, as the parts of a native
+    multipart upload (``Driver.multipart_begin``): ``count`` parts under ``token``.
+    ``expected`` maps md5/sha1/sha256 to the hex digests the whole file must have;
+    with any, the upload was begun ``hidden`` and the driver checks them before the
+    file takes its name."""
+
+    token: str
+    count: int
+    expected: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Upload:
     """A file for ``Driver.put``: its name in the target folder, its bytes, and what
     the sender said of them.
@@ -270,6 +291,9 @@ class Upload:
     modified: datetime | None
     overwrite: bool = True
     progress: Callable[[int], None] | None = None
+    # Set: the bytes are the parts of a native multipart upload (``stream`` is empty),
+    # which ``put`` finishes into place, by the same rules as any other upload.
+    native: NativeParts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +346,7 @@ class Driver(ABC, Generic[OptionsT]):
         "archive_list",
         "archive_link",
         "archive_decompress",
+        "multipart_begin",
     )
     # What this back end promises beyond its methods (see ``EXCLUSIVE_CREATE``); a
     # driver that cannot keep one leaves it out, and says why in a comment.
@@ -647,6 +672,38 @@ class Driver(ABC, Generic[OptionsT]):
         ``dir`` straight to the back end: ``upload_url``, ``method``, ``headers`` and
         ``chunk_size`` (0: one request), signed for that one object only."""
         raise NotSupported("not implement")
+
+    # --- native multipart uploads (S3's, Azure's blocks) ---------------------------
+    # Chunks of an API multipart upload go straight into the store, in any order and
+    # from any instance, and ``put`` with ``Upload.native`` finishes them into place.
+    # A driver offers it by overriding ``multipart_begin`` and the three below.
+
+    MULTIPART_MIN_PART: ClassVar[int] = 1
+    MULTIPART_MAX_PARTS: ClassVar[int] = 10_000
+
+    def multipart_limits(self) -> tuple[int, int]:
+        """The smallest part the store takes (the last may be smaller) and the most
+        parts one upload may have."""
+        return self.MULTIPART_MIN_PART, self.MULTIPART_MAX_PARTS
+
+    async def multipart_begin(self, dst_dir: Obj, name: str, hidden: bool) -> str:
+        """Begin a native upload of the file ``name`` in ``dst_dir``; a token (text,
+        kept in the database) that reaches it from any instance. ``hidden``: finish
+        it under a temporary key first (its hashes are checked before it takes the
+        name). Nothing is visible under ``name`` until ``put`` finishes it."""
+        raise NotSupported()
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        """Store part ``index`` (from 0) of ``length`` bytes; sent again, it replaces
+        itself. ``InvalidRequest`` when the stream is not ``length`` bytes long."""
+        raise NotSupported()
+
+    async def multipart_abort(self, token: str) -> None:
+        """Give up the upload and what the store holds of it; one already gone is
+        not an error."""
+        raise NotSupported()
 
     async def details(self) -> DiskUsage:
         """The back end's total and free space (OpenList's ``GetDetails``), shown in the

@@ -63,7 +63,9 @@ IDEMPOTENT = frozenset(
     }
 )
 # Calls whose length depends on the data moved (an upload, a copy): never time-limited.
-UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other"})
+UNBOUNDED = frozenset({"put", "copy", "move", "init", "drop", "other", "multipart_part"})
+# Calls that hold an upload's slot rather than a call's (``ConcurrencyLimitLayer``).
+WRITES = frozenset({"put", "multipart_part"})
 # Calls as long as a folder is big (a tree removed entry by entry, a folder renamed by
 # copying its objects): limited by the time between two of their steps
 # (``drivers.progress``), not by their whole length. One that is a single round
@@ -138,6 +140,9 @@ class Layer(Driver[Any]):
 
     def addition(self) -> str:
         return self.inner.addition()
+
+    def multipart_limits(self) -> tuple[int, int]:
+        return self.inner.multipart_limits()
 
     # --- the contract ------------------------------------------------------------
 
@@ -225,6 +230,21 @@ class Layer(Driver[Any]):
         return await self.around(
             "direct_upload_info", lambda: self.inner.direct_upload_info(dir, name, size)
         )
+
+    async def multipart_begin(self, dst_dir: Obj, name: str, hidden: bool) -> str:
+        return await self.around(
+            "multipart_begin", lambda: self.inner.multipart_begin(dst_dir, name, hidden)
+        )
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        await self.around(
+            "multipart_part", lambda: self.inner.multipart_part(token, index, length, stream)
+        )
+
+    async def multipart_abort(self, token: str) -> None:
+        await self.around("multipart_abort", lambda: self.inner.multipart_abort(token))
 
     async def archive_meta(self, file: Obj, password: str) -> ArchiveMeta:
         return await self.around("archive_meta", lambda: self.inner.archive_meta(file, password))
@@ -366,6 +386,8 @@ class IdleLayer(Layer):
         return replace(link, reader=idle_reader)
 
     async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        if upload.native is not None:  # no byte moves through here: the store joins its parts
+            return await self.inner.put(dst_dir, upload)
         watched = _Watched(upload.stream)
         outer = upload.progress
 
@@ -457,7 +479,7 @@ class ConcurrencyLimitLayer(Layer):
     async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         if name == "init":
             return await call()
-        async with self._writes if name == "put" else self._calls:
+        async with self._writes if name in WRITES else self._calls:
             return await call()
 
     async def link(self, file: Obj, args: LinkArgs) -> Link:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from manifold.drivers.base import DriverConfig, Upload
+from manifold.drivers.base import DriverConfig, NativeParts, Upload
 from manifold.errors import ObjectNotFound, TemporaryFailure
 from manifold.models import Link, LinkArgs, Obj, Storage
 from manifold.vfs import layers
@@ -168,3 +168,53 @@ async def test_an_upload_reaches_the_driver_through_every_layer_as_one_value(
 
 async def _body() -> AsyncIterator[bytes]:
     yield b"abc"
+
+
+class Native(Keeper):
+    """Takes multipart chunks itself, each part and each finishing ``delay`` long."""
+
+    MULTIPART_MIN_PART = 7
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+        self.parts: list[int] = []
+
+    async def multipart_begin(self, dst_dir: Obj, name: str, hidden: bool) -> str:
+        await asyncio.sleep(self.delay)
+        return f"token-{name}"
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        await asyncio.sleep(self.delay)
+        self.running -= 1
+        self.parts.append(index)
+
+    async def put(self, dst_dir: Obj, upload: Upload) -> Obj:
+        await asyncio.sleep(self.delay)  # the store joining the parts: no byte moves here
+        return await super().put(dst_dir, upload)
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
+async def test_native_multipart_calls_go_through_the_layers() -> None:
+    """Parts hold an upload slot and are not time-limited (their length is the data's);
+    beginning is limited like any call; finishing moves no byte, so it is not idle."""
+    driver = Native(delay=0.3)
+    config = DriverConfig("Native", call_timeout=0.1, idle_timeout=0.1, max_concurrency=1)
+    wrapped = wrap(driver, config)
+    assert "multipart_begin" in wrapped.capabilities()
+    assert wrapped.multipart_limits() == (7, 10_000)
+    with pytest.raises(TemporaryFailure, match="multipart_begin timed out"):
+        await wrapped.multipart_begin(FOLDER, "a.bin", False)
+    await asyncio.gather(*(wrapped.multipart_part("t", i, 1, _body()) for i in range(3)))
+    assert (sorted(driver.parts), driver.most_at_once) == ([0, 1, 2], 1)
+    native = NativeParts("t", 3)
+    obj = await wrapped.put(FOLDER, Upload("a.bin", _nothing(), 3, None, native=native))
+    assert obj.name == "a.bin" and driver.received[0].native is native

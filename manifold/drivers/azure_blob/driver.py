@@ -32,7 +32,9 @@ from manifold.drivers.base import (
     Upload,
     gathered,
     made_progress,
+    temporary_name,
     translating,
+    validate_name,
 )
 from manifold.drivers.batches import each, shielded
 from manifold.drivers.prefixes import PrefixDriver, join, key_of, name_of, prefix_of
@@ -49,7 +51,8 @@ from .account import account_of, container_of, key_checked
 from .failures import errors_for
 from .listing import FOLDER_METADATA, file_obj, mtime_metadata, page_objects
 from .meta import DEFAULT_SIGN_HOURS, Addition
-from .upload import BlockUploader
+from .native import NativeBlocks
+from .upload import MAX_BLOCKS, BlockUploader
 
 T = TypeVar("T")
 
@@ -76,6 +79,11 @@ class AzureBlobDriver(PrefixDriver[Addition]):
 
     _service: BlobServiceClient | None = None
     _uploader: BlockUploader | None = None
+    _native: NativeBlocks | None = None
+    # The API's multipart uploads are staged blocks of the blob (``native``): of any
+    # size, as many as a blob takes.
+    MULTIPART_MIN_PART: ClassVar[int] = 1
+    MULTIPART_MAX_PARTS: ClassVar[int] = MAX_BLOCKS
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -105,10 +113,11 @@ class AzureBlobDriver(PrefixDriver[Addition]):
             raise
         self._service = service
         self._uploader = BlockUploader(self._errors, self.BLOCK_SIZE)
+        self._native = NativeBlocks(self._blob, self._call, self._copy_blob)
 
     async def drop(self) -> None:
         service, self._service = self._service, None
-        self._uploader = None
+        self._uploader = self._native = None
         if service is not None:
             with suppress(Exception):  # closing what may be broken already
                 await service.close()
@@ -184,12 +193,33 @@ class AzureBlobDriver(PrefixDriver[Addition]):
         await self._call(marker.upload_blob(b"", overwrite=True, metadata=FOLDER_METADATA))
 
     async def _upload(self, path: str, upload: Upload) -> Obj:
-        assert self._uploader is not None
-        size = await self._uploader.put(
-            self._blob(key_of(path)), upload, mtime_metadata(upload.modified)
-        )
+        assert self._uploader is not None and self._native is not None
+        metadata = mtime_metadata(upload.modified)
+        if upload.native is not None:
+            size = await self._native.finish(
+                key_of(path), upload.native, upload.overwrite, metadata
+            )
+        else:
+            size = await self._uploader.put(self._blob(key_of(path)), upload, metadata)
         modified = upload.modified or datetime.now(UTC)
         return Obj(name=name_of(path), size=size, is_dir=False, modified=modified, path=path)
+
+    # --- the API's multipart uploads (``native``) ----------------------------------
+
+    async def multipart_begin(self, dst_dir: Obj, name: str, hidden: bool) -> str:
+        path = join(dst_dir.path, self._refuse_reserved(validate_name(name)))
+        temp = key_of(join(dst_dir.path, temporary_name())) if hidden else ""
+        return NativeBlocks.begin(key_of(path), temp)
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        assert self._native is not None
+        await self._native.part(token, index, length, stream)
+
+    async def multipart_abort(self, token: str) -> None:
+        assert self._native is not None
+        await self._native.abort(token)
 
     # --- folders as prefixes -----------------------------------------------------
 

@@ -37,7 +37,9 @@ from manifold.drivers.base import (
     LinkArgs,
     Upload,
     made_progress,
+    temporary_name,
     translating,
+    validate_name,
 )
 from manifold.drivers.batches import each
 from manifold.drivers.prefixes import PrefixDriver, join, key_of, name_of, prefix_of
@@ -53,7 +55,8 @@ from manifold.models import Link, Obj
 from .failures import ERRORS
 from .keys import is_empty, last_key, page_objects
 from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
-from .upload import Uploader
+from .native import MIN_PART, NativeUploads
+from .upload import MAX_PARTS, Uploader
 
 # SigV4 presigned URLs live at most a week.
 _LONGEST_SIGN_HOURS = 7 * 24
@@ -105,6 +108,10 @@ class S3Driver(PrefixDriver[Addition]):
     _signer: Any = None
     _stack: AsyncExitStack | None = None
     _uploader: Uploader | None = None
+    _native: NativeUploads | None = None
+    # The API's multipart uploads go into the bucket's own (``native``).
+    MULTIPART_MIN_PART: ClassVar[int] = MIN_PART
+    MULTIPART_MAX_PARTS: ClassVar[int] = MAX_PARTS
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -136,6 +143,7 @@ class S3Driver(PrefixDriver[Addition]):
             raise
         self._stack = stack
         self._uploader = Uploader(self._client, options.bucket, self.PART_SIZE)
+        self._native = NativeUploads(self._uploader, self._copy_key)
 
     async def drop(self) -> None:
         stack, self._stack = self._stack, None
@@ -272,9 +280,30 @@ class S3Driver(PrefixDriver[Addition]):
         await self._call("put_object", Key=prefix_of(path) + self._hidden, Body=b"")
 
     async def _upload(self, path: str, upload: Upload) -> Obj:
-        assert self._uploader is not None
-        size = await self._uploader.put(key_of(path), upload)
+        assert self._uploader is not None and self._native is not None
+        if upload.native is not None:
+            size = await self._native.finish(key_of(path), upload.native, upload.overwrite)
+        else:
+            size = await self._uploader.put(key_of(path), upload)
         return _file_obj(path, size, datetime.now(UTC))
+
+    # --- the API's multipart uploads (``native``) ----------------------------------
+
+    async def multipart_begin(self, dst_dir: Obj, name: str, hidden: bool) -> str:
+        assert self._native is not None
+        path = join(dst_dir.path, self._refuse_reserved(validate_name(name)))
+        temp = key_of(join(dst_dir.path, temporary_name())) if hidden else ""
+        return await self._native.begin(key_of(path), temp)
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        assert self._native is not None
+        await self._native.part(token, index, length, stream)
+
+    async def multipart_abort(self, token: str) -> None:
+        assert self._native is not None
+        await self._native.abort(token)
 
     async def _remove_file(self, path: str) -> None:
         await self._call("head_object", Key=key_of(path))  # a delete of nothing succeeds

@@ -177,7 +177,7 @@ class Uploader:
         try:
             await self.call("abort_multipart_upload", Key=key, UploadId=upload_id)
         except Exception as exc:
-            if _gone(exc):
+            if gone(exc):
                 return
             self.unaborted.add((key, upload_id))
         else:
@@ -200,7 +200,7 @@ class Uploader:
                 await self.retry_aborts()
 
 
-def _gone(exc: Exception) -> bool:
+def gone(exc: Exception) -> bool:
     """Whether the store says the upload no longer exists (aborted or completed)."""
     cause = exc.__cause__ if isinstance(exc.__cause__, ClientError) else exc
     return isinstance(cause, ClientError) and answer(cause)[0] == "NoSuchUpload"

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from manifold.concurrency import CPU_POOL, run_in
-from manifold.drivers.base import Upload
+from manifold.drivers.base import NativeParts, Upload
 from manifold.errors import (
     BadRequest,
     FileExists,
@@ -507,11 +507,13 @@ class GuardedWriter:
         overwrite: bool,
         *,
         strict: bool = False,
+        native: NativeParts | None = None,
     ) -> Obj:
         """Store an upload at ``path``; nothing appears there until every byte has
-        arrived. ``strict``: ``ParentNotFound`` under a missing folder."""
+        arrived. ``strict``: ``ParentNotFound`` under a missing folder. ``native``:
+        the bytes are the parts of the storage's own multipart upload."""
         place, _ = await self.upload_target(caller, path, password, overwrite, strict=strict)
-        return await self.store(place, stream, size, modified, overwrite)
+        return await self.store(place, stream, size, modified, overwrite, native)
 
     async def direct_upload(
         self, caller: Caller, path: str, password: str, size: int, overwrite: bool
@@ -534,12 +536,13 @@ class GuardedWriter:
         size: int | None,
         modified: datetime | None,
         overwrite: bool,
+        native: NativeParts | None = None,
     ) -> Obj:
         """Put an upload at a checked place; without ``overwrite`` a name taken
         meanwhile (by a racing upload) is refused as ``upload_target`` refuses it."""
         try:
             folder, name = split_path(place.path)
-            upload = Upload(name, stream, size, modified, overwrite)
+            upload = Upload(name, stream, size, modified, overwrite, native=native)
             return await self.tree.put(folder, upload)
         except ObjectExists as exc:
             raise FileExists() from exc

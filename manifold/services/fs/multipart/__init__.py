@@ -1,5 +1,6 @@
 """Resumable multipart uploads (OpenList's ``/api/fs/multipart/*``): sessions in the
-database (``service``), chunks in a part store (``store``), bounded by settings
+database (``service``), chunks in a part store (``store``: staged on disk; ``native``:
+in the destination storage's own multipart upload), bounded by settings
 (``limits``), shown as OpenList's snapshot (``snapshot``)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import logging
 import time
 
 from manifold.services.fs.multipart.limits import Limits
+from manifold.services.fs.multipart.native import NativeStore
 from manifold.services.fs.multipart.service import InitRequest, MultipartUploads
 from manifold.services.fs.multipart.snapshot import Snapshot
 from manifold.services.fs.multipart.store import PartStore, StagingStore
@@ -17,6 +19,7 @@ __all__ = [
     "InitRequest",
     "Limits",
     "MultipartUploads",
+    "NativeStore",
     "PartStore",
     "Snapshot",
     "StagingStore",

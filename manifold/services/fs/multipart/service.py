@@ -13,23 +13,27 @@ and its parts go, except when the destination failed in a way worth retrying.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from manifold.db.multipart_repo import MultipartRepo, UploadSession
+from manifold.drivers.base import NativeParts
 from manifold.errors import (
     BadRequest,
     ChunkInFlight,
     Forbidden,
     ManifoldError,
     NotFound,
+    ServerError,
     UploadBusy,
 )
 from manifold.paths import clean_path
 from manifold.services.auth.service import Caller
 from manifold.services.fs.multipart.limits import Limits
+from manifold.services.fs.multipart.native import NATIVE, STAGING, NativeStore
 from manifold.services.fs.multipart.snapshot import (
     COMPLETED,
     COMPLETING,
@@ -41,10 +45,12 @@ from manifold.services.fs.multipart.snapshot import (
     total_chunks,
 )
 from manifold.services.fs.multipart.store import PartStore
+from manifold.services.fs.tree import Place
 from manifold.services.fs.uploads import Uploads
 from manifold.services.fs.write import GuardedWriter
 
 NOT_FOUND = "multipart upload session not found"
+log = logging.getLogger("manifold.multipart")
 # A chunk being received for this long without arriving is taken for one whose request
 # (or instance) died: the same chunk sent again is received instead of answered 409.
 STALE_CHUNK = timedelta(minutes=2)
@@ -71,9 +77,11 @@ class MultipartUploads:
         writer: GuardedWriter,
         uploads: Uploads,
         limits: Limits,
+        native: NativeStore | None = None,
     ) -> None:
         self._repo = repo
         self._store = store
+        self._native = native
         self._writer = writer
         self._uploads = uploads
         self.limits = limits
@@ -88,12 +96,14 @@ class MultipartUploads:
                 "multipart upload requires a positive X-File-Size; upload empty files via /fs/put"
             )
         hashes = _hashes(request.hashes)
-        await self._writer.upload_target(caller, request.path, request.password, request.overwrite)
+        place, _ = await self._writer.upload_target(
+            caller, request.path, request.password, request.overwrite
+        )
         path = clean_path(request.path)
         resumed = await self._resumable(caller, path, request.size, hashes)
         if resumed is not None:
             return await self._snapshot(resumed), True
-        return await self._open(caller, path, request, hashes), False
+        return await self._open(caller, place, path, request, hashes), False
 
     async def _resumable(
         self, caller: Caller, path: str, size: int, hashes: dict[str, str]
@@ -110,34 +120,58 @@ class MultipartUploads:
         return None
 
     async def _open(
-        self, caller: Caller, path: str, request: InitRequest, hashes: dict[str, str]
+        self,
+        caller: Caller,
+        place: Place,
+        path: str,
+        request: InitRequest,
+        hashes: dict[str, str],
     ) -> Snapshot:
         if len(await self._repo.of_user(caller.user.id)) >= self.limits.max_sessions():
             raise Forbidden(
                 f"too many open multipart uploads ({self.limits.max_sessions()}); "
                 "complete or abort one first"
             )
-        if request.size > self.limits.staging_budget():
+        chunk_size = self.limits.chunk_size(request.chunk_size)
+        upload_id = secrets.token_hex(16)
+        native = await self._begin(place, request.size, chunk_size, bool(hashes))
+        if native is None and request.size > self.limits.staging_budget():
             raise Forbidden("the file is larger than the multipart staging budget")
         now = _now()
-        upload_id = secrets.token_hex(16)
         session = UploadSession(
             id=upload_id,
             user_id=caller.user.id,
             path=path,
             size=request.size,
-            chunk_size=self.limits.chunk_size(request.chunk_size),
+            chunk_size=chunk_size,
             hashes=hashes,
             password=request.password,
             overwrite=request.overwrite,
             modified=request.modified,
-            staging=upload_id,
+            staging=native or upload_id,
             created=now,
             last_active=now,
+            store=STAGING if native is None else NATIVE,
         )
-        await self._repo.add(session)
-        await self._store.open(session.staging)
+        try:
+            await self._repo.add(session)
+        except BaseException:
+            if native is not None:
+                await self._parts(session).discard(native)
+            raise
+        await self._parts(session).open(session.staging)
         return snapshot(session, {})
+
+    async def _begin(self, place: Place, size: int, chunk_size: int, hidden: bool) -> str | None:
+        """The key of a native upload to ``place``, when its storage takes the chunks
+        itself; None to stage them (also when the storage fails to begin one now)."""
+        if self._native is None or not self._native.offers(place, size, chunk_size):
+            return None
+        try:
+            return await self._native.begin(place, hidden)
+        except ServerError as exc:
+            log.warning("staging a multipart upload: its storage did not begin one: %s", exc)
+            return None
 
     # --- chunks ---------------------------------------------------------------------
 
@@ -165,14 +199,17 @@ class MultipartUploads:
         """Receive a chunk reserved for this request; it counts against the budget
         (with every other one received or being received) from its reservation on."""
         try:
-            if await self._repo.staged_bytes() > self.limits.staging_budget():
+            if session.store == STAGING and await self._over_budget():
                 raise UploadBusy(data=(await self._snapshot(session)).json())
-            await self._store.put(session.staging, index, length, body)
+            await self._parts(session).put(session.staging, index, length, body)
         except BaseException:
             await self._repo.release(session.id, index)
             raise
         await self._repo.finish(session.id, index, length, _now())
         await self._repo.touch(session.id, _now())
+
+    async def _over_budget(self) -> bool:
+        return await self._repo.staged_bytes() > self.limits.staging_budget()
 
     # --- status, abort --------------------------------------------------------------
 
@@ -220,7 +257,7 @@ class MultipartUploads:
                 f"cannot complete: {shot.received_bytes} of {session.size} bytes received",
                 shot.json(),
             )
-        kept = await self._store.present(session.staging, set(chunks))
+        kept = await self._parts(session).present(session.staging, set(chunks))
         lost = set(chunks) - kept
         if lost:  # a staging folder this instance cannot see, or lost: send them again
             await self._repo.drop_chunks(session.id, lost)
@@ -231,7 +268,11 @@ class MultipartUploads:
         return shot
 
     async def _put(self, caller: Caller, session: UploadSession) -> None:
-        parts = self._store.read(session.staging, total_chunks(session.size, session.chunk_size))
+        count = total_chunks(session.size, session.chunk_size)
+        if session.store == NATIVE:
+            await self._finish(caller, session, count)
+            return
+        parts = self._store.read(session.staging, count)
         await self._uploads.receive(
             caller,
             session.path,
@@ -241,6 +282,21 @@ class MultipartUploads:
             modified=session.modified,
             overwrite=session.overwrite,
             expected=session.hashes,
+        )
+
+    async def _finish(self, caller: Caller, session: UploadSession, count: int) -> None:
+        """Have the storage join the parts into place, after every check of a put;
+        the hashes are checked by the driver, before the file takes its name."""
+        native = NativeParts(NativeStore.token(session.staging), count, session.hashes)
+        await self._writer.put(
+            caller,
+            session.path,
+            session.password,
+            _nothing(),
+            session.size,
+            session.modified,
+            session.overwrite,
+            native=native,
         )
 
     async def _failed(self, session: UploadSession, exc: ManifoldError) -> None:
@@ -279,7 +335,13 @@ class MultipartUploads:
 
     async def _drop(self, session: UploadSession) -> None:
         await self._repo.remove(session.id)
-        await self._store.discard(session.staging)
+        await self._parts(session).discard(session.staging)
+
+    def _parts(self, session: UploadSession) -> PartStore:
+        """Where the session's chunks are: its storage's own upload, or staged."""
+        if session.store == NATIVE and self._native is not None:
+            return self._native
+        return self._store
 
 
 def _hashes(given: Mapping[str, str] | None) -> dict[str, str]:
@@ -298,3 +360,9 @@ def _stale(session: UploadSession, idle_for: timedelta) -> bool:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    """The stream of an upload whose bytes are in the store already."""
+    return
+    yield b""  # pragma: no cover - makes this an async generator
