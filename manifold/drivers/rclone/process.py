@@ -35,7 +35,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -164,7 +164,7 @@ class Rclone:
 
     async def read(
         self, fs: str, remote: str, start: int, length: int | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Bytes ``start`` to ``start + length`` (None: to the end) of a remote's file,
         streamed through ``--rc-serve``. ``RcloneError`` (404) when it is not there."""
         if length == 0:
@@ -184,6 +184,8 @@ class Rclone:
                 raise await _refusal(response)
             async for data in response.aiter_raw():
                 yield data
+        except httpx.TransportError as exc:  # rclone died or gave up mid-stream
+            raise TemporaryFailure(f"rclone stopped sending the file: {exc}") from exc
         finally:
             await response.aclose()
 
