@@ -88,17 +88,18 @@ class ReadAhead:
 
 
 def ranges(start: int, length: int | None, size: int) -> list[tuple[int, int | None]]:
-    """A read split into ranges of ``RANGE`` bytes (one range when it is not longer);
-    the last range of a read to the end stays open, so a file grown since it was
-    listed is read to its end as by one request."""
-    wanted = max(size - start, 0) if length is None else length
-    if wanted <= RANGE:
+    """A read split into ranges of ``RANGE`` bytes of the file as listed (one range
+    when it is not longer). The last range asks for the rest of what was asked, so
+    the read ends where one request would have: at the end of a file grown or
+    shrunk since it was listed, never past ``start + length``."""
+    end = size if length is None else min(start + length, size)
+    if end - start <= RANGE:
         return [(start, length)]
     parts: list[tuple[int, int | None]] = [
-        (at, min(RANGE, start + wanted - at)) for at in range(start, start + wanted, RANGE)
+        (at, min(RANGE, end - at)) for at in range(start, end, RANGE)
     ]
-    if length is None:
-        parts[-1] = (parts[-1][0], None)
+    last = parts[-1][0]
+    parts[-1] = (last, None if length is None else start + length - last)
     return parts
 
 
@@ -129,7 +130,8 @@ async def _ranged(
             while (data := await stream.next()) is not None:
                 got += len(data)
                 yield data
-            if length is not None and got != length:
+            # Short only at the end, as one request would be: a hole anywhere else.
+            if (waiting or len(flight) > 1) and got != length:
                 raise TemporaryFailure(f"the file changed while read: {got} of {length} bytes")
             flight.popleft()
     finally:
