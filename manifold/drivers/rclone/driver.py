@@ -5,8 +5,7 @@ is added to its config at ``init`` under a name of its own (``config/create``, w
 obscures a plain password as rclone's own ``config create`` does), metadata calls are
 ``operations/*`` and ``sync/*``, reads are ranged GETs through ``--rc-serve``, and
 uploads are fetched by rclone from a one-time loopback URL (``feeder``), with their
-size and modification time. A long read from an SFTP remote is fetched as ranges
-side by side (``readahead``).
+size and modification time.
 
 ``Obj.path`` is the object's path below the root, ``/`` first.
 
@@ -29,7 +28,7 @@ import contextlib
 import posixpath
 import re
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +45,6 @@ from manifold.drivers.base import (
     is_temporary,
     too_many_entries,
 )
-from manifold.drivers.rclone import readahead
 from manifold.drivers.rclone.process import ListingTooLong, Rclone, RcloneError, rclone_of
 from manifold.drivers.rclone.section import Section, check, parse, updated
 from manifold.errors import (
@@ -77,8 +75,6 @@ _UNREACHABLE = (
     "unexpected eof",
     "broken pipe",
 )
-# Remotes whose long reads gain from ranges side by side (see ``readahead``).
-SPLIT_TYPES = frozenset({"sftp"})
 _MISSING = ("not found", "doesn't exist", "does not exist", "no such file")
 _REFUSED = ("permission denied", "access denied", "forbidden", "unauthorized", "401", "403")
 _NANOS = re.compile(r"(\.\d{6})\d+")
@@ -116,8 +112,6 @@ class RcloneDriver(Driver[Addition]):
     _promises: frozenset[str] = frozenset()
     # Uploads go straight to their name (an object store), else through a temporary.
     _direct = False
-    # Long reads are fetched as ranges side by side (``readahead``).
-    _split = False
     _temps: Temporaries
 
     # --- life ----------------------------------------------------------------------
@@ -133,7 +127,6 @@ class RcloneDriver(Driver[Addition]):
         params = {"name": self._name, "type": section.type, "parameters": section.values}
         await self._call("config/create", {**params, "opt": {"nonInteractive": True}})
         self._section, self._stamp = section, rclone.config_stamp()
-        self._split = section.type in SPLIT_TYPES
         self._fs = f"{self._name}:{root}"
         self._temps = Temporaries(f"rclone://{self._fs}", self._delete_temp)
         await self._learn_features()
@@ -224,19 +217,11 @@ class RcloneDriver(Driver[Addition]):
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
             raise NotAFile()
-        return Link(reader=lambda offset, length: self._read(file, offset, length))
+        return Link(reader=lambda offset, length: self._read(file.path, offset, length))
 
-    async def _read(self, file: Obj, offset: int, length: int | None) -> AsyncIterator[bytes]:
-        rclone, remote = self._live(), _remote(file.path)
-
-        def source(start: int, part: int | None) -> AsyncGenerator[bytes, None]:
-            return rclone.read(self._fs, remote, start, part)
-
-        if self._split:
-            reading = readahead.read(source, offset, length, file.size)
-        else:
-            reading = source(offset, length)
-        # Closed here, not when collected: a client gone early stops rclone's reads now.
+    async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        reading = self._live().read(self._fs, _remote(path), offset, length)
+        # Closed here, not when collected: a client gone early stops rclone's read now.
         async with contextlib.aclosing(reading):
             with translating():
                 async for data in reading:

@@ -19,8 +19,10 @@ on this side (a unix socket's sender's buffer bounds it: 208 KiB, rclone's) chan
 download through this server measurably. What it loses against ``rclone cat`` on two
 loaded cores is CPU time: the relay adds this process, a second copy through the
 kernel and the client to the pipeline (about 0.4 CPU-seconds per 256 MiB together).
-On a loopback TCP port the same process measured 15-30% faster; it stays on the
-socket, which only this server's user can reach. SFTP reads are split (``readahead``).
+Nor did a long read fetched as two 64 MiB ranges side by side (an SFTP remote
+gained in some runs, lost in others; an S3 one on moto lost, each ranged GET starting
+over at the object's first-byte latency). On a loopback TCP port the same process
+measured 15-30% faster; it stays on the socket, which only this server's user can reach.
 """
 
 from __future__ import annotations
