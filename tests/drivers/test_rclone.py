@@ -5,6 +5,7 @@ server stops), a refreshed token saved back, and a bad config refused clearly.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -23,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from manifold.drivers.base import Driver, Resources, Upload
+from manifold.drivers.base import Driver, LinkArgs, Resources, Upload
 from manifold.drivers.rclone.meta import CONFIG
 from manifold.drivers.rclone.process import rclone_of
 from manifold.errors import ObjectNotFound, ServerError, TemporaryFailure
@@ -406,3 +407,56 @@ async def test_details_are_the_remotes_space(remote: Remote, resources: Resource
         assert usage.total > 0 and 0 < usage.free <= usage.total
     finally:
         await driver.drop()
+
+
+# --- reads that end early -------------------------------------------------------------
+
+
+def stored(remote: Remote, name: str, data: bytes) -> None:
+    """A file put straight into the folder the SFTP server serves."""
+    (Path(remote.root) / name).write_bytes(data)
+
+
+@pytest.mark.parametrize("remote", ["sftp"], indirect=True)
+async def test_a_client_that_goes_away_leaves_no_read_behind(
+    remote: Remote, resources: Resources
+) -> None:
+    stored(remote, "left.bin", os.urandom(64 << 20))
+    driver = await rclone_driver(remote, resources)
+    try:
+        link = await driver.link(await driver.get("/left.bin"), LinkArgs())
+        assert link.reader is not None
+        reader = link.reader(0, None)
+        assert await anext(reader)
+        await reader.aclose()  # type: ignore[attr-defined]
+        rclone = rclone_of(resources)
+        deadline = time.monotonic() + 30
+        while (await rclone.call("core/stats", {})).get("transferring"):
+            assert time.monotonic() < deadline, "rclone still sends the file"
+            await asyncio.sleep(0.2)
+    finally:
+        await driver.drop()
+
+
+@pytest.mark.parametrize("remote", ["sftp"], indirect=True)
+async def test_rclone_dying_mid_read_fails_the_read_rather_than_shortening_it(
+    remote: Remote,
+) -> None:
+    data = os.urandom(32 << 20)
+    stored(remote, "dies.bin", data)
+    shared = Resources()
+    try:
+        driver = await rclone_driver(remote, shared)
+        link = await driver.link(await driver.get("/dies.bin"), LinkArgs())
+        assert link.reader is not None
+        reader = link.reader(0, None)
+        got = bytearray(await anext(reader))
+        pid = rclone_of(shared).pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(TemporaryFailure):
+            async for piece in reader:
+                got += piece
+        assert len(got) < len(data) and data.startswith(got)
+    finally:
+        await shared.aclose()

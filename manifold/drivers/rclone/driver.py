@@ -220,9 +220,12 @@ class RcloneDriver(Driver[Addition]):
         return Link(reader=lambda offset, length: self._read(file.path, offset, length))
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
-        with translating():
-            async for data in self._live().read(self._fs, _remote(path), offset, length):
-                yield data
+        reading = self._live().read(self._fs, _remote(path), offset, length)
+        # Closed here, not when collected: a client gone early stops rclone's read now.
+        async with contextlib.aclosing(reading):
+            with translating():
+                async for data in reading:
+                    yield data
 
     async def details(self) -> DiskUsage:
         with translating():

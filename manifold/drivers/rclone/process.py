@@ -13,13 +13,16 @@ a unix socket in a private temporary folder (a TCP port would be open to every l
 user). Its memory is bounded by ``GOMEMLIMIT`` and rclone's own buffer flags.
 
 Speed: ``--rc-serve`` streams as fast as ``rclone cat`` (curl on the socket, S3 and
-SFTP remotes), and neither the buffer flags nor larger pieces handed on change a
-download through this server measurably; the Python side uses little CPU. What a
-download loses against ``rclone cat`` (about a third on two loaded cores) is the
-extra hop, most likely through the socket's kernel buffer (208 KiB, the sender's,
-so rclone's and not this side's to enlarge), which makes rclone wait on every
-piece read. On a loopback TCP port, whose buffer grows to 4 MiB, the same process
-measured 15-30% faster; it stays on the socket for the reason above.
+SFTP remotes), and neither the buffer flags, larger pieces handed on, a task reading
+ahead of the client (aiohttp already reads as data arrives) nor larger socket buffers
+on this side (a unix socket's sender's buffer bounds it: 208 KiB, rclone's) change a
+download through this server measurably. What it loses against ``rclone cat`` on two
+loaded cores is CPU time: the relay adds this process, a second copy through the
+kernel and the client to the pipeline (about 0.4 CPU-seconds per 256 MiB together).
+Nor did a long read fetched as two 64 MiB ranges side by side (an SFTP remote
+gained in some runs, lost in others; an S3 one on moto lost, each ranged GET starting
+over at the object's first-byte latency). On a loopback TCP port the same process
+measured 15-30% faster; it stays on the socket, which only this server's user can reach.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -164,7 +167,7 @@ class Rclone:
 
     async def read(
         self, fs: str, remote: str, start: int, length: int | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Bytes ``start`` to ``start + length`` (None: to the end) of a remote's file,
         streamed through ``--rc-serve``. ``RcloneError`` (404) when it is not there."""
         if length == 0:
@@ -184,6 +187,8 @@ class Rclone:
                 raise await _refusal(response)
             async for data in response.aiter_raw():
                 yield data
+        except httpx.TransportError as exc:  # rclone died or gave up mid-stream
+            raise TemporaryFailure(f"rclone stopped sending the file: {exc}") from exc
         finally:
             await response.aclose()
 
