@@ -58,12 +58,15 @@ from manifold.protocols.ftp import start_ftp
 from manifold.protocols.s3.app import s3_app
 from manifold.protocols.s3.multipart import keep_swept
 from manifold.protocols.sftp import start_sftp
+from manifold.protocols.webdav.hrefs import MOUNT as DAV_MOUNT
 from manifold.protocols.webdav.server import DavMount, DavServer
 from manifold.protocols.webdav.shared_locks import lock_store
 from manifold.server import Listener
 from manifold.services.runner import FINISH_SECONDS
 from manifold.state.records import S3UploadRepo
 from manifold.web import (
+    ASSET_FOLDERS,
+    PAGE_ADDRESSES,
     BasePath,
     WebPage,
     asset_folders,
@@ -289,6 +292,16 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/task/{kind}/retry_failed", tasks.retry_failed),
 )
 
+
+def reserved_prefixes() -> tuple[str, ...]:
+    """The first path segments the server answers itself: every route's, WebDAV's, the
+    page's asset folders' and its own addresses'. A storage mounted there could not be
+    opened in the page (its address would reach the server's answer), so none may be."""
+    paths = [route.path for route in ROUTES] + [DAV_MOUNT]
+    paths += [f"/{folder}" for folder in ASSET_FOLDERS]
+    return (PAGE_ADDRESSES, *sorted({"/" + path.split("/")[1] for path in paths}))
+
+
 # Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them;
 # a .torrent sent as a form stops at ``MAX_TORRENT_BYTES`` of its own.
 STREAMED_BODIES = frozenset(
@@ -333,6 +346,7 @@ def create_app(config: Config, services: Services | None = None, listeners: bool
         openapi_url=None,
     )
     app.state.services = services
+    services.storages.reserved = reserved_prefixes()
     admin_only = [Depends(get_admin)]
     for route in ROUTES:
         # The table is the mechanism: an admin route refuses everyone else before its

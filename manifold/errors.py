@@ -17,6 +17,7 @@ folder password", and messages ending in "object not found" mean a missing path)
     ├── TwoFactorRequired (402)         "Invalid 2FA code" at login
     ├── Forbidden (403)
     │   ├── PermissionDenied            "permission denied"
+    │   │   └── NotWritable (500)           a storage set not to take writes, and where to change it
     │   ├── RelativePath                "access using relative path is not allowed"
     │   ├── PasswordRequired            meta password missing or wrong
     │   ├── WrongShareCode              a share link's password missing or wrong
@@ -123,6 +124,21 @@ class Forbidden(ManifoldError):
 
 class PermissionDenied(Forbidden):
     default_message = "permission denied"
+
+
+class NotWritable(PermissionDenied):
+    """A write into a storage whose settings say it takes none (an Alias without
+    "Writable"): the message names the storage and the setting to change. Code 500 in
+    the envelope, as AList answers a driver's refusal; the protocols answer it as
+    ``PermissionDenied`` (403, 550, permission denied, AccessDenied)."""
+
+    code = 500
+
+    def __init__(self, mount_path: str, setting: str) -> None:
+        super().__init__(
+            f'storage {mount_path} is not writable: turn on "{setting}" in its settings'
+            " (Manage, Storages, Edit) to write through it"
+        )
 
 
 class RelativePath(Forbidden):

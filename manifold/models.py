@@ -41,6 +41,12 @@ class Perm(IntFlag):
 
 
 ADMIN_DEFAULT_PERMISSION = 0x30FF
+# The protocol servers' login bits (WebDAV 8/9, FTP/SFTP 10/11) stay the admin's to tick,
+# as in AList since v3.41, so an admin can keep its password off those servers.
+PROTOCOL_BITS = Perm.WEBDAV_READ | Perm.WEBDAV_MANAGE | Perm.FTP_READ | Perm.FTP_MANAGE
+# Every other bit the admin role implies, whatever its stored bits say: a new admin can
+# share, as OpenList's admin can, without ticking it on its own user first.
+ADMIN_RIGHTS = sum(int(p) for p in Perm) & ~PROTOCOL_BITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +89,16 @@ class User:
 
     def can(self, perm: Perm) -> bool:
         return bool(self.permission & perm)
+
+
+def with_role_rights(user: User) -> User:
+    """``user`` holding what its role implies (``ADMIN_RIGHTS`` for the admin); every
+    user read from the database passes here, so the page, the API and the protocols see
+    the same bits. (Applied on reading, not in ``can``: a user narrowed from the admin,
+    an S3 key holder or a share's visitor, keeps the bits it was narrowed to.)"""
+    if user.role == Role.ADMIN:
+        user.permission |= ADMIN_RIGHTS
+    return user
 
 
 @dataclass(slots=True)

@@ -42,6 +42,8 @@ LONG_CACHE = "public, max-age=15552000"
 # Answered by the API or a protocol, never by the page.
 NOT_PAGES = ("/api/", "/d/", "/p/", "/ad/", "/ap/", "/ae/", "/dav/", "/s3/", "/i/")
 MANAGE_PREFIX = "/@manage"
+# The page's own addresses (``/@login``, ``/@manage``, ``/@s/<id>``) all start so.
+PAGE_ADDRESSES = "/@*"
 _MISSING = (
     "<!doctype html><title>Manifold</title><p>The web interface is not installed. "
     "Run <code>scripts/start</code> (which fetches it), or set <code>dist_dir</code>. "

@@ -14,7 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.db import tables as t
 from manifold.db.engine import writing
 from manifold.errors import ServerError
-from manifold.models import Meta, SettingItem, SshKey, SsoIdentity, Storage, User
+from manifold.models import (
+    Meta,
+    SettingItem,
+    SshKey,
+    SsoIdentity,
+    Storage,
+    User,
+    with_role_rights,
+)
 
 
 class DuplicateError(ServerError):
@@ -51,11 +59,11 @@ def _page(stmt: Any, page: int, per_page: int) -> Any:
 class UserRepo(Repo):
     async def get(self, user_id: int) -> User | None:
         rows = await self._rows(select(t.users).where(t.users.c.id == user_id))
-        return User(**rows[0]._mapping) if rows else None
+        return _user(rows[0]) if rows else None
 
     async def by_name(self, username: str) -> User | None:
         rows = await self._rows(select(t.users).where(t.users.c.username == username))
-        return User(**rows[0]._mapping) if rows else None
+        return _user(rows[0]) if rows else None
 
     async def by_sso(self, identity: SsoIdentity) -> User | None:
         """The first user bound to a single sign-on identity."""
@@ -67,16 +75,16 @@ class UserRepo(Repo):
             .limit(1)
         )
         rows = await self._rows(stmt)
-        return User(**rows[0]._mapping) if rows else None
+        return _user(rows[0]) if rows else None
 
     async def by_role(self, role: int) -> User | None:
         stmt = select(t.users).where(t.users.c.role == role).order_by(t.users.c.id).limit(1)
         rows = await self._rows(stmt)
-        return User(**rows[0]._mapping) if rows else None
+        return _user(rows[0]) if rows else None
 
     async def page(self, page: int, per_page: int) -> tuple[list[User], int]:
         stmt = _page(select(t.users).order_by(t.users.c.id), page, per_page)
-        users = [User(**r._mapping) for r in await self._rows(stmt)]
+        users = [_user(r) for r in await self._rows(stmt)]
         return users, await self._count(t.users)
 
     async def create(self, user: User) -> User:
@@ -267,6 +275,10 @@ class StorageRepo(Repo):
 
     async def delete(self, storage_id: int) -> None:
         await self._write(delete(t.storages).where(t.storages.c.id == storage_id))
+
+
+def _user(row: Row[Any]) -> User:
+    return with_role_rights(User(**row._mapping))
 
 
 def _storage(row: Row[Any]) -> Storage:

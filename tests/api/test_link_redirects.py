@@ -40,11 +40,11 @@ def dav(tmp_path_factory: pytest.TempPathFactory, secret: PlainDav) -> Iterator[
 
 
 async def mount(api: Api, url: str) -> str:
-    return await api.mount("WebDav", "/dav", addition(url))
+    return await api.mount("WebDav", "/remote", addition(url))
 
 
 async def fetch(api: Api, way: str, name: str) -> tuple[int, bytes]:
-    path = f"/dav/{name}"
+    path = f"/remote/{name}"
     sign = api.services.signer.sign(path)
     response = await api.client.get(f"/{way}{quote(path)}", params={"sign": sign})
     return response.status_code, response.content
@@ -75,7 +75,7 @@ async def test_a_loopback_host_stays_refused_when_public_hosts_are_allowed(
     _, body = await fetch(api, "p", "away.bin")
     assert SECRET not in body
     assert "another host" in json.loads(body)["message"]
-    _, link, _ = await api.services.tree.link("/dav/away.bin", LinkArgs())
+    _, link, _ = await api.services.tree.link("/remote/away.bin", LinkArgs())
     client = api.services.tree.pool_for(link)
     with pytest.raises(ServerError, match="another host"):
         [data async for data in open_range(link, client=client)]

@@ -119,7 +119,7 @@ def kinds(
                 "encoding": "",
             },
         ),
-        Kind("s3", "S3", lambda: s3.options(BUCKET).model_dump()),
+        Kind("bucket", "S3", lambda: s3.options(BUCKET).model_dump()),
         Kind(
             "alist",
             "AList V3",
@@ -133,7 +133,7 @@ def kinds(
     ]
 
 
-NAMES = ["local", "sftp", "smb", "webdav", "ftp", "s3", "alist"]
+NAMES = ["local", "sftp", "smb", "webdav", "ftp", "bucket", "alist"]
 BUCKET = "matrix"
 
 

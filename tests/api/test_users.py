@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from manifold.models import ADMIN_RIGHTS, PROTOCOL_BITS, Perm
 from tests.conftest import Api
 
 USER_FIELDS = {
@@ -52,10 +53,23 @@ async def test_default_admin_and_guest_exist(api: Api) -> None:
     await api.as_admin()
     users = await users_by_name(api)
     admin, guest = users["admin"], users["guest"]
-    assert (admin["role"], admin["permission"], admin["base_path"]) == (2, 0x30FF, "/")
+    assert (admin["role"], admin["base_path"]) == (2, "/")
+    assert admin["permission"] == 0x30FF | ADMIN_RIGHTS  # the role's bits with AList's
     assert admin["disabled"] is False
     assert guest["role"] == 1
     assert guest["disabled"] is True
+
+
+async def test_the_admin_holds_every_right_but_the_protocol_logins(api: Api) -> None:
+    await api.as_admin()
+    me = (await api.get("/api/me"))["data"]
+    for bit in (Perm.SHARE, Perm.SHARE_CUSTOM_ID, Perm.OFFLINE_DOWNLOAD, Perm.SEE_HIDDEN):
+        assert me["permission"] & bit, bit
+    assert not me["permission"] & PROTOCOL_BITS  # ticked by the admin, as in AList
+    body = {"username": "admin", "role": 2, "base_path": "/", "permission": 0}
+    assert (await api.post("/api/admin/user/update", json={**body, "id": me["id"]}))["code"] == 200
+    me = (await api.get("/api/me"))["data"]
+    assert me["permission"] == ADMIN_RIGHTS  # unticking a right does not take it away
 
 
 async def test_list_pages_in_id_order_with_total(api: Api) -> None:

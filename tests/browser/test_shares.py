@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from manifold.models import Perm
-from tests.browser.conftest import SCREENSHOTS, STEP, Flow, Site, log_in
+from tests.browser.conftest import ADMIN_PASSWORD, SCREENSHOTS, STEP, Flow, Site, log_in
 
 SHARE_CODE = "open-sesame-42"
 SHARER_PASSWORD = "sharer-password-1"
@@ -75,3 +75,14 @@ async def test_share_from_the_file_menu_and_download_it_elsewhere(
         await stranger.close()
     accessed = site.api("/api/share/get?id=" + share_id)["data"]["accessed"]
     assert accessed >= 1
+
+
+async def test_a_new_admin_shares_without_ticking_share(page: Any, site: Site) -> None:
+    root = site.mount("admins")
+    (root / "report.txt").write_text("from the admin")
+    await log_in(page, site, "admin", ADMIN_PASSWORD)
+    await page.goto(site.base + "/admins")
+    await entry(page, "report.txt").wait_for()
+    share_id = await _make_share(page, site, "report.txt")
+    shares = site.api("/api/share/list")["data"]["content"]
+    assert [s["files"] for s in shares if s["id"] == share_id] == [["/admins/report.txt"]]

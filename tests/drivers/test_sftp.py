@@ -335,7 +335,9 @@ async def test_a_missing_root_fails_init(sshd: SshServer, served: Path) -> None:
 
 async def test_a_closed_port_fails_init_as_temporary(sshd: SshServer, served: Path) -> None:
     options = key_options(sshd, served, address=f"127.0.0.1:{free_port()}")
-    with pytest.raises(TemporaryFailure, match="cannot connect"):
+    with pytest.raises(
+        TemporaryFailure, match=r"^cannot reach the SFTP server at .*: connection refused$"
+    ):
         await started(options)
 
 

@@ -617,20 +617,20 @@ async def test_a_webdav_storage_through_the_api(api: Api, rclone_basic: DavServe
             "tls_insecure_skip_verify": False,
         }
     )
-    body = {"mount_path": "/dav", "driver": "WebDav", "addition": addition}
+    body = {"mount_path": "/remote", "driver": "WebDav", "addition": addition}
     created = await api.post("/api/admin/storage/create", body, token=admin)
     assert created["code"] == 200, created
     data = os.urandom(300_000)
     response = await api.client.put(
         "/api/fs/put",
         content=data,
-        headers={"Authorization": admin, "File-Path": quote("/dav/a file #1.bin")},
+        headers={"Authorization": admin, "File-Path": quote("/remote/a file #1.bin")},
     )
     assert response.json()["code"] == 200, response.text
-    listed = await api.post("/api/fs/list", {"path": "/dav", "refresh": True}, token=admin)
+    listed = await api.post("/api/fs/list", {"path": "/remote", "refresh": True}, token=admin)
     assert [o["name"] for o in listed["data"]["content"]] == ["a file #1.bin"]
     assert (rclone_basic.root / folder / "a file #1.bin").read_bytes() == data
-    path = "/dav/a file #1.bin"
+    path = "/remote/a file #1.bin"
     sign = api.services.signer.sign(path)
     download = await api.client.get(f"/d{quote(path)}", params={"sign": sign})
     assert (download.status_code, download.content) == (200, data)
@@ -639,7 +639,7 @@ async def test_a_webdav_storage_through_the_api(api: Api, rclone_basic: DavServe
     )
     assert (ranged.status_code, ranged.content) == (206, data[10:20])
     removed = await api.post(
-        "/api/fs/remove", {"dir": "/dav", "names": ["a file #1.bin"]}, token=admin
+        "/api/fs/remove", {"dir": "/remote", "names": ["a file #1.bin"]}, token=admin
     )
     assert removed["code"] == 200, removed
     assert os.listdir(rclone_basic.root / folder) == []

@@ -185,7 +185,7 @@ async def _s3(base: Path, stack: contextlib.AsyncExitStack) -> Backend:
     await s3.bucket(BUCKET)
     proxy = proxied(s3.port)
     addition = s3.options(BUCKET).model_dump() | {"endpoint": f"http://{proxy.address}"}
-    return Backend("s3", "S3", proxy, addition, in_bucket(s3))
+    return Backend("bucket", "S3", proxy, addition, in_bucket(s3))
 
 
 async def _alist(base: Path, stack: contextlib.AsyncExitStack) -> Backend:

@@ -77,9 +77,11 @@ async def test_302_redirect_sends_the_client_to_the_drivers_url(
     await s3.bucket("pol")
     await s3.put("pol", "docs/a b.txt", b"hello world")
     addition: dict[str, Any] = s3.options("pol").model_dump()
-    storage = Storage(0, "/s3", "S3", addition=json.dumps(addition), webdav_policy="302_redirect")
+    storage = Storage(
+        0, "/bucket", "S3", addition=json.dumps(addition), webdav_policy="302_redirect"
+    )
     await services.storages.create(storage)
-    answer = await dav("GET", "/s3/docs/a%20b.txt")
+    answer = await dav("GET", "/bucket/docs/a%20b.txt")
     assert answer.status_code == 302
     assert NO_CACHE in answer.headers["cache-control"]
     location = answer.headers["location"]
@@ -87,6 +89,6 @@ async def test_302_redirect_sends_the_client_to_the_drivers_url(
     async with httpx.AsyncClient() as client:
         assert (await client.get(location)).content == b"hello world"
     # HEAD is answered here: a presigned URL is signed for GET alone.
-    head = await dav("HEAD", "/s3/docs/a%20b.txt")
+    head = await dav("HEAD", "/bucket/docs/a%20b.txt")
     assert (head.status_code, head.headers["content-length"]) == (200, "11")
-    assert (await dav("GET", "/s3/docs")).status_code == 405
+    assert (await dav("GET", "/bucket/docs")).status_code == 405

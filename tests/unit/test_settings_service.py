@@ -18,6 +18,10 @@ from manifold.services.admin.settings_defaults import DEFAULT_SETTINGS, Flag, Se
 
 OLD_HEAD = next(d.pre_default or "" for d in DEFAULT_SETTINGS if d.key == "customize_head")
 DEFAULT_REGS = next(d.value for d in DEFAULT_SETTINGS if d.key == "privacy_regs")
+# AList's default, addresses included: what an admin may still choose to keep.
+ALIST_REGS = next(d.pre_default or "" for d in DEFAULT_SETTINGS if d.key == "privacy_regs")
+# AList's rules and one of the admin's own: kept at start, unlike AList's alone.
+CHOSEN_ALIST_REGS = ALIST_REGS + "\nsecret-word"
 
 
 def stored(key: str, value: str, **fields: object) -> SettingItem:
@@ -180,12 +184,12 @@ def test_privacy_regs_go_refuses_are_refused(line: str) -> None:
 
 
 def test_default_privacy_regs_compile_without_warnings() -> None:
-    patterns = compile_privacy_regs(DEFAULT_REGS)
-    assert len(patterns) == 3
+    assert len(compile_privacy_regs(DEFAULT_REGS)) == 4
+    assert len(compile_privacy_regs(ALIST_REGS)) == 3
 
 
-def test_default_ipv6_rule_matches_a_full_address() -> None:
-    ipv6 = compile_privacy_regs(DEFAULT_REGS)[1]
+def test_alist_s_ipv6_rule_matches_a_full_address() -> None:
+    ipv6 = compile_privacy_regs(ALIST_REGS)[1]
     address = "2001:0db8:85a3:0000:0000:8a2e:0370:7334"
     assert ipv6.mask(f"from {address} now") == f"from {'*' * len(address)} now"
 
@@ -199,14 +203,36 @@ async def test_mask_access_token_only_up_to_the_first_ampersand() -> None:
 
 
 async def test_mask_ipv4_with_same_length_stars() -> None:
-    masked = (await masker()).mask_private("login failed from 203.0.113.7 again")
+    masked = (await masker(CHOSEN_ALIST_REGS)).mask_private("login failed from 203.0.113.7 again")
     assert masked == "login failed from *********** again"
 
 
 async def test_mask_ipv6_with_same_length_stars() -> None:
     address = "fe80:0000:0000:0000:0204:61ff:fe9d:f156"
-    masked = (await masker()).mask_private(f"peer {address} refused")
+    masked = (await masker(CHOSEN_ALIST_REGS)).mask_private(f"peer {address} refused")
     assert masked == f"peer {'*' * len(address)} refused"
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        (
+            "cannot connect to 203.0.113.7:2222: refused",
+            "cannot connect to 203.0.113.7:2222: refused",
+        ),
+        ("peer [fe80::1]:445 reset", "peer [fe80::1]:445 reset"),
+        ("GET /x?sig=abc&password=hunter2 failed", "GET /x?*******&**************** failed"),
+        ("Authorization: Bearer eyJ.abc", "Authorization: " + "*" * 14),
+        ("http://bob:s3cret@10.0.0.1/dav refused", "http" + "*" * 14 + "10.0.0.1/dav refused"),
+    ],
+)
+async def test_the_default_masks_secrets_and_leaves_addresses(said: str, shown: str) -> None:
+    assert (await masker()).mask_private(said) == shown
+
+
+def test_an_install_holding_alist_s_rules_gets_the_new_default() -> None:
+    assert merge(stored("privacy_regs", ALIST_REGS))["privacy_regs"].value == DEFAULT_REGS
+    assert merge(stored("privacy_regs", "chosen"))["privacy_regs"].value == "chosen"
 
 
 async def test_mask_counts_utf8_bytes_not_characters() -> None:

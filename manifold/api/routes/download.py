@@ -139,7 +139,8 @@ async def _proxy(
         return await _read(request, obj, _ranged(replace(link, url=url), services))
     headers = downloads.upstream_headers(request.headers.items(), link.headers)
     client = services.tree.pool_for(link) or services.http
-    return await open_upstream(client, request.method, url, headers, link.idle_timeout)
+    own = [("Content-Disposition", content_disposition(obj.name))]
+    return await open_upstream(client, request.method, url, headers, link.idle_timeout, own)
 
 
 def _ranged(link: Link, services: Services) -> Link:

@@ -4,7 +4,7 @@ Lines sharing a name are merged; with a single name the alias root shows the
 target's contents directly. Everything goes through the server's tree, so the
 targets' own drivers and caches serve it.
 
-Writes (AList v3.45): only with ``writable`` (else ``permission denied``), and only
+Writes (AList v3.45): only with ``writable`` (else ``NotWritable``, naming it), and only
 when the server's tree is a ``WritableTree``. Each is forwarded to the one target
 path that holds the object; with ``protect_same_name`` an object found in several
 targets is refused (``same-name files cannot be Rename`` and the like), without it
@@ -42,8 +42,8 @@ from manifold.errors import (
     InvalidRequest,
     ManifoldError,
     NotSupported,
+    NotWritable,
     ObjectNotFound,
-    PermissionDenied,
     ServerError,
 )
 from manifold.models import Link, Obj
@@ -218,7 +218,7 @@ class AliasDriver(Driver[Addition]):
 
     def _writable(self) -> WritableTree:
         if not self.options.writable:
-            raise PermissionDenied()
+            raise NotWritable(self.storage.mount_path, "Writable")
         tree = self._tree()
         if not isinstance(tree, WritableTree):
             raise NotSupported("the tree of this server cannot be written through an alias")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import posixpath
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import replace
@@ -28,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 
 import aioftp
 
+from manifold.drivers import reach
 from manifold.drivers.base import (
     FOLDER_MOVE,
     Driver,
@@ -183,7 +185,7 @@ class FtpDriver(Driver[Addition]):
         if self._endpoint is None:
             raise ServerError("storage not init")
         with ftp_errors():
-            conn = await Connection.open(self._endpoint)
+            conn = await _connected(self._endpoint)
             try:
                 await self._temps.retry(lambda path, _: _delete(conn, path))
             except BaseException:
@@ -460,3 +462,15 @@ def _obj(folder: str, entry: Entry) -> Obj:
 
 
 DRIVER = FtpDriver
+
+
+async def _connected(where: Endpoint) -> Connection:
+    """A connection to ``where``; a socket that cannot be opened names the host and port
+    the admin typed and why (TLS and timeouts keep the error table's own words)."""
+    try:
+        return await Connection.open(where)
+    except (ssl.SSLError, TimeoutError):
+        raise
+    except OSError as exc:
+        host = f"[{where.host}]" if ":" in where.host else where.host
+        raise reach.unreachable("FTP", f"{host}:{where.port}", exc) from exc

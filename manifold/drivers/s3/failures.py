@@ -20,6 +20,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from manifold.drivers import reach
 from manifold.drivers.base import ErrorTable
 from manifold.errors import (
     InvalidRequest,
@@ -77,7 +78,9 @@ def client_error(exc: ClientError) -> ManifoldError:
 
 
 def unreachable(exc: Exception) -> ManifoldError:
-    return TemporaryFailure(f"s3 endpoint unreachable: {type(exc).__name__}")
+    kwargs = getattr(exc, "kwargs", None)
+    endpoint = kwargs.get("endpoint_url") if isinstance(kwargs, dict) else None
+    return reach.unreachable("s3", str(endpoint or "its endpoint"), exc)
 
 
 def tls_failed(exc: Exception) -> ManifoldError:

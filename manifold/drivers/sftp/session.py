@@ -23,6 +23,7 @@ from typing import Any
 import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
+from manifold.drivers import reach
 from manifold.errors import InvalidRequest, ManifoldError, PermissionDenied, TemporaryFailure
 
 DEFAULT_PORT = 22
@@ -317,5 +318,5 @@ def _connect_error(exc: Exception, creds: Credentials, client: _Client) -> Manif
     if isinstance(exc, TimeoutError):
         return TemporaryFailure(f"SFTP connection to {where} timed out")
     if isinstance(exc, OSError):
-        return TemporaryFailure(f"cannot connect to {where}: {exc.strerror or exc}")
+        return reach.unreachable("SFTP", where, exc)
     return TemporaryFailure(f"SFTP connection to {where} failed: {type(exc).__name__}")

@@ -23,6 +23,7 @@ from smbprotocol.exceptions import (
 )
 from smbprotocol.header import NtStatus
 
+from manifold.drivers import reach
 from manifold.drivers.base import ErrorTable
 from manifold.errors import (
     InvalidRequest,
@@ -133,7 +134,7 @@ def _by_status(exc: Exception) -> ManifoldError:
 def _os_error(exc: Exception) -> ManifoldError:
     # Not an ``SMBOSError`` (that entry is more specific): the socket's own.
     if isinstance(exc, ConnectionError | TimeoutError):
-        return TemporaryFailure(f"connection to the SMB server failed: {exc}")
+        return TemporaryFailure(f"connection to the SMB server failed: {reach.reason(exc)}")
     return TemporaryFailure(f"SMB connection error: {exc}")
 
 
@@ -141,7 +142,7 @@ def _value_error(exc: Exception) -> ManifoldError:
     # smbprotocol reports a failed TCP connect as a ValueError caused by the OSError.
     cause = exc.__cause__
     if isinstance(cause, OSError):
-        return TemporaryFailure(f"cannot connect to the SMB server: {cause.strerror or cause}")
+        return TemporaryFailure(f"cannot connect to the SMB server: {reach.reason(cause)}")
     return ServerError(str(exc))
 
 

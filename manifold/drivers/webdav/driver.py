@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from manifold.drivers import reach
 from manifold.drivers.base import (
     FOLDER_MOVE,
     FOLDER_TIMES,
@@ -96,9 +97,9 @@ _REDIRECTS = frozenset({301, 302, 307, 308})
 
 
 def _unreachable(exc: Exception) -> ManifoldError:
-    # httpx's texts name the cause (refused, reset, certificate), never the URL.
+    # The client's text names the host and port; the reason is read from its causes.
     detail = str(exc) or type(exc).__name__
-    return TemporaryFailure(f"WebDAV server unreachable: {detail}")
+    return TemporaryFailure(f"WebDAV server unreachable ({reach.reason(exc)}): {detail}")
 
 
 _HTTP_ERRORS: ErrorTable = {

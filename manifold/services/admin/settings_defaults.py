@@ -112,7 +112,19 @@ _IPV6_PATTERN = (
     r"|(?:[[:xdigit:]]{1,4}:){1,6}:)"
 )
 _ACCESS_TOKEN_PATTERN = r"(?U)access_token=(.*)&"  # noqa: S105 -- a redaction pattern, not a secret
-_PRIVACY_REGS = "\n".join((_IPV4_PATTERN, _IPV6_PATTERN, _ACCESS_TOKEN_PATTERN))
+# AList's default: addresses and access tokens. Older installs still holding it get
+# ``_PRIVACY_REGS`` at their next start (see ``pre_default``).
+_ALIST_PRIVACY_REGS = "\n".join((_IPV4_PATTERN, _IPV6_PATTERN, _ACCESS_TOKEN_PATTERN))
+# Secrets only: passwords, keys and tokens in a query string or a ``name=value`` text,
+# a bearer token, the password of a URL. Addresses stay readable, so an error the
+# storage form shows names the host and port the admin typed (AList masks every IP).
+_SECRET_PATTERNS = (
+    _ACCESS_TOKEN_PATTERN,
+    r"(?i)(?:password|passwd|pwd|secret|token|api_?key|access_?key|signature|sig)=[^&\s\"']+",
+    r"(?i)bearer [A-Za-z0-9._~+/=-]+",
+    r"://[^/\s:@]+:[^/\s@]+@",
+)
+_PRIVACY_REGS = "\n".join(_SECRET_PATTERNS)
 
 # Shipped by earlier releases; installs still carrying it get the new empty default.
 _OLD_CUSTOMIZE_HEAD = (
@@ -221,7 +233,9 @@ _GLOBAL_ITEMS = (
         help="hours; 0 means signatures never expire",
     ),
     SettingDefault("sign_all", "true", _B, Group.GLOBAL, _PRIV),
-    SettingDefault("privacy_regs", _PRIVACY_REGS, _T, Group.GLOBAL, _PRIV),
+    SettingDefault(
+        "privacy_regs", _PRIVACY_REGS, _T, Group.GLOBAL, _PRIV, pre_default=_ALIST_PRIVACY_REGS
+    ),
     SettingDefault("ocr_api", "https://api.nn.ci/ocr/file/json", _S, Group.GLOBAL, _PUB),
     SettingDefault("filename_char_mapping", '{"/": "|"}', _T, Group.GLOBAL, _PUB),
     SettingDefault("forward_direct_link_params", "false", _B, Group.GLOBAL, _PUB),

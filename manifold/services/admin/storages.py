@@ -23,7 +23,7 @@ from typing import Any
 from manifold.db.repos import StorageRepo
 from manifold.drivers.base import Driver, DriverConfig, Resources, VirtualTree
 from manifold.drivers.registry import DriverRegistry
-from manifold.errors import ManifoldError, ServerError, TemporaryFailure
+from manifold.errors import BadRequest, ManifoldError, ServerError, TemporaryFailure
 from manifold.logs import error_text
 from manifold.models import DiskUsage, Obj, Storage
 from manifold.paths import clean_path, is_sub_path
@@ -109,6 +109,9 @@ class StorageService:
         self.resources = Resources()
         # Told of every driver call (``/metrics``); set before the storages start.
         self.call_recorder: CallRecorder | None = None
+        # The first path segments the server answers itself (``manifold.app`` derives
+        # them from its routes and sets them here): no storage is mounted there.
+        self.reserved: tuple[str, ...] = ()
 
     @property
     def registry(self) -> DriverRegistry:
@@ -124,6 +127,8 @@ class StorageService:
         storage: its old driver is dropped, then its new one started.
         """
         stored = [s for s in await self._repo.all() if not s.disabled]
+        for storage in stored:
+            self._warn_if_reserved(storage)
         old, self._mounted = self._mounted, {s.id: _loading(s) for s in stored}
         self._rebuild()
         for storage in stored:
@@ -329,8 +334,25 @@ class StorageService:
 
     def _checked(self, storage: Storage) -> Storage:
         storage = replace(storage, mount_path=clean_path(storage.mount_path))
+        if reserved_by(storage.mount_path, self.reserved) is not None:
+            raise BadRequest(
+                f"mount path {storage.mount_path} is answered by the server itself: "
+                f"choose one outside {', '.join(self.reserved)}"
+            )
         self._registry.build(storage)  # validates driver name and addition
         return storage
+
+    def _warn_if_reserved(self, storage: Storage) -> None:
+        # Saved before such paths were refused: kept mounted (the API and the protocols
+        # reach it), but the page's address of it reaches the server's own answer.
+        prefix = reserved_by(storage.mount_path, self.reserved)
+        if prefix is not None:
+            log.warning(
+                "storage %s is mounted where the server answers itself (%s): the web "
+                "page cannot open it; edit its mount path",
+                storage.mount_path,
+                prefix,
+            )
 
     async def _remount(self, storage: Storage, save: bool = True) -> None:
         """Replace a storage's driver. The old one is unpublished before it is dropped:
@@ -536,6 +558,16 @@ class StorageService:
 
     def _rebuild(self) -> None:
         self._table = MountTable((m.storage.mount_path, m) for m in self._mounted.values())
+
+
+def reserved_by(mount_path: str, reserved: tuple[str, ...]) -> str | None:
+    """Which of ``reserved`` (first segments, ``/x``, or ``/x*`` for any segment that
+    starts with ``x``) holds ``mount_path``, compared as the router compares: by case."""
+    first = "/" + actual_mount_path(mount_path).split("/")[1]
+    for prefix in reserved:
+        if first == prefix or (prefix.endswith("*") and first.startswith(prefix[:-1])):
+            return prefix
+    return None
 
 
 def _loading(storage: Storage) -> Mounted:
