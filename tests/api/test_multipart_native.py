@@ -51,7 +51,7 @@ async def bucket(s3: s3_server.S3Server) -> str:
 
 
 async def mount_s3(api: Api, s3: s3_server.S3Server, bucket: str) -> None:
-    body = {"mount_path": "/s3", "driver": "S3", "addition": json.dumps(addition(s3, bucket))}
+    body = {"mount_path": "/bucket", "driver": "S3", "addition": json.dumps(addition(s3, bucket))}
     created = await api.post(CREATE, body, token=await api.login())
     assert created["code"] == 200, created
 
@@ -89,7 +89,7 @@ async def test_chunks_go_to_the_bucket_in_any_order_and_never_to_the_staging_fol
 ) -> None:
     data = payload(2 * CHUNK + 12345)
     extra = NO_HASH if hashes == "none" else {}
-    shot = (await init(on_s3, "/s3/dir/big.bin", data, chunk=CHUNK, **extra))["data"]
+    shot = (await init(on_s3, "/bucket/dir/big.bin", data, chunk=CHUNK, **extra))["data"]
     assert (shot["chunk_size"], shot["total_chunks"]) == (CHUNK, 3)
     parts = pieces(data, CHUNK)
     for index in (2, 0, 0, 1):  # out of order, one twice
@@ -116,7 +116,7 @@ async def test_a_wrong_hash_leaves_nothing_in_the_bucket(
 ) -> None:
     data = payload(CHUNK + 10)
     extra = {"X-File-Md5": "0" * 32}
-    shot = (await init(on_s3, "/s3/bad.bin", data, chunk=CHUNK, **extra))["data"]
+    shot = (await init(on_s3, "/bucket/bad.bin", data, chunk=CHUNK, **extra))["data"]
     for index, part in enumerate(pieces(data, CHUNK)):
         await send(on_s3, shot["upload_id"], index, part)
     refused = await complete(on_s3, shot["upload_id"])
@@ -131,7 +131,7 @@ async def test_abort_leaves_no_upload_in_the_bucket(
     on_s3: Api, s3: s3_server.S3Server, bucket: str
 ) -> None:
     data = payload(2 * CHUNK)
-    shot = (await init(on_s3, "/s3/gone.bin", data, chunk=CHUNK))["data"]
+    shot = (await init(on_s3, "/bucket/gone.bin", data, chunk=CHUNK))["data"]
     await send(on_s3, shot["upload_id"], 1, pieces(data, CHUNK)[1])
     assert len(await uploads(s3, bucket)) == 1
     aborted = await on_s3.post(
@@ -146,7 +146,7 @@ async def test_the_sweep_leaves_no_upload_in_the_bucket(
     on_s3: Api, services: Services, s3: s3_server.S3Server, bucket: str
 ) -> None:
     data = payload(2 * CHUNK)
-    shot = (await init(on_s3, "/s3/idle.bin", data, chunk=CHUNK))["data"]
+    shot = (await init(on_s3, "/bucket/idle.bin", data, chunk=CHUNK))["data"]
     await send(on_s3, shot["upload_id"], 0, pieces(data, CHUNK)[0])
     await save_settings(on_s3, multipart_idle_seconds="1")
     await asyncio.sleep(2.5)
@@ -159,7 +159,7 @@ async def test_chunks_under_the_stores_smallest_part_are_staged(
     on_s3: Api, services: Services, s3: s3_server.S3Server, bucket: str
 ) -> None:
     data = payload(3 * MB + 7)
-    shot = (await init(on_s3, "/s3/small.bin", data, chunk=MB))["data"]
+    shot = (await init(on_s3, "/bucket/small.bin", data, chunk=MB))["data"]
     assert shot["chunk_size"] == MB
     await send(on_s3, shot["upload_id"], 0, pieces(data, MB)[0])
     assert staged(services) != []
@@ -176,7 +176,7 @@ async def test_native_chunks_are_outside_the_staging_budget(
 ) -> None:
     await save_settings(on_s3, multipart_staging_budget="1")  # MB: less than one chunk
     data = payload(2 * CHUNK + 1)
-    shot = (await init(on_s3, "/s3/wide.bin", data, chunk=CHUNK))["data"]
+    shot = (await init(on_s3, "/bucket/wide.bin", data, chunk=CHUNK))["data"]
     for index, part in enumerate(pieces(data, CHUNK)):
         assert (await send(on_s3, shot["upload_id"], index, part))["code"] == 200
     assert (await complete(on_s3, shot["upload_id"]))["code"] == 200
@@ -187,7 +187,7 @@ async def test_a_native_chunk_of_the_wrong_length_is_refused(
     on_s3: Api, s3: s3_server.S3Server, bucket: str
 ) -> None:
     data = payload(CHUNK + 5)
-    shot = (await init(on_s3, "/s3/len.bin", data, chunk=CHUNK))["data"]
+    shot = (await init(on_s3, "/bucket/len.bin", data, chunk=CHUNK))["data"]
     short = await send(on_s3, shot["upload_id"], 0, data[: CHUNK - 1])
     assert short["code"] == 400
     assert (await status(on_s3, shot["upload_id"]))["data"]["received"] == []
@@ -202,11 +202,11 @@ async def test_a_restart_between_chunks_continues_the_same_s3_upload(
     parts = pieces(data, CHUNK)
     async with instance(data_dir) as api:
         await mount_s3(api, s3, bucket)
-        upload_id = (await init(api, "/s3/r.bin", data, chunk=CHUNK))["data"]["upload_id"]
+        upload_id = (await init(api, "/bucket/r.bin", data, chunk=CHUNK))["data"]["upload_id"]
         await send(api, upload_id, 2, parts[2])
         begun = await uploads(s3, bucket)
     async with instance(data_dir) as api:
-        resumed = (await init(api, "/s3/r.bin", data, chunk=CHUNK))["data"]
+        resumed = (await init(api, "/bucket/r.bin", data, chunk=CHUNK))["data"]
         assert (resumed["upload_id"], resumed["received"]) == (upload_id, [[2, 2]])
         await send(api, upload_id, 0, parts[0])
         await send(api, upload_id, 1, parts[1])
@@ -226,7 +226,9 @@ async def test_two_instances_send_alternate_chunks_into_one_s3_upload(
     async with instance(data_dir) as first:
         await mount_s3(first, s3, bucket)
         async with instance(data_dir) as second:
-            upload_id = (await init(first, "/s3/two.bin", data, chunk=CHUNK))["data"]["upload_id"]
+            upload_id = (await init(first, "/bucket/two.bin", data, chunk=CHUNK))["data"][
+                "upload_id"
+            ]
             sent = await asyncio.gather(
                 *(send((first, second)[i % 2], upload_id, i, part) for i, part in enumerate(parts))
             )
