@@ -35,6 +35,7 @@ from manifold.api.routes import (
     fs_write,
     me,
     metas,
+    multipart,
     offline,
     openlist,
     ops,
@@ -191,6 +192,11 @@ ROUTES: tuple[Route, ...] = (
     Route(POST, "/api/fs/remove_empty_directory", fs_write.remove_empty_directory),
     Route(PUT, "/api/fs/put", fs_write.put, openapi=fs_write.PUT_INPUT),
     Route(PUT, "/api/fs/form", fs_write.form, openapi=fs_write.FORM_INPUT),
+    Route(POST, "/api/fs/multipart/init", multipart.init, openapi=multipart.INIT_INPUT),
+    Route(PUT, "/api/fs/multipart/chunk", multipart.chunk, openapi=multipart.CHUNK_INPUT),
+    Route(GET, "/api/fs/multipart/status", multipart.status),
+    Route(POST, "/api/fs/multipart/complete", multipart.complete, openapi=multipart.ID_INPUT),
+    Route(POST, "/api/fs/multipart/abort", multipart.abort, openapi=multipart.ID_INPUT),
     Route(POST, "/api/fs/link", fs_write.link, admin=True),
     Route(POST, "/api/fs/get_direct_upload_info", fs_write.get_direct_upload_info),
     Route(POST, "/api/fs/torrent/parse", torrents.parse_torrent),
@@ -285,7 +291,9 @@ ROUTES: tuple[Route, ...] = (
 
 # Uploads stream their bodies to disk, so ``max_request_body`` does not apply to them;
 # a .torrent sent as a form stops at ``MAX_TORRENT_BYTES`` of its own.
-STREAMED_BODIES = frozenset({"/api/fs/put", "/api/fs/form", "/api/fs/torrent/upload_parse"})
+STREAMED_BODIES = frozenset(
+    {"/api/fs/put", "/api/fs/form", "/api/fs/multipart/chunk", "/api/fs/torrent/upload_parse"}
+)
 
 
 def create_app(config: Config, services: Services | None = None, listeners: bool = True) -> FastAPI:

@@ -102,6 +102,16 @@ class Config:
     instance_id: str = ""
     # A task whose instance stopped renewing its lease for this long is run by another.
     task_lease_seconds: int = 30
+    # Where the chunks of resumable multipart uploads wait; "" is ``multipart`` in the
+    # data folder. Instances behind one balancer continue each other's uploads when it
+    # is a folder they share.
+    multipart_staging_dir: str = ""
+
+    @property
+    def multipart_staging(self) -> Path:
+        if self.multipart_staging_dir:
+            return Path(self.multipart_staging_dir)
+        return self.data_dir / "multipart"
 
     @property
     def effective_database_url(self) -> str:
@@ -143,6 +153,7 @@ _FILE_KEYS = (
     "redis_url",
     "instance_id",
     "task_lease_seconds",
+    "multipart_staging_dir",
 )
 _INT_KEYS = {
     "port",

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from manifold.config import Config
 from manifold.db import repos
 from manifold.db.engine import migrate, open_engine
+from manifold.db.multipart_repo import MultipartRepo
 from manifold.db.parking_repo import ParkingRepo
 from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
 from manifold.db.props_repo import DavPropRepo
@@ -44,6 +45,7 @@ from manifold.services.auth.users import UserService
 from manifold.services.fs.downloads import DownloadService
 from manifold.services.fs.events import TreeEvents
 from manifold.services.fs.moves import Moves
+from manifold.services.fs.multipart import Limits, MultipartUploads, StagingStore, keep_swept
 from manifold.services.fs.notes import ObjectNotes
 from manifold.services.fs.ops import GuardedOps
 from manifold.services.fs.parking import ParkingJournal
@@ -103,6 +105,8 @@ class Services:
     archive_signer: Signer
     offline: OfflineService
     uploads: Uploads
+    # Resumable multipart uploads (OpenList's ``/api/fs/multipart/*``).
+    multipart: MultipartUploads
     tasks: TaskService
     search: SearchService
     scan: ScanService
@@ -115,6 +119,7 @@ class Services:
     # ``/metrics``' counters, when the config turns them on.
     metrics: Metrics | None = None
     metrics_sync: asyncio.Task[None] | None = None
+    multipart_sweep: asyncio.Task[None] | None = None
     # False in a worker of ``--workers N``: the parent migrated before starting it.
     migrate_on_start: bool = True
 
@@ -183,6 +188,14 @@ class Services:
         storages.resources.links = http
         ops = GuardedOps(fs, writer, downloads)
         props = DavPropRepo(engine)
+        uploads = Uploads(writer, transfers, tasks)
+        multipart = MultipartUploads(
+            MultipartRepo(engine),
+            StagingStore(config.multipart_staging),
+            writer,
+            uploads,
+            Limits(settings),
+        )
         built = cls(
             config=config,
             state=state,
@@ -227,7 +240,8 @@ class Services:
             dav_props=DeadProps(props),
             notes=ObjectNotes(fs, ops, props),
             transfers=transfers,
-            uploads=Uploads(writer, transfers, tasks),
+            uploads=uploads,
+            multipart=multipart,
             metrics=metrics,
         )
         listen(bus, built)
@@ -256,6 +270,9 @@ class Services:
         # What dead owners left parked is put back as each storage becomes ready.
         await self.tree.parkings.start(self.tasks.dead_owners())
         await self.search.start()
+        # Sessions idle past the setting (a stop of days, say) go at once, then now and then.
+        await self.multipart.sweep()
+        self.multipart_sweep = asyncio.create_task(keep_swept(self.multipart))
         self.state.bus.handlers.open()
         if self.metrics is not None:
             self.metrics_sync = asyncio.create_task(_sync_metrics(self.metrics))
@@ -299,10 +316,11 @@ class Services:
     async def stop(self, task_deadline: float = 0.0) -> None:
         """Stop everything; running tasks get ``task_deadline`` seconds to end before
         they are let go of, for another instance or the next start to run again."""
-        if self.metrics_sync is not None:
-            self.metrics_sync.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.metrics_sync
+        for chore in (self.metrics_sync, self.multipart_sweep):
+            if chore is not None:
+                chore.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await chore
         await self.scan.close()
         await self.search.stop()
         await self.tasks.stop(task_deadline)

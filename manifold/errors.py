@@ -26,6 +26,8 @@ folder password", and messages ending in "object not found" mean a missing path)
     │   └── ShareNotFound               no share link has the id
     ├── ShareInvalid (410)              disabled, expired, used up or out of its creator's reach
     ├── TooManyAttempts (429)
+    ├── UploadBusy (429)                a multipart upload's staging is full: send later
+    ├── ChunkInFlight (409)             the same chunk is being received on another request
     └── ServerError (500)
         ├── ObjectNotFound              "object not found"
         │   └── ParentNotFound          a strict write under a missing folder
@@ -157,6 +159,20 @@ class TooManyAttempts(ManifoldError):
         "Too many unsuccessful sign-in attempts have been made using an incorrect "
         "username or password, Try again later."
     )
+
+
+class UploadBusy(ManifoldError):
+    """OpenList's flow-control answer to a chunk that cannot be taken now."""
+
+    code = 429
+    default_message = "multipart staging is full, send the chunk again later"
+
+
+class ChunkInFlight(ManifoldError):
+    """OpenList's answer to a chunk another connection is sending at this moment."""
+
+    code = 409
+    default_message = "this chunk is already being received"
 
 
 class ServerError(ManifoldError):

@@ -320,3 +320,33 @@ parkings = Table(
     Column("lease_until", DateTime(timezone=True), nullable=True, index=True),
     Column("created", DateTime(timezone=True), nullable=False),
 )
+
+# Resumable multipart uploads of the API (OpenList's ``/api/fs/multipart/*``): one row
+# per session, one per chunk received. A chunk is its own row so that two instances
+# receiving chunks of one session at once never lose each other's (no read-modify-write).
+# ``path`` is the path as the user sent it; ``hashes`` is JSON ({"md5": hex, ...}).
+multipart_uploads = Table(
+    "multipart_uploads",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", Integer, nullable=False, index=True),
+    Column("path", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("chunk_size", BigInteger, nullable=False),
+    Column("hashes", Text, nullable=False),
+    Column("password", Text, nullable=False),
+    Column("overwrite", Boolean, nullable=False),
+    Column("modified", DateTime(timezone=True), nullable=True),
+    Column("state", String(16), nullable=False),
+    Column("staging", Text, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("last_active", DateTime(timezone=True), nullable=False, index=True),
+)
+
+multipart_chunks = Table(
+    "multipart_chunks",
+    metadata,
+    Column("upload_id", String(32), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("size", BigInteger, nullable=False),
+)

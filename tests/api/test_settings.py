@@ -21,7 +21,8 @@ SHARE_KEYS = {
     "share_archive_preview",
     "share_summary_content",
 }
-PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"} | SHARE_KEYS
+MULTIPART_KEYS = {"multipart_enabled", "multipart_chunk_size"}
+PUBLIC_KEYS = EXPECTED_PUBLIC | {"manifold_version"} | SHARE_KEYS | MULTIPART_KEYS
 
 # Manifold's own version after every AList setting: AList's keep their places.
 SITE_GROUP = [*SITE_KEYS, "manifold_version"]
@@ -59,7 +60,7 @@ async def test_public_settings_needs_no_token(api: Api) -> None:
     assert body["code"] == 200
     assert body["message"] == "success"
     assert set(body["data"]) == PUBLIC_KEYS
-    assert len(body["data"]) == 37 + len(SHARE_KEYS)
+    assert len(body["data"]) == 37 + len(SHARE_KEYS) + len(MULTIPART_KEYS)
 
 
 async def test_public_settings_values_are_strings(api: Api) -> None:

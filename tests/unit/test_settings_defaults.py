@@ -60,7 +60,8 @@ def test_offline_tool_items_close_the_table_in_fixed_order() -> None:
 def test_public_keys_match_reference_set() -> None:
     assert len(EXPECTED_PUBLIC) == 36
     shares = {item.key for item in SHARE_SETTINGS}
-    assert public_keys() == EXPECTED_PUBLIC | {"manifold_version"} | shares
+    multipart = {"multipart_enabled", "multipart_chunk_size"}
+    assert public_keys() == EXPECTED_PUBLIC | {"manifold_version"} | shares | multipart
 
 
 def test_no_default_is_deprecated() -> None:
@@ -181,4 +182,9 @@ def test_manifold_adds_its_own_settings_after_alists() -> None:
         "move_task_threads_num",
         "ldap_start_tls",
         *(item.key for item in SHARE_SETTINGS),
+        "multipart_enabled",
+        "multipart_chunk_size",
+        "multipart_max_sessions",
+        "multipart_staging_budget",
+        "multipart_idle_seconds",
     ]

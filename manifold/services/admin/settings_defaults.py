@@ -419,6 +419,15 @@ DEFAULT_SETTINGS: tuple[SettingDefault, ...] = (
     ),
     # OpenList v4's share link settings, which its page reads.
     *SHARE_SETTINGS,
+    # OpenList's resumable multipart uploads: offered to the page, and the chunk size
+    # in MB it cuts files into (public: the page reads both before uploading).
+    SettingDefault("multipart_enabled", "true", _B, Group.GLOBAL, _PUB),
+    SettingDefault("multipart_chunk_size", "10", _N, Group.GLOBAL, _PUB),
+    # Manifold's bounds on them: open sessions per user, the MB of chunks staged on
+    # disk at once (every user), and the seconds after which an idle session goes.
+    SettingDefault("multipart_max_sessions", "16", _N, Group.GLOBAL, _PRIV),
+    SettingDefault("multipart_staging_budget", "10240", _N, Group.GLOBAL, _PRIV),
+    SettingDefault("multipart_idle_seconds", "86400", _N, Group.GLOBAL, _PRIV),
 )
 
 

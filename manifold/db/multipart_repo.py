@@ -1,0 +1,138 @@
+"""The resumable multipart uploads of the API and their chunks, shared by every
+instance on the database (see ``services.fs.multipart``).
+
+A chunk received is a row of its own, inserted once: two instances receiving chunks
+of one session at once each add theirs, and a chunk sent twice is recorded once
+(the second insert finds the key taken). A session changes state by one conditional
+update, so only one request completes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, delete, func, insert, select, update
+
+from manifold.db import tables as t
+from manifold.db.repos import DuplicateError, Repo
+from manifold.db.task_repo import as_utc
+
+_u = t.multipart_uploads.c
+_k = t.multipart_chunks.c
+
+
+@dataclass(frozen=True, slots=True)
+class UploadSession:
+    """One multipart upload: who sends what to where, in chunks of ``chunk_size``."""
+
+    id: str
+    user_id: int
+    path: str
+    size: int
+    chunk_size: int
+    hashes: dict[str, str] = field(default_factory=dict)
+    password: str = ""
+    overwrite: bool = True
+    modified: datetime | None = None
+    state: str = "receiving"
+    staging: str = ""
+    created: datetime | None = None
+    last_active: datetime | None = None
+
+
+class MultipartRepo(Repo):
+    async def add(self, session: UploadSession) -> None:
+        await self._write(insert(t.multipart_uploads).values(**_values(session)))
+
+    async def get(self, upload_id: str) -> UploadSession | None:
+        found = await self._sessions(_u.id == upload_id)
+        return found[0] if found else None
+
+    async def of_user(self, user_id: int) -> list[UploadSession]:
+        return await self._sessions(_u.user_id == user_id)
+
+    async def idle_since(self, cutoff: datetime) -> list[UploadSession]:
+        return await self._sessions(_u.last_active < cutoff)
+
+    async def ids(self) -> set[str]:
+        return {str(row[0]) for row in await self._rows(select(_u.id))}
+
+    async def touch(self, upload_id: str, now: datetime) -> None:
+        stmt = update(t.multipart_uploads).where(_u.id == upload_id)
+        await self._write(stmt.values(last_active=now))
+
+    async def move(self, upload_id: str, before: str, after: str, now: datetime) -> bool:
+        """Set the state from ``before`` to ``after``; whether this call did it."""
+        stmt = update(t.multipart_uploads).where(_u.id == upload_id, _u.state == before)
+        result = await self._write(stmt.values(state=after, last_active=now))
+        return bool(result.rowcount)
+
+    async def remove(self, upload_id: str) -> None:
+        await self._write(delete(t.multipart_chunks).where(_k.upload_id == upload_id))
+        await self._write(delete(t.multipart_uploads).where(_u.id == upload_id))
+
+    async def add_chunk(self, upload_id: str, index: int, size: int) -> bool:
+        """Record a chunk received; False when it already was."""
+        stmt = insert(t.multipart_chunks).values(upload_id=upload_id, idx=index, size=size)
+        try:
+            await self._write(stmt)
+        except DuplicateError:
+            return False
+        return True
+
+    async def drop_chunks(self, upload_id: str, indexes: Iterable[int]) -> None:
+        wanted = list(indexes)
+        if wanted:
+            stmt = delete(t.multipart_chunks).where(_k.upload_id == upload_id, _k.idx.in_(wanted))
+            await self._write(stmt)
+
+    async def chunks(self, upload_id: str) -> dict[int, int]:
+        """The chunks received: their sizes by index."""
+        stmt = select(_k.idx, _k.size).where(_k.upload_id == upload_id)
+        rows = await self._rows(stmt)
+        return {int(row.idx): int(row.size) for row in rows}
+
+    async def staged_bytes(self) -> int:
+        """The bytes of every chunk received and not yet completed, of every session."""
+        live = _k.upload_id.in_(select(_u.id))
+        stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
+    async def drop_orphans(self) -> None:
+        """Chunks recorded for a session removed meanwhile (an abort racing a chunk)."""
+        await self._write(delete(t.multipart_chunks).where(_k.upload_id.not_in(select(_u.id))))
+
+    async def _sessions(self, *where: ColumnElement[bool]) -> list[UploadSession]:
+        stmt = select(t.multipart_uploads).where(*where).order_by(_u.created, _u.id)
+        return [_session(row._mapping) for row in await self._rows(stmt)]
+
+
+def _values(session: UploadSession) -> dict[str, object]:
+    return {
+        "id": session.id,
+        "user_id": session.user_id,
+        "path": session.path,
+        "size": session.size,
+        "chunk_size": session.chunk_size,
+        "hashes": json.dumps(session.hashes, sort_keys=True),
+        "password": session.password,
+        "overwrite": session.overwrite,
+        "modified": session.modified,
+        "state": session.state,
+        "staging": session.staging,
+        "created": session.created,
+        "last_active": session.last_active,
+    }
+
+
+def _session(row: object) -> UploadSession:
+    values = dict(row)  # type: ignore[call-overload]
+    values["hashes"] = {str(k): str(v) for k, v in json.loads(values["hashes"]).items()}
+    values["overwrite"] = bool(values["overwrite"])
+    for key in ("modified", "created", "last_active"):
+        values[key] = as_utc(values[key])
+    return UploadSession(**values)

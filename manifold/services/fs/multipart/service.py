@@ -1,0 +1,306 @@
+"""Resumable multipart uploads: sessions in the database, chunks in a ``PartStore``.
+
+``init`` checks the destination as an upload to it is checked (``upload_target``: the
+permission, password, hide, base path and reserved-name rules of ``/api/fs/put``)
+and opens a session, or resumes the open one of the same user, path, size and
+hashes. Chunks arrive in any order, on any instance; each is checked against the
+length its index calls for and recorded once. ``complete`` sends the staged parts,
+in order, as ONE upload through the same writer path as ``/api/fs/put`` (so every
+check is made again, for the user as they are then), with the hashes the page sent
+verified before anything appears under the name. Whatever the outcome, the session
+and its parts go, except when the destination failed in a way worth retrying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from manifold.db.multipart_repo import MultipartRepo, UploadSession
+from manifold.errors import (
+    BadRequest,
+    ChunkInFlight,
+    Forbidden,
+    ManifoldError,
+    NotFound,
+    UploadBusy,
+)
+from manifold.paths import clean_path
+from manifold.services.auth.service import Caller
+from manifold.services.fs.multipart.limits import Limits
+from manifold.services.fs.multipart.snapshot import (
+    COMPLETED,
+    COMPLETING,
+    RECEIVING,
+    Snapshot,
+    chunk_length,
+    failed,
+    snapshot,
+    total_chunks,
+)
+from manifold.services.fs.multipart.store import PartStore
+from manifold.services.fs.uploads import Uploads
+from manifold.services.fs.write import GuardedWriter
+
+NOT_FOUND = "multipart upload session not found"
+
+
+@dataclass(frozen=True, slots=True)
+class InitRequest:
+    """What the page declares at ``init``."""
+
+    path: str
+    size: int
+    chunk_size: int = 0
+    password: str = ""
+    overwrite: bool = True
+    modified: datetime | None = None
+    hashes: Mapping[str, str] | None = None
+
+
+class MultipartUploads:
+    def __init__(
+        self,
+        repo: MultipartRepo,
+        store: PartStore,
+        writer: GuardedWriter,
+        uploads: Uploads,
+        limits: Limits,
+    ) -> None:
+        self._repo = repo
+        self._store = store
+        self._writer = writer
+        self._uploads = uploads
+        self.limits = limits
+        # Chunks this process is receiving: the same one twice at once is refused
+        # (409), and their bytes count against the budget before they are recorded.
+        self._in_flight: dict[tuple[str, int], int] = {}
+
+    # --- init ---------------------------------------------------------------------
+
+    async def init(self, caller: Caller, request: InitRequest) -> tuple[Snapshot, bool]:
+        """The session's snapshot, and whether an open one was resumed."""
+        self.limits.require_enabled()
+        if request.size <= 0:
+            raise BadRequest(
+                "multipart upload requires a positive X-File-Size; upload empty files via /fs/put"
+            )
+        hashes = _hashes(request.hashes)
+        await self._writer.upload_target(caller, request.path, request.password, request.overwrite)
+        path = clean_path(request.path)
+        resumed = await self._resumable(caller, path, request.size, hashes)
+        if resumed is not None:
+            return await self._snapshot(resumed), True
+        return await self._open(caller, path, request, hashes), False
+
+    async def _resumable(
+        self, caller: Caller, path: str, size: int, hashes: dict[str, str]
+    ) -> UploadSession | None:
+        """The open session of the same file, if any; another of the same path and
+        size whose hashes do not prove the same file is superseded (removed)."""
+        for session in await self._repo.of_user(caller.user.id):
+            if session.path != path or session.size != size or session.state != RECEIVING:
+                continue
+            if hashes and session.hashes == hashes:
+                await self._repo.touch(session.id, _now())
+                return session
+            await self._drop(session)
+        return None
+
+    async def _open(
+        self, caller: Caller, path: str, request: InitRequest, hashes: dict[str, str]
+    ) -> Snapshot:
+        if len(await self._repo.of_user(caller.user.id)) >= self.limits.max_sessions():
+            raise Forbidden(
+                f"too many open multipart uploads ({self.limits.max_sessions()}); "
+                "complete or abort one first"
+            )
+        if request.size > self.limits.staging_budget():
+            raise Forbidden("the file is larger than the multipart staging budget")
+        now = _now()
+        upload_id = secrets.token_hex(16)
+        session = UploadSession(
+            id=upload_id,
+            user_id=caller.user.id,
+            path=path,
+            size=request.size,
+            chunk_size=self.limits.chunk_size(request.chunk_size),
+            hashes=hashes,
+            password=request.password,
+            overwrite=request.overwrite,
+            modified=request.modified,
+            staging=upload_id,
+            created=now,
+            last_active=now,
+        )
+        await self._repo.add(session)
+        await self._store.open(session.staging)
+        return snapshot(session, {})
+
+    # --- chunks ---------------------------------------------------------------------
+
+    async def chunk(
+        self, caller: Caller, upload_id: str, index: int, body: AsyncIterator[bytes]
+    ) -> Snapshot:
+        """Store chunk ``index``; one already received is taken as received again."""
+        session = await self._owned(caller, upload_id)
+        if session.state != RECEIVING:
+            raise BadRequest(f"session is {session.state}", (await self._snapshot(session)).json())
+        total = total_chunks(session.size, session.chunk_size)
+        if not 0 <= index < total:
+            raise BadRequest(f"chunk index {index} is outside 0..{total - 1}")
+        if index in await self._repo.chunks(upload_id):
+            return await self._snapshot(session)
+        length = chunk_length(session, index)
+        try:
+            with self._receiving(session, index, length, await self._repo.staged_bytes()):
+                await self._store.put(session.staging, index, length, body)
+        except (ChunkInFlight, UploadBusy) as exc:  # OpenList's answer has the snapshot
+            exc.data = (await self._snapshot(session)).json()
+            raise
+        await self._repo.add_chunk(upload_id, index, length)
+        await self._repo.touch(upload_id, _now())
+        return await self._snapshot(session)
+
+    @contextlib.contextmanager
+    def _receiving(
+        self, session: UploadSession, index: int, length: int, staged: int
+    ) -> Iterator[None]:
+        key = (session.id, index)
+        if key in self._in_flight:
+            raise ChunkInFlight()
+        if staged + sum(self._in_flight.values()) + length > self.limits.staging_budget():
+            raise UploadBusy()
+        self._in_flight[key] = length
+        try:
+            yield
+        finally:
+            del self._in_flight[key]
+
+    # --- status, abort --------------------------------------------------------------
+
+    async def status(self, caller: Caller, upload_id: str) -> Snapshot:
+        return await self._snapshot(await self._owned(caller, upload_id))
+
+    async def find(self, caller: Caller, path: str, size: int) -> Snapshot:
+        """The open session of ``path`` and ``size``, for a client that lost its id."""
+        path = clean_path(path)
+        for session in await self._repo.of_user(caller.user.id):
+            if session.path == path and session.size == size:
+                return await self._snapshot(session)
+        raise NotFound(NOT_FOUND)
+
+    async def abort(self, caller: Caller, upload_id: str) -> None:
+        await self._drop(await self._owned(caller, upload_id))
+
+    # --- complete -------------------------------------------------------------------
+
+    async def complete(self, caller: Caller, upload_id: str) -> Snapshot:
+        session = await self._owned(caller, upload_id)
+        shot = await self._ready(session)
+        if not await self._repo.move(upload_id, RECEIVING, COMPLETING, _now()):
+            raise BadRequest("the upload is being completed already", shot.json())
+        try:
+            await self._put(caller, session)
+        except ManifoldError as exc:
+            await self._failed(session, exc)
+            exc.data = failed(shot, exc.message).json()
+            raise
+        except BaseException:
+            await self._repo.move(upload_id, COMPLETING, RECEIVING, _now())
+            raise
+        await self._drop(session)
+        return snapshot(session, {}, COMPLETED)
+
+    async def _ready(self, session: UploadSession) -> Snapshot:
+        """The snapshot of a session whose every chunk is here, else the error."""
+        if session.state != RECEIVING:
+            raise BadRequest(f"session is {session.state}", (await self._snapshot(session)).json())
+        chunks = await self._repo.chunks(session.id)
+        shot = snapshot(session, chunks)
+        if shot.received_bytes < session.size:
+            raise BadRequest(
+                f"cannot complete: {shot.received_bytes} of {session.size} bytes received",
+                shot.json(),
+            )
+        kept = await self._store.present(session.staging, set(chunks))
+        lost = set(chunks) - kept
+        if lost:  # a staging folder this instance cannot see, or lost: send them again
+            await self._repo.drop_chunks(session.id, lost)
+            raise BadRequest(
+                f"chunks {sorted(lost)} are not in the staging folder; send them again",
+                (await self._snapshot(session)).json(),
+            )
+        return shot
+
+    async def _put(self, caller: Caller, session: UploadSession) -> None:
+        parts = self._store.read(session.staging, total_chunks(session.size, session.chunk_size))
+        await self._uploads.receive(
+            caller,
+            session.path,
+            parts,
+            session.size,
+            password=session.password,
+            modified=session.modified,
+            overwrite=session.overwrite,
+            expected=session.hashes,
+        )
+
+    async def _failed(self, session: UploadSession, exc: ManifoldError) -> None:
+        """A refusal (a hash, a permission, a name taken) ends the session; a failing
+        back end leaves it to be completed again."""
+        if exc.code >= 500:
+            await self._repo.move(session.id, COMPLETING, RECEIVING, _now())
+        else:
+            await self._drop(session)
+
+    # --- expiry ---------------------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """Remove the sessions idle past the setting, parts and all, and parts that
+        belong to no session; how many sessions went."""
+        idle_for = timedelta(seconds=self.limits.idle_seconds())
+        idle = [s for s in await self._repo.idle_since(_now() - idle_for) if _stale(s, idle_for)]
+        for session in idle:
+            await self._drop(session)
+        await self._repo.drop_orphans()
+        await self._store.sweep(await self._repo.ids())
+        return len(idle)
+
+    # --- shared ---------------------------------------------------------------------
+
+    async def _owned(self, caller: Caller, upload_id: str) -> UploadSession:
+        session = await self._repo.get(upload_id) if upload_id else None
+        if session is None:
+            raise NotFound(NOT_FOUND)
+        if session.user_id != caller.user.id:
+            raise Forbidden("multipart upload session belongs to another user")
+        return session
+
+    async def _snapshot(self, session: UploadSession) -> Snapshot:
+        return snapshot(session, await self._repo.chunks(session.id))
+
+    async def _drop(self, session: UploadSession) -> None:
+        await self._repo.remove(session.id)
+        await self._store.discard(session.staging)
+
+
+def _hashes(given: Mapping[str, str] | None) -> dict[str, str]:
+    """The hashes the page sent, lower-case, those it left empty dropped."""
+    wanted = {algo: value.strip().lower() for algo, value in (given or {}).items()}
+    return {algo: value for algo, value in wanted.items() if value}
+
+
+def _stale(session: UploadSession, idle_for: timedelta) -> bool:
+    """Idle past the setting; one being completed (a long copy to a slow back end) is
+    given as long again before it is taken for one whose instance died mid-way."""
+    if session.state != COMPLETING or session.last_active is None:
+        return True
+    return session.last_active < _now() - 2 * idle_for
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
