@@ -1,14 +1,16 @@
 """The resumable multipart uploads of the API and their chunks, shared by every
 instance on the database (see ``services.fs.multipart``).
 
-A chunk received is a row of its own, inserted once: two instances receiving chunks
-of one session at once each add theirs, and a chunk sent twice is recorded once
-(the second insert finds the key taken). A session changes state by one conditional
+A chunk is a row of its own, inserted when it starts to arrive and marked done once
+whole: two instances receiving chunks of one session at once each add theirs, and a
+chunk sent twice is recorded once (the second insert finds the key taken: the chunk
+is there already, or is being received elsewhere). A session changes state by one conditional
 update, so only one request completes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,14 +76,42 @@ class MultipartRepo(Repo):
         await self._write(delete(t.multipart_chunks).where(_k.upload_id == upload_id))
         await self._write(delete(t.multipart_uploads).where(_u.id == upload_id))
 
-    async def add_chunk(self, upload_id: str, index: int, size: int) -> bool:
-        """Record a chunk received; False when it already was."""
-        stmt = insert(t.multipart_chunks).values(upload_id=upload_id, idx=index, size=size)
+    async def reserve(
+        self, upload_id: str, index: int, size: int, now: datetime, stale: datetime
+    ) -> str:
+        """Take chunk ``index`` to receive it: ``"taken"``; ``"done"`` when it was
+        received already; ``"busy"`` while another request receives it (one that
+        started before ``stale`` is taken over: its instance stopped mid-way)."""
+        row = {"upload_id": upload_id, "idx": index, "size": size}
         try:
-            await self._write(stmt)
+            await self._write(insert(t.multipart_chunks).values(**row, done=False, started=now))
         except DuplicateError:
-            return False
-        return True
+            return await self._taken_over(upload_id, index, now, stale)
+        return "taken"
+
+    async def _taken_over(self, upload_id: str, index: int, now: datetime, stale: datetime) -> str:
+        this = (_k.upload_id == upload_id, _k.idx == index)
+        rows = await self._rows(select(_k.done).where(*this))
+        if rows and rows[0].done:
+            return "done"
+        stmt = update(t.multipart_chunks).where(*this, _k.done.is_(False), _k.started < stale)
+        result = await self._write(stmt.values(started=now))
+        return "taken" if result.rowcount else "busy"
+
+    async def finish(self, upload_id: str, index: int, size: int, now: datetime) -> None:
+        """Chunk ``index`` is all there (recorded again if a request that had given it
+        up released it meanwhile)."""
+        stmt = update(t.multipart_chunks).where(_k.upload_id == upload_id, _k.idx == index)
+        if (await self._write(stmt.values(done=True))).rowcount:
+            return
+        row = {"upload_id": upload_id, "idx": index, "size": size, "started": now}
+        with contextlib.suppress(DuplicateError):
+            await self._write(insert(t.multipart_chunks).values(**row, done=True))
+
+    async def release(self, upload_id: str, index: int) -> None:
+        """Chunk ``index`` did not arrive whole: it may be sent again at once."""
+        this = (_k.upload_id == upload_id, _k.idx == index, _k.done.is_(False))
+        await self._write(delete(t.multipart_chunks).where(*this))
 
     async def drop_chunks(self, upload_id: str, indexes: Iterable[int]) -> None:
         wanted = list(indexes)
@@ -91,12 +121,13 @@ class MultipartRepo(Repo):
 
     async def chunks(self, upload_id: str) -> dict[int, int]:
         """The chunks received: their sizes by index."""
-        stmt = select(_k.idx, _k.size).where(_k.upload_id == upload_id)
+        stmt = select(_k.idx, _k.size).where(_k.upload_id == upload_id, _k.done.is_(True))
         rows = await self._rows(stmt)
         return {int(row.idx): int(row.size) for row in rows}
 
     async def staged_bytes(self) -> int:
-        """The bytes of every chunk received and not yet completed, of every session."""
+        """The bytes of every chunk received or being received and not yet completed,
+        of every session."""
         live = _k.upload_id.in_(select(_u.id))
         stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
         async with self.engine.connect() as conn:

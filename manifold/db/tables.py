@@ -322,8 +322,11 @@ parkings = Table(
 )
 
 # Resumable multipart uploads of the API (OpenList's ``/api/fs/multipart/*``): one row
-# per session, one per chunk received. A chunk is its own row so that two instances
-# receiving chunks of one session at once never lose each other's (no read-modify-write).
+# per session, one per chunk received or being received (``done`` false, since
+# ``started``). A chunk is its own row so that two instances receiving chunks of one
+# session at once never lose each other's (no read-modify-write), and so that a chunk
+# being received anywhere is known everywhere (the same one again answers 409, and its
+# bytes count against the staging budget before they are all there).
 # ``path`` is the path as the user sent it; ``hashes`` is JSON ({"md5": hex, ...}).
 multipart_uploads = Table(
     "multipart_uploads",
@@ -349,4 +352,6 @@ multipart_chunks = Table(
     Column("upload_id", String(32), primary_key=True),
     Column("idx", Integer, primary_key=True),
     Column("size", BigInteger, nullable=False),
+    Column("done", Boolean, nullable=False),
+    Column("started", DateTime(timezone=True), nullable=False),
 )

@@ -13,7 +13,7 @@ from typing import Any
 from manifold.container import Services
 from manifold.drivers.base import RESERVED_PREFIX
 from manifold.models import Perm
-from tests.api.fs_helpers import make_tree, mount_local, save_settings
+from tests.api.fs_helpers import add_meta, make_tree, mount_local, save_settings
 from tests.conftest import Api, open_api, start_services
 
 MB = 1 << 20
@@ -144,6 +144,8 @@ async def test_a_chunk_of_the_wrong_length_is_refused(admin: Api, services: Serv
     assert beyond["code"] == 400
     assert (await status(admin, shot["upload_id"]))["data"]["received"] == []
     assert staged(services) == []
+    resent = await send(admin, shot["upload_id"], 0, pieces(data, MB)[0])
+    assert (resent["code"], resent["data"]["received"]) == (200, [[0, 0]])
 
 
 async def test_complete_before_every_chunk_is_refused(admin: Api, root: Path) -> None:
@@ -326,6 +328,22 @@ async def test_init_makes_the_checks_of_put(admin: Api, root: Path) -> None:
     assert (taken["code"], taken["message"]) == (403, "file exists")
 
 
+async def test_a_folder_password_is_asked_at_init_and_kept_for_complete(
+    admin: Api, root: Path
+) -> None:
+    await add_meta(admin, "/local/sub", password="open sesame")
+    data = payload(MB)
+    guest = await user_token(admin, "guest1", base_path="/", permission=int(Perm.WRITE))
+    refused = await init(admin, "/local/sub/p.bin", data, token=guest)
+    assert refused["code"] == 403
+    started = await init(admin, "/local/sub/p.bin", data, token=guest, Password="open sesame")
+    assert started["code"] == 200, started
+    upload_id = started["data"]["upload_id"]
+    await send(admin, upload_id, 0, data, token=guest)
+    assert (await complete(admin, upload_id, token=guest))["code"] == 200
+    assert (root / "sub" / "p.bin").read_bytes() == data
+
+
 async def test_a_session_is_its_owners_alone(admin: Api) -> None:
     data = payload(MB)
     upload_id = (await init(admin, "/local/mine.bin", data))["data"]["upload_id"]
@@ -411,3 +429,36 @@ async def test_two_instances_take_alternate_chunks(tmp_path: Path) -> None:
             assert (await complete(second, upload_id))["code"] == 200
             assert staged(second.services) == []
     assert (root / "two.bin").read_bytes() == data
+
+
+async def test_a_chunk_in_flight_on_another_instance_answers_409(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "root", {"keep.txt": "keep"})
+    data_dir = tmp_path / "data"
+    data = payload(MB)
+    gate = asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        yield data[:1000]
+        await gate.wait()
+        yield data[1000:]
+
+    async with instance(data_dir) as first:
+        await mount_local(first, "/local", root)
+        async with instance(data_dir) as second:
+            upload_id = (await init(first, "/local/x.bin", data))["data"]["upload_id"]
+            headers = {
+                "Authorization": first.token,
+                "X-Upload-Id": upload_id,
+                "X-Chunk-Index": "0",
+            }
+            put = first.client.put("/api/fs/multipart/chunk", content=slow(), headers=headers)
+            sending = asyncio.create_task(put)
+            for _ in range(3000):  # until the first copy is being written
+                if staged(first.services):
+                    break
+                await asyncio.sleep(0.01)
+            assert (await send(second, upload_id, 0, data))["code"] == 409
+            gate.set()
+            assert (await sending).json()["code"] == 200
+            assert (await complete(second, upload_id))["code"] == 200
+    assert (root / "x.bin").read_bytes() == data

@@ -41,6 +41,8 @@ def upgrade() -> None:
         sa.Column("upload_id", sa.String(32), primary_key=True),
         sa.Column("idx", sa.Integer, primary_key=True),
         sa.Column("size", sa.BigInteger, nullable=False),
+        sa.Column("done", sa.Boolean, nullable=False),
+        sa.Column("started", sa.DateTime(timezone=True), nullable=False),
     )
 
 

@@ -13,9 +13,8 @@ and its parts go, except when the destination failed in a way worth retrying.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -46,6 +45,9 @@ from manifold.services.fs.uploads import Uploads
 from manifold.services.fs.write import GuardedWriter
 
 NOT_FOUND = "multipart upload session not found"
+# A chunk being received for this long without arriving is taken for one whose request
+# (or instance) died: the same chunk sent again is received instead of answered 409.
+STALE_CHUNK = timedelta(minutes=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +77,6 @@ class MultipartUploads:
         self._writer = writer
         self._uploads = uploads
         self.limits = limits
-        # Chunks this process is receiving: the same one twice at once is refused
-        # (409), and their bytes count against the budget before they are recorded.
-        self._in_flight: dict[tuple[str, int], int] = {}
 
     # --- init ---------------------------------------------------------------------
 
@@ -152,33 +151,28 @@ class MultipartUploads:
         total = total_chunks(session.size, session.chunk_size)
         if not 0 <= index < total:
             raise BadRequest(f"chunk index {index} is outside 0..{total - 1}")
-        if index in await self._repo.chunks(upload_id):
-            return await self._snapshot(session)
         length = chunk_length(session, index)
-        try:
-            with self._receiving(session, index, length, await self._repo.staged_bytes()):
-                await self._store.put(session.staging, index, length, body)
-        except (ChunkInFlight, UploadBusy) as exc:  # OpenList's answer has the snapshot
-            exc.data = (await self._snapshot(session)).json()
-            raise
-        await self._repo.add_chunk(upload_id, index, length)
-        await self._repo.touch(upload_id, _now())
+        taken = await self._repo.reserve(upload_id, index, length, _now(), _now() - STALE_CHUNK)
+        if taken == "taken":
+            await self._receive(session, index, length, body)
+        elif taken == "busy":
+            raise ChunkInFlight(data=(await self._snapshot(session)).json())
         return await self._snapshot(session)
 
-    @contextlib.contextmanager
-    def _receiving(
-        self, session: UploadSession, index: int, length: int, staged: int
-    ) -> Iterator[None]:
-        key = (session.id, index)
-        if key in self._in_flight:
-            raise ChunkInFlight()
-        if staged + sum(self._in_flight.values()) + length > self.limits.staging_budget():
-            raise UploadBusy()
-        self._in_flight[key] = length
+    async def _receive(
+        self, session: UploadSession, index: int, length: int, body: AsyncIterator[bytes]
+    ) -> None:
+        """Receive a chunk reserved for this request; it counts against the budget
+        (with every other one received or being received) from its reservation on."""
         try:
-            yield
-        finally:
-            del self._in_flight[key]
+            if await self._repo.staged_bytes() > self.limits.staging_budget():
+                raise UploadBusy(data=(await self._snapshot(session)).json())
+            await self._store.put(session.staging, index, length, body)
+        except BaseException:
+            await self._repo.release(session.id, index)
+            raise
+        await self._repo.finish(session.id, index, length, _now())
+        await self._repo.touch(session.id, _now())
 
     # --- status, abort --------------------------------------------------------------
 

@@ -112,11 +112,6 @@ class StagingStore:
             if entry.name not in live and _mtime(entry) < young:
                 _remove(entry)
 
-    def staged(self, key: str) -> list[str]:
-        """The part files of a session, for an operator to look at."""
-        folder = self._folder(key)
-        return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-
     def _folder(self, key: str) -> Path:
         if not _KEY.fullmatch(key):
             raise NotFound(GONE)
