@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
 
 import asyncssh
 
@@ -75,6 +77,15 @@ class ReadFile:
         with contextlib.suppress(Exception):
             await self._settle()
         await self.handle.aclose()
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        """Where data or a hole starts, which asyncssh's server asks a file for a
+        client's ranges@asyncssh.com (asyncssh's own client sends it on every get): a
+        file here is data from its first byte to its end."""
+        size = self.obj.size
+        if whence == os.SEEK_DATA and offset >= size:
+            raise OSError(errno.ENXIO, "no data after the end of the file")
+        return size if whence == os.SEEK_HOLE else offset
 
     async def _windowed(self, offset: int, length: int) -> bytes:
         parts: list[bytes] = []
