@@ -1,8 +1,10 @@
 """The docs and the code name the same things, and the docs' links lead somewhere.
 
 Both ways: every command-line option, configuration key, Manifold setting and driver
-option the code defines is documented (in backquotes, on the page it belongs to), and
-every key, setting, option or driver the docs' tables present exists in the code. Every
+option the code defines is documented on the page it belongs to (a key, a setting or a
+driver's option as a backquoted row of that page's table, whose first header cell is
+``key``, ``setting`` or ``option``; an option in backquotes), and every key, setting,
+option, command-line option or driver the docs present there exists in the code. Every
 relative link in README.md and docs/ resolves to a file, and every ``#anchor`` to a
 heading of that file. Each check returns its problems, naming what and where, so that
 the last tests can show a check fails on a copy of the docs broken on purpose.
@@ -187,8 +189,8 @@ def check_driver_page(root: Path, page: str, driver: str, options: set[str]) -> 
     text = read(root, page)
     documented = first_column_names(text, "option")
     missing = [
-        f"option `{o}` of driver `{driver}` (its meta.py) is not in backquotes on {page}"
-        for o in sorted(options - code_spans(text))
+        f"option `{o}` of driver `{driver}` (its meta.py) is not in the option table of {page}"
+        for o in sorted(options - documented)
     ]
     extra = [
         f"{page} presents option `{o}`, which driver `{driver}` does not have"
