@@ -284,6 +284,10 @@ def broken_copy(tmp_path: Path, page: str, change: Callable[[str], str]) -> Path
     return tmp_path
 
 
+def replacing(old: str, new: str) -> Callable[[str], str]:
+    return lambda text: text.replace(old, new)
+
+
 def without_row(name: str) -> Callable[[str], str]:
     return lambda text: re.sub(rf"^\| `{re.escape(name)}` \|.*\n", "", text, flags=re.M)
 
@@ -292,9 +296,7 @@ def test_a_config_key_removed_or_made_up_is_named(tmp_path: Path) -> None:
     root = broken_copy(tmp_path, CONFIGURE, without_row("redis_url"))
     assert any("`redis_url`" in p and CONFIGURE in p for p in check_config(root))
     fake = "| `no_such_key` | `1` | made up |\n"
-    invented = broken_copy(
-        tmp_path / "b", CONFIGURE, lambda t: t.replace("| `port` |", fake + "| `port` |")
-    )
+    invented = broken_copy(tmp_path / "b", CONFIGURE, replacing("| `port` |", fake + "| `port` |"))
     assert check_config(invented) == [
         f"{CONFIGURE} documents config key `no_such_key`, which Config (manifold/config.py) lacks"
     ]
@@ -304,7 +306,7 @@ def test_a_setting_removed_or_made_up_is_named(tmp_path: Path) -> None:
     root = broken_copy(tmp_path, CONFIGURE, without_row("multipart_idle_seconds"))
     assert any("`multipart_idle_seconds`" in p for p in check_settings(root))
     fake = "| `no_such_setting` | `1` | made up |\n"
-    change = lambda t: t.replace("| `manifold_version` |", fake + "| `manifold_version` |")  # noqa: E731
+    change = replacing("| `manifold_version` |", fake + "| `manifold_version` |")
     assert any(
         "`no_such_setting`" in p
         for p in check_settings(broken_copy(tmp_path / "b", CONFIGURE, change))
@@ -319,26 +321,24 @@ def test_a_command_line_option_removed_or_made_up_is_named(
         tmp_path, CONFIGURE, lambda t: t.replace("`--force`", "force").replace(" [--force]", "")
     )
     assert any("`--force`" in p and "restore" in p for p in check_cli(root, options))
-    other = broken_copy(tmp_path / "b", CONFIGURE, lambda t: t.replace("[--force]", "[--forse]"))
+    other = broken_copy(tmp_path / "b", CONFIGURE, replacing("[--force]", "[--forse]"))
     assert any("`--forse`" in p for p in check_cli(other, options))
 
 
 def test_a_driver_option_removed_or_made_up_is_named(tmp_path: Path) -> None:
     page = driver_pages(ROOT)["Local"]
-    root = broken_copy(tmp_path, page, lambda t: t.replace("`recycle_bin_path`", "recycle bin"))
+    root = broken_copy(tmp_path, page, replacing("`recycle_bin_path`", "recycle bin"))
     assert any("`recycle_bin_path`" in p and page in p for p in check_drivers(root))
     fake = "| `no_such_option` | made up |\n"
-    change = lambda t: t.replace("| `mkdir_perm` |", fake + "| `mkdir_perm` |")  # noqa: E731
+    change = replacing("| `mkdir_perm` |", fake + "| `mkdir_perm` |")
     assert any(
         "`no_such_option`" in p for p in check_drivers(broken_copy(tmp_path / "b", page, change))
     )
 
 
 def test_a_broken_link_or_anchor_is_named(tmp_path: Path) -> None:
-    root = broken_copy(
-        tmp_path, "README.md", lambda t: t.replace("docs/benchmarks.md", "docs/bench.md")
-    )
+    root = broken_copy(tmp_path, "README.md", replacing("docs/benchmarks.md", "docs/bench.md"))
     assert any("README.md" in p and "docs/bench.md" in p for p in check_links(root))
-    change = lambda t: t.replace("(api.md#uploads)", "(api.md#no-such-heading)")  # noqa: E731
+    change = replacing("(api.md#uploads)", "(api.md#no-such-heading)")
     other = broken_copy(tmp_path / "b", CONFIGURE, change)
     assert any("#no-such-heading" in p for p in check_links(other))
