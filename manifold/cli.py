@@ -48,7 +48,7 @@ protocol servers (config keys; environment variables MANIFOLD_<KEY>):
   sftp_port  SFTP server port (0 = off; e.g. MANIFOLD_SFTP_PORT=5222)
   ftp_port   FTP/FTPS server port (0 = off; e.g. MANIFOLD_FTP_PORT=5221)
   s3_port    S3 server port (0 = off; e.g. MANIFOLD_S3_PORT=5246)
-They listen on `address` (--host). See the README for each server's settings.
+They listen on `address` (--host). See docs/protocols.md for each server's settings.
 """
 
 

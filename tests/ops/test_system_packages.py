@@ -1,8 +1,9 @@
 """A fresh Debian machine gets every system program and module the tests and benchmarks
-load: each belongs to a package that the README's commands install, through
+load: each belongs to a package that the documented commands install, through
 dependencies alone (``apt_install`` passes ``--no-install-recommends``).
 
-The packages are read from the scripts the README names (and what they source), never
+The packages are read from the scripts the README and the benchmarks page
+(``docs/benchmarks.md``) name (and what they source), never
 restated here; the owner of each file comes from ``dpkg -S``, the closure from the
 installed packages' ``Depends`` and ``Pre-Depends``. What every Debian system has (the
 essential and required packages) counts as installed.
@@ -56,9 +57,13 @@ class Installed:
     base: set[str] = field(default_factory=set)
 
 
+# The page that tells how to run the benchmarks (scripts/bench).
+BENCHMARKS = "docs/benchmarks.md"
+
+
 def scripts_of_readme() -> list[Path]:
-    """The scripts the README tells a user to run, and the files those source."""
-    readme = (ROOT / "README.md").read_text("utf-8")
+    """The scripts the README and the benchmarks page tell a user to run, and their sources."""
+    readme = "".join((ROOT / p).read_text("utf-8") for p in ("README.md", BENCHMARKS))
     named = sorted({ROOT / "scripts" / m for m in re.findall(r"scripts/([a-z]\w*)", readme)})
     sourced = set()
     for script in named:

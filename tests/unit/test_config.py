@@ -148,8 +148,8 @@ def test_describe_masks_secret_and_database_password(tmp_path: Path) -> None:
     assert "jwt-value" not in json.dumps(shown) and "db-pass" not in json.dumps(shown)
 
 
-def test_every_key_is_in_the_readme_table(tmp_path: Path) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+def test_every_key_is_in_the_configuration_table(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "docs" / "install-and-configure.md").read_text("utf-8")
     for key in read_file_keys(tmp_path):
         assert f"| `{key}` |" in readme, key
 
