@@ -106,13 +106,21 @@ def test_iframe_previews_text_is_exact() -> None:
     assert set(json.loads(value)) == {"doc,docx,xls,xlsx,ppt,pptx", "pdf", "epub"}
 
 
-def test_privacy_regs_has_three_go_patterns() -> None:
-    lines = _item("privacy_regs").value.split("\n")
-    assert len(lines) == 3
-    assert lines[0].startswith(r"(?:(?:\d|[1-9]\d")
-    assert lines[1].startswith("([[:xdigit:]]{1,4}(?::[[:xdigit:]]{1,4}){7}|::|")
-    assert lines[1].endswith("|(?:[[:xdigit:]]{1,4}:){1,6}:)")
-    assert lines[2] == "(?U)access_token=(.*)&"
+def test_privacy_regs_mask_secrets_not_addresses() -> None:
+    """Manifold's default masks passwords, keys and tokens only; AList's three patterns
+    (every IPv4 and IPv6 address, an access token) are what an install still carrying them
+    is moved off at its next start."""
+    item = _item("privacy_regs")
+    lines = item.value.split("\n")
+    assert lines[0] == "(?U)access_token=(.*)&"
+    assert any("password" in line for line in lines)
+    assert not any("xdigit" in line or r"\d" in line for line in lines)
+    assert item.pre_default is not None
+    alist = item.pre_default.split("\n")
+    assert len(alist) == 3
+    assert alist[0].startswith(r"(?:(?:\d|[1-9]\d")
+    assert alist[1].startswith("([[:xdigit:]]{1,4}(?::[[:xdigit:]]{1,4}){7}|::|")
+    assert alist[2] == "(?U)access_token=(.*)&"
 
 
 def test_token_item() -> None:
@@ -138,7 +146,7 @@ def test_customize_head_resets_old_polyfill_default() -> None:
     assert item.pre_default is not None
     assert "polyfill.min.js" in item.pre_default
     others = [i.key for i in ALIST_SETTINGS if i.pre_default is not None]
-    assert others == ["customize_head"]
+    assert others == ["customize_head", "privacy_regs"]
 
 
 def test_selected_literal_defaults() -> None:
