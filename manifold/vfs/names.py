@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 from manifold.errors import ObjectNotFound
 from manifold.models import Obj
-from manifold.paths import is_listable_name, is_reserved_name
+from manifold.paths import all_shown_names, is_listable_name, is_reserved_name
 
 log = logging.getLogger("manifold.drivers")
 
@@ -47,7 +47,7 @@ class NameCheck:
     def listed(self, folder: str, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         """``objs`` (the listing of ``folder``) without the entries whose names are
         left out; the very list given when none is."""
-        if all(_shown(obj.name) for obj in objs):
+        if all_shown_names([obj.name for obj in objs]):
             self._left_out.pop(folder, None)
             return objs
         kept = [obj for obj in objs if _shown(obj.name)]
