@@ -7,7 +7,9 @@ path goes through ``join_base``, which can never return a path outside the base.
 from __future__ import annotations
 
 import posixpath
+import re
 import secrets
+from collections.abc import Sequence
 
 from manifold.errors import InvalidName, NameTooLong, RelativePath
 
@@ -179,6 +181,34 @@ def is_reserved_name(name: str) -> bool:
     """Whether ``name`` starts with ``RESERVED_PREFIX``, in any letter case: data in
     progress, which no client makes, sees or reads."""
     return name.casefold().startswith(RESERVED_PREFIX)
+
+
+# Any character ``is_listable_name`` refuses but the slash: ``all_shown_names`` joins
+# names with slashes and counts them instead.
+_UNLISTABLE_CHAR = re.compile("[" + re.escape("".join(sorted(_UNSAFE | {"\\"}))) + "]")
+
+
+def all_shown_names(names: Sequence[str]) -> bool:
+    """Whether every name is listable (``is_listable_name``) and none reserved
+    (``is_reserved_name``): the same answer as asking each, in a few passes in C over
+    the names joined with slashes, for listings of 100,000 entries.
+
+    With no slash inside a name (as many slashes as gaps), an empty name shows as
+    ``//`` and a name ``.`` or ``..`` as ``/./`` or ``/../``; case folding maps each
+    character on its own, so a reserved name shows in the folded whole as ``/`` and
+    the prefix.
+    """
+    if not names:
+        return True
+    joined = "/" + "/".join(names) + "/"
+    return (
+        joined.count("/") == len(names) + 1
+        and "//" not in joined
+        and "/./" not in joined
+        and "/../" not in joined
+        and _UNLISTABLE_CHAR.search(joined) is None
+        and "/" + RESERVED_PREFIX not in joined.casefold()
+    )
 
 
 def validate_name(name: str) -> str:

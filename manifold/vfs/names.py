@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import builtins
 import logging
+import operator
 from collections import OrderedDict
 
 from manifold.errors import ObjectNotFound
 from manifold.models import Obj
-from manifold.paths import is_listable_name, is_reserved_name
+from manifold.paths import all_shown_names, is_listable_name, is_reserved_name
 
 log = logging.getLogger("manifold.drivers")
 
@@ -34,6 +35,11 @@ log = logging.getLogger("manifold.drivers")
 # listed go first past these numbers).
 LOGGED_NAMES = 10_000
 FOLDERS_KEPT = 10_000
+# Folders whose last listing passed whole are remembered by its objects: a rescan that
+# hands out the very same objects (Local reuses every unchanged one) skips the check,
+# a tenth of the cost of a rescan of 10,000 entries. A few folders only, since what is
+# remembered keeps its objects alive.
+PASSED_KEPT = 4
 
 
 class NameCheck:
@@ -43,13 +49,19 @@ class NameCheck:
         self.mount_path = mount_path
         self._logged: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._left_out: OrderedDict[str, int] = OrderedDict()
+        self._passed: OrderedDict[str, tuple[Obj, ...]] = OrderedDict()
 
     def listed(self, folder: str, objs: builtins.list[Obj]) -> builtins.list[Obj]:
         """``objs`` (the listing of ``folder``) without the entries whose names are
         left out; the very list given when none is."""
-        if all(_shown(obj.name) for obj in objs):
-            self._left_out.pop(folder, None)
+        if self._passed_before(folder, objs):
+            self._passed.move_to_end(folder)
             return objs
+        if all_shown_names([obj.name for obj in objs]):
+            self._left_out.pop(folder, None)
+            self._remember_passed(folder, objs)
+            return objs
+        self._passed.pop(folder, None)
         kept = [obj for obj in objs if _shown(obj.name)]
         for obj in objs:
             if not is_listable_name(obj.name):
@@ -59,6 +71,18 @@ class NameCheck:
         while len(self._left_out) > FOLDERS_KEPT:
             self._left_out.popitem(last=False)
         return kept
+
+    def _passed_before(self, folder: str, objs: builtins.list[Obj]) -> bool:
+        """Whether ``objs`` are the very objects (frozen, so the same names) of the
+        last listing of ``folder`` that passed whole."""
+        last = self._passed.get(folder)
+        return last is not None and len(last) == len(objs) and all(map(operator.is_, last, objs))
+
+    def _remember_passed(self, folder: str, objs: builtins.list[Obj]) -> None:
+        self._passed[folder] = tuple(objs)  # a copy: a driver may reuse its list
+        self._passed.move_to_end(folder)
+        while len(self._passed) > PASSED_KEPT:
+            self._passed.popitem(last=False)
 
     @staticmethod
     def refuse_unlisted(path: str) -> None:

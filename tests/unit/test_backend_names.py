@@ -88,6 +88,32 @@ async def test_a_folder_listed_clean_again_holds_nothing_left_out() -> None:
     assert ops.left_out("/sub") == 0
 
 
+class Reusing(Hostile):
+    """Hands out one list, the same objects in it, on every listing; ``add`` puts
+    another object into that very list, as a driver that reuses its list could."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.kept: list[Obj] = self._objs("/")
+
+    async def list(self, dir: Obj) -> list[Obj]:
+        return self.kept
+
+    def add(self, name: str) -> None:
+        self.kept.append(Obj(name, 0, False, WHEN, path=f"/{name}"))
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+async def test_a_hostile_name_added_to_a_reused_listing_is_left_out(name: str) -> None:
+    driver = Reusing(GOOD)
+    ops = ops_over(driver)
+    for _ in range(2):  # the second listing hands out the very objects of the first
+        assert sorted(o.name for o in await ops.list("/", refresh=True)) == sorted(GOOD)
+    driver.add(name)
+    assert sorted(o.name for o in await ops.list("/", refresh=True)) == sorted(GOOD)
+    assert ops.left_out("/") == 1
+
+
 async def test_each_name_left_out_is_logged_once_escaped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -9,10 +9,13 @@ from hypothesis import strategies as st
 from manifold.errors import InvalidRequest, NameTooLong, RelativePath
 from manifold.paths import (
     MAX_NAME_BYTES,
+    RESERVED_PREFIX,
+    all_shown_names,
     child_path,
     clean_path,
     has_relative_segment,
     is_listable_name,
+    is_reserved_name,
     is_sub_path,
     join_base,
     safe_name,
@@ -277,3 +280,27 @@ def test_new_names_hold_at_most_255_bytes(unit: str) -> None:
 def test_a_lone_surrogate_counts_and_never_breaks_the_check() -> None:
     with pytest.raises(NameTooLong):
         validate_new_name("\ud800" * 86)
+
+
+# Names near every edge of the listing rule: empty, dot names, separators, controls,
+# text-reordering marks, reserved in any letter case, and a letter that folds to two ("İ").
+ODD_PIECES = ["", ".", "..", "/", "\\", "\x00", "\n", "\x85", "\u202e", "\udcff"]
+NAME_PIECES = st.sampled_from(
+    [*ODD_PIECES, "a", "é", "ß", "I", "\u0130", RESERVED_PREFIX, RESERVED_PREFIX.upper()]
+)
+NAMES = st.lists(st.lists(NAME_PIECES, max_size=3).map("".join), max_size=6)
+
+
+def shown_one_by_one(names: list[str]) -> bool:
+    return all(is_listable_name(n) and not is_reserved_name(n) for n in names)
+
+
+@given(NAMES)
+@example([])
+@example(["a", ""])
+@example(["a", "..", "b"])
+@example(["a/b"])
+@example(["x", ".Manifold-Upload-part"])
+@example(["ok", "report.pdf"])
+def test_a_whole_listing_is_checked_as_each_name_is(names: list[str]) -> None:
+    assert all_shown_names(names) is shown_one_by_one(names)
