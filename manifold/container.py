@@ -199,7 +199,6 @@ class Services:
             MultipartRepo(engine),
             StagingStore(config.multipart_staging),
             writer,
-            uploads,
             Limits(settings),
             NativeStore(writer),
         )

@@ -23,6 +23,7 @@ from manifold.services.fs.write import GuardedWriter
 from manifold.services.runner import TaskService
 
 HASHES = ("md5", "sha1", "sha256")
+_FILE_READ = 4 << 20
 
 
 class Uploads:
@@ -68,11 +69,25 @@ class Uploads:
 
 def verified(stream: AsyncIterator[bytes], expected: Mapping[str, str]) -> AsyncIterator[bytes]:
     """``stream``, failing at its end unless each expected digest matches."""
+    wanted = _wanted(expected)
+    return _checked(stream, wanted) if wanted else stream
+
+
+async def check_file(path: str, expected: Mapping[str, str]) -> None:
+    """Fail unless the file at ``path`` has each expected digest: the file is read
+    once, in a worker thread, every digest taken in the same pass."""
+    wanted = _wanted(expected)
+    if wanted:
+        hashers = await run_in(CPU_POOL, _hash_file, path, list(wanted))
+        _compare(hashers, wanted)
+
+
+def _wanted(expected: Mapping[str, str]) -> dict[str, str]:
     wanted = {algo: digest.strip().lower() for algo, digest in expected.items() if digest.strip()}
     unknown = set(wanted) - set(HASHES)
     if unknown:
         raise InvalidRequest(f"unknown hash: {', '.join(sorted(unknown))}")
-    return _checked(stream, wanted) if wanted else stream
+    return wanted
 
 
 async def _checked(stream: AsyncIterator[bytes], wanted: dict[str, str]) -> AsyncIterator[bytes]:
@@ -80,9 +95,21 @@ async def _checked(stream: AsyncIterator[bytes], wanted: dict[str, str]) -> Asyn
     async for data in stream:
         await run_in(CPU_POOL, _update, hashers, data)
         yield data
+    _compare(hashers, wanted)
+
+
+def _compare(hashers: list[tuple[str, hashlib._Hash]], wanted: dict[str, str]) -> None:
     for algo, hasher in hashers:
         if hasher.hexdigest() != wanted[algo]:
             raise InvalidRequest(f"{algo} of the uploaded data does not match the header")
+
+
+def _hash_file(path: str, algos: list[str]) -> list[tuple[str, hashlib._Hash]]:
+    hashers = [(algo, hashlib.new(algo)) for algo in algos]
+    with open(path, "rb", buffering=0) as file:
+        while data := file.read(_FILE_READ):
+            _update(hashers, data)
+    return hashers
 
 
 def _update(hashers: list[tuple[str, hashlib._Hash]], data: bytes) -> None:

@@ -61,7 +61,9 @@ class NativeStore:
     async def open(self, key: str) -> None:
         """Nothing to make: ``begin`` began the upload."""
 
-    async def put(self, key: str, index: int, length: int, body: AsyncIterator[bytes]) -> None:
+    async def put(
+        self, key: str, index: int, offset: int, length: int, body: AsyncIterator[bytes]
+    ) -> None:
         """The chunk is read whole before the storage is called: a slow sender holds
         none of the storage's upload slots (a chunk is at most the chunk size)."""
         folder, token = _parsed(key)
@@ -72,10 +74,9 @@ class NativeStore:
         """All: the store lists its parts itself when the upload is finished."""
         return indexes
 
-    async def read(self, key: str, count: int) -> AsyncIterator[bytes]:
+    async def whole(self, key: str, size: int) -> str:
         """Never: the store joins the parts itself (``Upload.native``)."""
         raise ServerError("the parts of a native multipart upload are not read back")
-        yield b""  # pragma: no cover - makes this an async generator
 
     async def discard(self, key: str) -> None:
         """Abort the upload. A store that cannot be reached keeps the parts until its

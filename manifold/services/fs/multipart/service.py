@@ -4,10 +4,12 @@
 permission, password, hide, base path and reserved-name rules of ``/api/fs/put``)
 and opens a session, or resumes the open one of the same user, path, size and
 hashes. Chunks arrive in any order, on any instance; each is checked against the
-length its index calls for and recorded once. ``complete`` sends the staged parts,
-in order, as ONE upload through the same writer path as ``/api/fs/put`` (so every
-check is made again, for the user as they are then), with the hashes the page sent
-verified before anything appears under the name. Whatever the outcome, the session
+length its index calls for and recorded once. ``complete`` hands the staged file
+(the chunks written at their offsets) as ONE upload to the same writer path as
+``/api/fs/put`` (so every check is made again, for the user as they are then), with
+the hashes the page sent verified before anything appears under the name; only the
+byte transport differs: a Local storage on the staging folder's file system links
+the file into place instead of copying it. Whatever the outcome, the session
 and its parts go, except when the destination failed in a way worth retrying.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from manifold.db.multipart_repo import MultipartRepo, UploadSession
-from manifold.drivers.base import NativeParts
+from manifold.drivers.base import FileSource, NativeParts
 from manifold.errors import (
     BadRequest,
     ChunkInFlight,
@@ -46,7 +48,7 @@ from manifold.services.fs.multipart.snapshot import (
 )
 from manifold.services.fs.multipart.store import PartStore
 from manifold.services.fs.tree import Place
-from manifold.services.fs.uploads import Uploads
+from manifold.services.fs.uploads import check_file
 from manifold.services.fs.write import GuardedWriter
 
 NOT_FOUND = "multipart upload session not found"
@@ -75,7 +77,6 @@ class MultipartUploads:
         repo: MultipartRepo,
         store: PartStore,
         writer: GuardedWriter,
-        uploads: Uploads,
         limits: Limits,
         native: NativeStore | None = None,
     ) -> None:
@@ -83,7 +84,6 @@ class MultipartUploads:
         self._store = store
         self._native = native
         self._writer = writer
-        self._uploads = uploads
         self.limits = limits
 
     # --- init ---------------------------------------------------------------------
@@ -201,7 +201,8 @@ class MultipartUploads:
         try:
             if session.store == STAGING and await self._over_budget():
                 raise UploadBusy(data=(await self._snapshot(session)).json())
-            await self._parts(session).put(session.staging, index, length, body)
+            offset = index * session.chunk_size
+            await self._parts(session).put(session.staging, index, offset, length, body)
         except BaseException:
             await self._repo.release(session.id, index)
             raise
@@ -272,16 +273,22 @@ class MultipartUploads:
         if session.store == NATIVE:
             await self._finish(caller, session, count)
             return
-        parts = self._store.read(session.staging, count)
-        await self._uploads.receive(
+        await self._place_staged(caller, session)
+
+    async def _place_staged(self, caller: Caller, session: UploadSession) -> None:
+        """Put the staged file in place as one upload, after every check of a put and
+        its hashes: a Local storage on the staging folder's file system links the file
+        itself (no byte copied), any other storage reads it as a put's stream."""
+        path = await self._store.whole(session.staging, session.size)
+        await check_file(path, session.hashes)
+        await self._writer.put(
             caller,
             session.path,
-            parts,
+            session.password,
+            FileSource(path),
             session.size,
-            password=session.password,
-            modified=session.modified,
-            overwrite=session.overwrite,
-            expected=session.hashes,
+            session.modified,
+            session.overwrite,
         )
 
     async def _finish(self, caller: Caller, session: UploadSession, count: int) -> None:

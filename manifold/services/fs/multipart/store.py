@@ -2,35 +2,40 @@
 first implementation, a staging folder.
 
 A store keeps each session's parts under the session's ``staging`` key and gives
-them back in order at completion. ``StagingStore`` keeps them as one file per chunk
-in a private folder per session: a chunk is written under a temporary name and
-renamed into place once whole and of its expected length, so a chunk sent twice (or
-by two instances at once) is stored once and never shows half. A store with a
-native multipart upload of its own (S3, Azure) is a second implementation of the
-same interface; the routes and the session service do not change.
+them back at completion. ``StagingStore`` keeps them as ONE file per session, in a
+private folder per session: each chunk is written at its offset in that file, so at
+``complete`` the file is the upload itself and is handed to the writer whole (a
+Local storage on the same file system links it into place: the bytes are written
+once). A chunk counts as received only once whole and of its length (the session's
+record says so, not the file); one sent again, or by two instances one after the
+other, rewrites the same range with the same bytes, and the session's chunk
+reservation keeps two writers off one chunk at a time. A store with a native
+multipart upload of its own (S3, Azure) is a second implementation of the same
+interface; the routes and the session service do not change.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
 from manifold.concurrency import DISK_POOL, run_in
 from manifold.config import make_private
-from manifold.errors import BadRequest, NotFound
-from manifold.services.fs.streams import file_stream
+from manifold.errors import BadRequest, NotFound, ServerError
 
 _KEY = re.compile(r"[0-9a-f]{32}")
 GONE = "multipart upload session not found"
 # A folder this young may be a session another instance is opening (its record made,
 # its folder not yet seen by the sweep's list of records): the sweep leaves it.
 YOUNG_SECONDS = 60.0
+_FILE = "upload"
+# Pieces of a chunk are written this many bytes at a time (fewer thread hops).
+_BATCH = 1 << 20
 
 
 class ChunkLengthError(BadRequest):
@@ -41,14 +46,16 @@ class PartStore(Protocol):
     async def open(self, key: str) -> None:
         """Make room for a new session's parts."""
 
-    async def put(self, key: str, index: int, length: int, body: AsyncIterator[bytes]) -> None:
-        """Store chunk ``index``, which must be exactly ``length`` bytes."""
+    async def put(
+        self, key: str, index: int, offset: int, length: int, body: AsyncIterator[bytes]
+    ) -> None:
+        """Store chunk ``index`` (at ``offset`` of the file), exactly ``length`` bytes."""
 
     async def present(self, key: str, indexes: set[int]) -> set[int]:
         """Which of ``indexes`` the store really holds (a lost disk, another host)."""
 
-    def read(self, key: str, count: int) -> AsyncIterator[bytes]:
-        """The bytes of chunks 0 to ``count - 1``, in order."""
+    async def whole(self, key: str, size: int) -> str:
+        """The path of the session's whole file, ``size`` bytes, on this machine."""
 
     async def discard(self, key: str) -> None:
         """Remove every part of the session; an unknown key is not an error."""
@@ -58,7 +65,7 @@ class PartStore(Protocol):
 
 
 class StagingStore:
-    """Parts as files in ``root``/<key>/ (see the module's docstring)."""
+    """Parts as one file, ``root``/<key>/upload (see the module's docstring)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -70,33 +77,38 @@ class StagingStore:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         make_private(self.root)
         folder.mkdir(mode=0o700, exist_ok=True)
+        # The folder is private; the file gets the mode a put gives a new file, since a
+        # Local storage links this very file into place.
+        os.close(os.open(folder / _FILE, os.O_WRONLY | os.O_CREAT, 0o666))
 
-    async def put(self, key: str, index: int, length: int, body: AsyncIterator[bytes]) -> None:
-        folder = self._folder(key)
-        temp = folder / f".{secrets.token_hex(8)}.partial"
+    async def put(
+        self, key: str, index: int, offset: int, length: int, body: AsyncIterator[bytes]
+    ) -> None:
+        path = self._folder(key) / _FILE
         try:
-            file = await run_in(DISK_POOL, _open_private, temp)
+            fd = await run_in(DISK_POOL, os.open, path, os.O_WRONLY)
         except FileNotFoundError:
             raise NotFound(GONE) from None  # aborted or swept meanwhile
         try:
-            await _write_exactly(file, body, length)
-            await run_in(DISK_POOL, _close_into, file, temp, folder / _part(index))
-        except FileNotFoundError:
-            await run_in(DISK_POOL, _discard, file, temp)
-            raise NotFound(GONE) from None
-        except BaseException:
-            await run_in(DISK_POOL, _discard, file, temp)
-            raise
+            await _write_exactly(fd, offset, body, length)
+        finally:
+            await run_in(DISK_POOL, os.close, fd)
 
     async def present(self, key: str, indexes: set[int]) -> set[int]:
-        folder = self._folder(key)
-        return await run_in(DISK_POOL, _present, folder, indexes)
+        """All, while the session's file is here: a chunk is recorded as received only
+        after its bytes were written to it."""
+        path = self._folder(key) / _FILE
+        return indexes if await run_in(DISK_POOL, path.is_file) else set()
 
-    async def read(self, key: str, count: int) -> AsyncIterator[bytes]:
-        folder = self._folder(key)
-        for index in range(count):
-            async for data in file_stream(str(folder / _part(index))):
-                yield data
+    async def whole(self, key: str, size: int) -> str:
+        path = self._folder(key) / _FILE
+        try:
+            found = (await run_in(DISK_POOL, path.stat)).st_size
+        except FileNotFoundError:
+            raise NotFound(GONE) from None
+        if found != size:  # never, as each chunk is written within its range
+            raise ServerError(f"the staged file has {found} bytes, {size} expected")
+        return str(path)
 
     async def discard(self, key: str) -> None:
         await run_in(DISK_POOL, shutil.rmtree, self._folder(key), True)
@@ -118,38 +130,31 @@ class StagingStore:
         return self.root / key
 
 
-async def _write_exactly(file: IO[bytes], body: AsyncIterator[bytes], length: int) -> None:
-    written = 0
+async def _write_exactly(fd: int, offset: int, body: AsyncIterator[bytes], length: int) -> None:
+    """Write ``body`` at ``offset``, a batch at a time, and flush it to the disk: a
+    chunk counted received survives a crash, and ``complete`` has little left to
+    sync. A piece that would go past ``length`` is refused before it is written, so
+    a chunk never touches the next one's range."""
+    written, batch = 0, bytearray()
     async for data in body:
-        written += len(data)
-        if written > length:
+        if written + len(batch) + len(data) > length:
             raise ChunkLengthError(f"chunk is longer than its expected {length} bytes")
-        await run_in(DISK_POOL, file.write, data)
+        batch += data
+        if len(batch) >= _BATCH:
+            written += await run_in(DISK_POOL, _pwrite_all, fd, bytes(batch), offset + written)
+            batch.clear()
+    written += await run_in(DISK_POOL, _pwrite_all, fd, bytes(batch), offset + written)
     if written != length:
         raise ChunkLengthError(f"chunk has {written} bytes, {length} expected")
+    await run_in(DISK_POOL, os.fdatasync, fd)
 
 
-def _part(index: int) -> str:
-    return f"{index:08d}.part"
-
-
-def _open_private(path: Path) -> IO[bytes]:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    return os.fdopen(fd, "wb")
-
-
-def _close_into(file: IO[bytes], temp: Path, target: Path) -> None:
-    file.close()
-    os.replace(temp, target)  # a copy sent again replaces the same bytes
-
-
-def _discard(file: IO[bytes], temp: Path) -> None:
-    file.close()
-    temp.unlink(missing_ok=True)
-
-
-def _present(folder: Path, indexes: set[int]) -> set[int]:
-    return {i for i in indexes if (folder / _part(i)).is_file()}
+def _pwrite_all(fd: int, data: bytes, offset: int) -> int:
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+    return len(data)
 
 
 def _mtime(path: Path) -> float:
