@@ -22,7 +22,7 @@ from tests.fixtures.processes import Daemon
 
 MB = 1_000_000
 BIG = 300 * MB
-MID = 60 * MB  # enough chunks for the S3 case, which moto takes more slowly
+MID = 120 * MB  # the S3 case: a third of its chunks is more than the page has in flight
 CHUNK = 10 * 1024 * 1024
 CHUNKS = -(-BIG // CHUNK)
 IN_FLIGHT = 3  # chunks the page sends at once
@@ -296,7 +296,8 @@ async def test_a_page_closed_mid_upload_to_s3_is_continued_with_nothing_staged_o
     on_chunk_response(page, lambda: staged.append(staged_bytes(site)))
     await continued(page, site, "/bucket", mid_file)
     staged.append(staged_bytes(site))
-    assert len(staged) >= chunks_of(MID) and max(staged) == 0
+    # Every chunk was answered once, but for those in flight when the first page closed.
+    assert len(staged) > chunks_of(MID) - IN_FLIGHT and max(staged) == 0
     stored = await s3.client.get_object(Bucket=BUCKET, Key=f"{PARTS}/{mid_file.name}")
     assert await stored["Body"].read() == mid_file.read_bytes()
     assert await s3.uploads(BUCKET) == []
