@@ -58,6 +58,7 @@ class Site:
     base: str
     token: str
     files: Path
+    data: Path  # the server's data folder
 
     def api(self, path: str, body: Any = None, token: str | None = None) -> dict[str, Any]:
         headers = {"Authorization": self.token if token is None else token}
@@ -128,7 +129,7 @@ def serve(
         answer = httpx.post(
             base + "/api/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}
         ).json()
-        started = Site(base, answer["data"]["token"], files)
+        started = Site(base, answer["data"]["token"], files, data)
         started.mount("home")  # an empty root answers "please add a storage first"
         yield started
     finally:

@@ -42,9 +42,9 @@ http {{
 """
 
 
-@contextmanager
-def nginx(root: Path, base: Path, extra: str = "") -> Iterator[str]:
-    """nginx serving ``root`` (its files in ``base``); yields its base URL."""
+def nginx_daemon(root: Path, base: Path, extra: str = "") -> tuple[Daemon, str]:
+    """nginx serving ``root`` (its files in ``base``), started, and its base URL; the
+    daemon can be stopped and started again on the same port, to cut every connection."""
     base.mkdir(parents=True, exist_ok=True)
     port = free_port()
     # Run as root (as the tests may be), nginx hands its workers to nobody, who cannot
@@ -54,7 +54,14 @@ def nginx(root: Path, base: Path, extra: str = "") -> Iterator[str]:
     conf.write_text(CONF.format(user=user, base=base, port=port, root=root, extra=extra))
     argv = ["nginx", "-c", str(conf), "-p", str(base)]
     daemon = Daemon("nginx", argv, lambda: port_open(port), base / "nginx.out").start()
+    return daemon, f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def nginx(root: Path, base: Path, extra: str = "") -> Iterator[str]:
+    """nginx serving ``root`` (its files in ``base``); yields its base URL."""
+    daemon, url = nginx_daemon(root, base, extra)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         daemon.stop()
