@@ -28,12 +28,12 @@ from tests.conftest import Api
 from tests.drivers import s3_server
 
 PAIRS = [
-    ("local", "s3"),
-    ("s3", "sftp"),
+    ("local", "bucket"),
+    ("bucket", "sftp"),
     ("sftp", "local"),
     ("webdav", "ftp"),
     ("smb", "alist"),
-    ("ftp", "s3"),
+    ("ftp", "bucket"),
 ]
 # Keys of the S3 folder renamed as a task: enough that a move holds the store for a
 # while, few enough that the module stays quick on moto.
@@ -79,7 +79,7 @@ async def test_an_s3_folder_renamed_becomes_a_task_with_rising_progress(
     s3: s3_server.S3Server,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run = mounted["s3"].removeprefix("/s3/")
+    run = mounted["bucket"].removeprefix("/bucket/")
     await plant(s3, f"{run}/big/", KEYS)
     # One move worker, held by a move through a gate: the rename's task can only wait
     # while the rename answers.
@@ -90,12 +90,12 @@ async def test_an_s3_folder_renamed_becomes_a_task_with_rising_progress(
     move = {"src_dir": "/gated", "dst_dir": mounted["local"], "names": ["held.bin"]}
     held = (await api.post("/api/fs/move", move))["data"]["tasks"][0]["id"]
 
-    answer = await api.post("/api/fs/rename", {"path": f"{mounted['s3']}/big", "name": "moved"})
+    answer = await api.post("/api/fs/rename", {"path": f"{mounted['bucket']}/big", "name": "moved"})
     assert (answer["code"], answer["data"]) == (200, None), answer
     [waiting] = [
         t for t in (await api.get("/api/admin/task/move/undone"))["data"] if t["id"] != held
     ]
-    assert waiting["name"] == f"move [/s3](/{run}/big) to [/s3](/{run}) as moved"
+    assert waiting["name"] == f"move [/bucket](/{run}/big) to [/bucket](/{run}) as moved"
     assert waiting["state"] == TaskState.PENDING
     try:
         await gate.open()
@@ -118,4 +118,4 @@ async def test_an_s3_folder_renamed_becomes_a_task_with_rising_progress(
     moved = [key for key in await s3.keys(BUCKET, f"{run}/moved/") if "/k" in key]
     assert len(moved) == KEYS
     assert await s3.keys(BUCKET, f"{run}/big/") == []
-    assert await download(api, f"{mounted['s3']}/moved/k0999") == b"0999"
+    assert await download(api, f"{mounted['bucket']}/moved/k0999") == b"0999"
