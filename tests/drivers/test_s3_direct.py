@@ -46,8 +46,8 @@ async def test_the_url_puts_exactly_that_key_and_lives_as_long_as_links(
     api: Api, s3: S3Server
 ) -> None:
     await api.as_admin()
-    await mount(api, s3, "/s3", enable_direct_upload=True, sign_url_expire=2)
-    answer = await ask(api, "/s3/in coming", "report ü.bin")
+    await mount(api, s3, "/bucket", enable_direct_upload=True, sign_url_expire=2)
+    answer = await ask(api, "/bucket/in coming", "report ü.bin")
     assert answer["code"] == 200, answer
     info = answer["data"]
     assert (info["method"], info["chunk_size"]) == ("PUT", 0)
@@ -89,16 +89,16 @@ async def test_a_storage_without_it_answers_not_implement(api: Api, s3: S3Server
 
 async def test_the_checks_of_a_put_come_before_anything_is_signed(api: Api, s3: S3Server) -> None:
     await api.as_admin()
-    await mount(api, s3, "/s3", enable_direct_upload=True)
+    await mount(api, s3, "/bucket", enable_direct_upload=True)
     await s3.put(BUCKET, "root/taken.bin")
-    taken = await ask(api, "/s3", "taken.bin", Overwrite="false")
+    taken = await ask(api, "/bucket", "taken.bin", Overwrite="false")
     assert (taken["code"], taken["message"]) == (403, "file exists")
-    assert (await ask(api, "/s3", "../escape.bin"))["code"] in (400, 403)
-    assert (await ask(api, "/s3", ".."))["code"] in (400, 403)
+    assert (await ask(api, "/bucket", "../escape.bin"))["code"] in (400, 403)
+    assert (await ask(api, "/bucket", ".."))["code"] in (400, 403)
     await api.make_user("reader", "reader-pass-1", base_path="/", permission=0)
-    await api.make_user("jailed", "jailed-pass-1", base_path="/s3/jail", permission=8)
+    await api.make_user("jailed", "jailed-pass-1", base_path="/bucket/jail", permission=8)
     api.token = await api.login("reader", "reader-pass-1")
-    refused = await ask(api, "/s3", "a.bin")
+    refused = await ask(api, "/bucket", "a.bin")
     assert (refused["code"], refused["message"]) == (403, "permission denied")
     api.token = await api.login("jailed", "jailed-pass-1")
     inside = await ask(api, "/", "b.bin")
