@@ -511,7 +511,8 @@ async def test_a_cancelled_upload_leaves_nothing(ftp: FtpDriver, ftp_server: Ftp
 # --- through the server's API ---------------------------------------------------------
 
 
-async def test_mounted_through_the_api(api: Api, pyftpd: FtpServer) -> None:
+async def mount_ftp(api: Api, pyftpd: FtpServer) -> None:
+    """The pyftpdlib server's root mounted at ``/ftp`` through the admin API."""
     await api.as_admin()
     addition = {
         "address": pyftpd.address,
@@ -523,6 +524,10 @@ async def test_mounted_through_the_api(api: Api, pyftpd: FtpServer) -> None:
     body = {"mount_path": "/ftp", "driver": "FTP", "addition": json.dumps(addition)}
     created = await api.post("/api/admin/storage/create", body)
     assert created["code"] == 200, created
+
+
+async def test_mounted_through_the_api(api: Api, pyftpd: FtpServer) -> None:
+    await mount_ftp(api, pyftpd)
     data = os.urandom(300_000)
     put_response = await api.client.put(
         "/api/fs/put",
@@ -589,17 +594,7 @@ async def test_free_space_where_the_server_answers_avbl(
 async def test_the_storage_list_shows_an_ftp_servers_free_space(
     api: Api, pyftpd: FtpServer
 ) -> None:
-    await api.as_admin()
-    addition = {
-        "address": pyftpd.address,
-        "encoding": "",
-        "username": pyftpd.user,
-        "password": pyftpd.password,
-        "root_folder_path": "/",
-    }
-    body = {"mount_path": "/ftp", "driver": "FTP", "addition": json.dumps(addition)}
-    created = await api.post("/api/admin/storage/create", body)
-    assert created["code"] == 200, created
+    await mount_ftp(api, pyftpd)
     [shown] = (await api.get("/api/admin/storage/list"))["data"]["content"]
     details = shown["mount_details"]
     assert (details["total_space"], details["used_space"]) == (0, 0)
