@@ -18,7 +18,7 @@ import builtins
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from manifold.drivers.base import Driver, OptionsT, Upload, validate_name
 from manifold.drivers.batches import each, shielded, together
@@ -57,6 +57,16 @@ def inside(path: str, folder: str) -> bool:
     return path.rstrip("/") == folder or path.startswith(f"{folder}/")
 
 
+class NativeParts(Protocol):
+    """A store's own multipart upload, as a prefix driver's chunks reach it."""
+
+    async def part(self, token: str, index: int, length: int, stream: AsyncIterator[bytes]) -> None:
+        """Store part ``index`` of exactly ``length`` bytes."""
+
+    async def abort(self, token: str) -> None:
+        """Give up the upload and what the store holds of it."""
+
+
 class PrefixDriver(Driver[OptionsT]):
     """A store of keys whose folders are prefixes; ``init`` sets ``_root``.
 
@@ -72,6 +82,18 @@ class PrefixDriver(Driver[OptionsT]):
 
     # The root folder's path in the store (``/`` or ``/some/folder``).
     _root: str
+    # The store's native multipart uploads, where it offers them (set by ``init``).
+    _native: NativeParts | None = None
+
+    async def multipart_part(
+        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
+    ) -> None:
+        assert self._native is not None
+        await self._native.part(token, index, length, stream)
+
+    async def multipart_abort(self, token: str) -> None:
+        assert self._native is not None
+        await self._native.abort(token)
 
     # --- what each store supplies ------------------------------------------------
 

@@ -211,16 +211,6 @@ class AzureBlobDriver(PrefixDriver[Addition]):
         temp = key_of(join(dst_dir.path, temporary_name())) if hidden else ""
         return NativeBlocks.begin(key_of(path), temp)
 
-    async def multipart_part(
-        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
-    ) -> None:
-        assert self._native is not None
-        await self._native.part(token, index, length, stream)
-
-    async def multipart_abort(self, token: str) -> None:
-        assert self._native is not None
-        await self._native.abort(token)
-
     # --- folders as prefixes -----------------------------------------------------
 
     async def _pages(

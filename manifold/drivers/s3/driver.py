@@ -295,16 +295,6 @@ class S3Driver(PrefixDriver[Addition]):
         temp = key_of(join(dst_dir.path, temporary_name())) if hidden else ""
         return await self._native.begin(key_of(path), temp)
 
-    async def multipart_part(
-        self, token: str, index: int, length: int, stream: AsyncIterator[bytes]
-    ) -> None:
-        assert self._native is not None
-        await self._native.part(token, index, length, stream)
-
-    async def multipart_abort(self, token: str) -> None:
-        assert self._native is not None
-        await self._native.abort(token)
-
     async def _remove_file(self, path: str) -> None:
         await self._call("head_object", Key=key_of(path))  # a delete of nothing succeeds
         await self._delete_key(key_of(path))
