@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from manifold.drivers.base import Driver
+from manifold.drivers.multipart import read_exactly
 from manifold.errors import ManifoldError, NotFound, ServerError
 from manifold.paths import split_path
 from manifold.services.fs.multipart.snapshot import total_chunks
-from manifold.services.fs.multipart.store import ChunkLengthError
 from manifold.services.fs.tree import Place
 from manifold.services.fs.write import GuardedWriter
 
@@ -67,7 +67,7 @@ class NativeStore:
         """The chunk is read whole before the storage is called: a slow sender holds
         none of the storage's upload slots (a chunk is at most the chunk size)."""
         folder, token = _parsed(key)
-        data = await _whole(body, length)
+        data = await read_exactly(body, length)
         await self._driver(folder).multipart_part(token, index, length, _once(data))
 
     async def present(self, key: str, indexes: set[int]) -> set[int]:
@@ -92,19 +92,6 @@ class NativeStore:
 
     def _driver(self, folder: str) -> Driver[Any]:
         return self._writer.place(folder).ops.driver
-
-
-async def _whole(body: AsyncIterator[bytes], length: int) -> bytes:
-    pieces: list[bytes] = []
-    held = 0
-    async for data in body:
-        held += len(data)
-        if held > length:
-            raise ChunkLengthError(f"chunk is longer than its expected {length} bytes")
-        pieces.append(data)
-    if held != length:
-        raise ChunkLengthError(f"chunk has {held} bytes, {length} expected")
-    return b"".join(pieces)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
