@@ -70,7 +70,8 @@ class Backend:
 
     @property
     def mount(self) -> str:
-        return f"/{self.key}"
+        # Not "/<key>": "/s3" is the S3 server's own path, refused as a mount.
+        return f"/remote-{self.key}"
 
     def rclone_path(self, relative: str) -> str:
         if self.remote.endswith(":"):
