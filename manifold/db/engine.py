@@ -8,22 +8,24 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import event
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from manifold.concurrency import SQLITE_POOL, run_in
 from manifold.config import make_private
 from manifold.errors import ServerError
 
+T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long an SQLite statement waits for another connection's write lock.
 BUSY_TIMEOUT_MS = 5000
@@ -80,6 +82,45 @@ async def writing(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         return
     async with write_gate(engine), engine.begin() as conn:
         yield conn
+
+
+async def transact(engine: AsyncEngine, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` in one write transaction, committed when it returns.
+
+    On an SQLite file the whole transaction is ONE trip to a worker thread, on a
+    connection of its own: through the async driver every statement is several trips
+    between the event loop and the driver's thread, each waiting its turn behind the
+    loop's ready callbacks (a busy upload has many), while the writer holds the write
+    gate. Elsewhere it runs on the async engine's connection, statement by statement.
+    """
+    sync = _sync_engine(engine)
+    if sync is None:
+        async with writing(engine) as conn:
+            return await conn.run_sync(work)
+    async with write_gate(engine):
+        return await run_in(SQLITE_POOL, _transaction, sync, work)
+
+
+def _transaction(sync: Engine, work: Callable[[Connection], T]) -> T:
+    with sync.begin() as conn:
+        return work(conn)
+
+
+# A plain engine on the same SQLite file as an async one, for ``transact``.
+_SYNC_ENGINES: weakref.WeakKeyDictionary[Any, Engine | None] = weakref.WeakKeyDictionary()
+
+
+def _sync_engine(engine: AsyncEngine) -> Engine | None:
+    """The plain engine of an SQLite database file; None for other databases. Its
+    connections are opened per transaction (nothing to close when the server stops)."""
+    if engine.sync_engine in _SYNC_ENGINES:
+        return _SYNC_ENGINES[engine.sync_engine]
+    sync: Engine | None = None
+    if _sqlite_file(engine) is not None:
+        sync = create_engine(engine.url.set(drivername="sqlite"), poolclass=NullPool)
+        event.listen(sync, "connect", _sqlite_pragmas)
+    _SYNC_ENGINES[engine.sync_engine] = sync
+    return sync
 
 
 class SqliteReader:
@@ -139,12 +180,16 @@ class SqliteReader:
 
 def open_reader(engine: AsyncEngine) -> SqliteReader | None:
     """A one-trip reader for an SQLite database file; None for other databases."""
-    if engine.dialect.name != "sqlite":
-        return None
+    database = _sqlite_file(engine)
+    return None if database is None else SqliteReader(engine, database)
+
+
+def _sqlite_file(engine: AsyncEngine) -> str | None:
+    """The path of an SQLite database file; None for another database or a memory one."""
     database = engine.url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:"):
+    if engine.dialect.name != "sqlite" or database in ("", ":memory:"):
         return None
-    return SqliteReader(engine, database)
+    return None if database.startswith("file:") else database
 
 
 def _private_sqlite_files(database: str) -> None:

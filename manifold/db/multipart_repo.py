@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from manifold.db import tables as t
+from manifold.db.engine import transact
 from manifold.db.repos import DuplicateError, Repo
 from manifold.db.task_repo import as_utc
 
@@ -78,36 +81,68 @@ class MultipartRepo(Repo):
         await self._write(delete(t.multipart_uploads).where(_u.id == upload_id))
 
     async def reserve(
-        self, upload_id: str, index: int, size: int, now: datetime, stale: datetime
+        self,
+        upload_id: str,
+        index: int,
+        size: int,
+        now: datetime,
+        stale: datetime,
+        budget: int | None = None,
     ) -> str:
-        """Take chunk ``index`` to receive it: ``"taken"``; ``"done"`` when it was
-        received already; ``"busy"`` while another request receives it (one that
-        started before ``stale`` is taken over: its instance stopped mid-way)."""
-        row = {"upload_id": upload_id, "idx": index, "size": size}
+        """Take chunk ``index`` to receive it, in one transaction: ``"taken"``;
+        ``"done"`` when it was received already; ``"busy"`` while another request
+        receives it (one that started before ``stale`` is taken over: its instance
+        stopped mid-way); ``"gone"`` when the session is not receiving chunks (removed,
+        being completed); ``"full"``, with nothing taken, when the staged bytes would
+        then pass ``budget``."""
+        for attempt in (1, 2):
+            try:
+                return await self._reserve(upload_id, index, size, now, stale, budget)
+            except DuplicateError:  # a second request took the same chunk at the same time
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _reserve(
+        self,
+        upload_id: str,
+        index: int,
+        size: int,
+        now: datetime,
+        stale: datetime,
+        budget: int | None,
+    ) -> str:
+        def work(conn: Connection) -> str:
+            taken = _take(conn, upload_id, index, size, now, stale)
+            if taken == "taken" and budget is not None and _staged(conn) > budget:
+                raise _Full()  # rolls the reservation back
+            return taken
+
         try:
-            await self._write(insert(t.multipart_chunks).values(**row, done=False, started=now))
-        except DuplicateError:
-            return await self._taken_over(upload_id, index, now, stale)
-        return "taken"
+            return await transact(self.engine, work)
+        except _Full:
+            return "full"
+        except IntegrityError as exc:
+            raise DuplicateError("chunk taken") from exc
 
-    async def _taken_over(self, upload_id: str, index: int, now: datetime, stale: datetime) -> str:
-        this = (_k.upload_id == upload_id, _k.idx == index)
-        rows = await self._rows(select(_k.done).where(*this))
-        if rows and rows[0].done:
-            return "done"
-        stmt = update(t.multipart_chunks).where(*this, _k.done.is_(False), _k.started < stale)
-        result = await self._write(stmt.values(started=now))
-        return "taken" if result.rowcount else "busy"
-
-    async def finish(self, upload_id: str, index: int, size: int, now: datetime) -> None:
+    async def finish(self, upload_id: str, index: int, size: int, now: datetime) -> dict[int, int]:
         """Chunk ``index`` is all there (recorded again if a request that had given it
-        up released it meanwhile)."""
-        stmt = update(t.multipart_chunks).where(_k.upload_id == upload_id, _k.idx == index)
-        if (await self._write(stmt.values(done=True))).rowcount:
-            return
+        up released it meanwhile), the session active now; the chunks received."""
+
+        def work(conn: Connection) -> dict[int, int] | None:
+            this = (_k.upload_id == upload_id, _k.idx == index)
+            marked = conn.execute(update(t.multipart_chunks).where(*this).values(done=True))
+            active = update(t.multipart_uploads).where(_u.id == upload_id)
+            conn.execute(active.values(last_active=now))
+            return _received(conn, upload_id) if marked.rowcount else None
+
+        received = await transact(self.engine, work)
+        if received is not None:
+            return received
         row = {"upload_id": upload_id, "idx": index, "size": size, "started": now}
         with contextlib.suppress(DuplicateError):
             await self._write(insert(t.multipart_chunks).values(**row, done=True))
+        return await self.chunks(upload_id)
 
     async def release(self, upload_id: str, index: int) -> None:
         """Chunk ``index`` did not arrive whole: it may be sent again at once."""
@@ -122,18 +157,15 @@ class MultipartRepo(Repo):
 
     async def chunks(self, upload_id: str) -> dict[int, int]:
         """The chunks received: their sizes by index."""
-        stmt = select(_k.idx, _k.size).where(_k.upload_id == upload_id, _k.done.is_(True))
-        rows = await self._rows(stmt)
-        return {int(row.idx): int(row.size) for row in rows}
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(_received, upload_id)
 
     async def staged_bytes(self) -> int:
         """The bytes of every chunk received or being received and not yet completed,
         of every staged session (one in its storage's own multipart upload stages
         nothing here)."""
-        live = _k.upload_id.in_(select(_u.id).where(_u.store == "staging"))
-        stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
         async with self.engine.connect() as conn:
-            return int((await conn.execute(stmt)).scalar_one())
+            return await conn.run_sync(_staged)
 
     async def drop_orphans(self) -> None:
         """Chunks recorded for a session removed meanwhile (an abort racing a chunk)."""
@@ -142,6 +174,40 @@ class MultipartRepo(Repo):
     async def _sessions(self, *where: ColumnElement[bool]) -> list[UploadSession]:
         stmt = select(t.multipart_uploads).where(*where).order_by(_u.created, _u.id)
         return [_session(row._mapping) for row in await self._rows(stmt)]
+
+
+class _Full(Exception):
+    """The staging budget would be passed: the reservation is rolled back."""
+
+
+def _take(
+    conn: Connection, upload_id: str, index: int, size: int, now: datetime, stale: datetime
+) -> str:
+    """``reserve``'s decision, in its transaction."""
+    state = conn.execute(select(_u.state).where(_u.id == upload_id)).scalar()
+    if state != "receiving":
+        return "gone"
+    this = (_k.upload_id == upload_id, _k.idx == index)
+    found = conn.execute(select(_k.done, _k.started).where(*this)).first()
+    if found is None:
+        row = {"upload_id": upload_id, "idx": index, "size": size, "started": now}
+        conn.execute(insert(t.multipart_chunks).values(**row, done=False))
+        return "taken"
+    if found.done:
+        return "done"
+    stmt = update(t.multipart_chunks).where(*this, _k.done.is_(False), _k.started < stale)
+    return "taken" if conn.execute(stmt.values(started=now)).rowcount else "busy"
+
+
+def _received(conn: Connection, upload_id: str) -> dict[int, int]:
+    stmt = select(_k.idx, _k.size).where(_k.upload_id == upload_id, _k.done.is_(True))
+    return {int(row.idx): int(row.size) for row in conn.execute(stmt)}
+
+
+def _staged(conn: Connection) -> int:
+    live = _k.upload_id.in_(select(_u.id).where(_u.store == "staging"))
+    stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
+    return int(conn.execute(stmt).scalar_one())
 
 
 def _values(session: UploadSession) -> dict[str, object]:

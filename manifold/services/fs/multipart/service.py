@@ -56,6 +56,9 @@ log = logging.getLogger("manifold.multipart")
 # A chunk being received for this long without arriving is taken for one whose request
 # (or instance) died: the same chunk sent again is received instead of answered 409.
 STALE_CHUNK = timedelta(minutes=2)
+# Sessions receiving chunks kept in memory by each process (the oldest forgotten first).
+_KNOWN = 256
+_NOT_YOURS = "multipart upload session belongs to another user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,7 @@ class MultipartUploads:
         self._native = native
         self._writer = writer
         self.limits = limits
+        self._known_sessions: dict[str, UploadSession] = {}  # see _known
 
     # --- init ---------------------------------------------------------------------
 
@@ -178,39 +182,60 @@ class MultipartUploads:
     async def chunk(
         self, caller: Caller, upload_id: str, index: int, body: AsyncIterator[bytes]
     ) -> Snapshot:
-        """Store chunk ``index``; one already received is taken as received again."""
-        session = await self._owned(caller, upload_id)
-        if session.state != RECEIVING:
-            raise BadRequest(f"session is {session.state}", (await self._snapshot(session)).json())
+        """Store chunk ``index``; one already received is taken as received again.
+        Two database transactions a chunk: its reservation (with the state and the
+        staging budget) and its record (with the session's activity and the answer)."""
+        session = await self._known(caller, upload_id)
         total = total_chunks(session.size, session.chunk_size)
         if not 0 <= index < total:
             raise BadRequest(f"chunk index {index} is outside 0..{total - 1}")
         length = chunk_length(session, index)
-        taken = await self._repo.reserve(upload_id, index, length, _now(), _now() - STALE_CHUNK)
+        budget = self.limits.staging_budget() if session.store == STAGING else None
+        now = _now()
+        taken = await self._repo.reserve(upload_id, index, length, now, now - STALE_CHUNK, budget)
         if taken == "taken":
-            await self._receive(session, index, length, body)
-        elif taken == "busy":
+            return snapshot(session, await self._receive(session, index, length, body))
+        if taken == "gone":
+            session = await self._owned(caller, upload_id)  # not found, or its state
+            self._known_sessions.pop(upload_id, None)
+            raise BadRequest(f"session is {session.state}", (await self._snapshot(session)).json())
+        if taken == "full":
+            raise UploadBusy(data=(await self._snapshot(session)).json())
+        if taken == "busy":
             raise ChunkInFlight(data=(await self._snapshot(session)).json())
         return await self._snapshot(session)
 
     async def _receive(
         self, session: UploadSession, index: int, length: int, body: AsyncIterator[bytes]
-    ) -> None:
-        """Receive a chunk reserved for this request; it counts against the budget
-        (with every other one received or being received) from its reservation on."""
+    ) -> dict[int, int]:
+        """Receive a chunk reserved for this request (it counts against the budget,
+        with every other one received or being received, from its reservation on);
+        the chunks received then."""
         try:
-            if session.store == STAGING and await self._over_budget():
-                raise UploadBusy(data=(await self._snapshot(session)).json())
             offset = index * session.chunk_size
             await self._parts(session).put(session.staging, index, offset, length, body)
         except BaseException:
             await self._repo.release(session.id, index)
             raise
-        await self._repo.finish(session.id, index, length, _now())
-        await self._repo.touch(session.id, _now())
+        return await self._repo.finish(session.id, index, length, _now())
 
-    async def _over_budget(self) -> bool:
-        return await self._repo.staged_bytes() > self.limits.staging_budget()
+    async def _known(self, caller: Caller, upload_id: str) -> UploadSession:
+        """The session as it was opened, kept by this process while it receives
+        chunks: what a chunk needs of it never changes (its state is checked by
+        the chunk's reservation)."""
+        session = self._known_sessions.get(upload_id)
+        if session is None:
+            session = await self._owned(caller, upload_id)
+            if session.state != RECEIVING:
+                raise BadRequest(
+                    f"session is {session.state}", (await self._snapshot(session)).json()
+                )
+            self._known_sessions[upload_id] = session
+            while len(self._known_sessions) > _KNOWN:
+                self._known_sessions.pop(next(iter(self._known_sessions)))
+        elif session.user_id != caller.user.id:
+            raise Forbidden(_NOT_YOURS)
+        return session
 
     # --- status, abort --------------------------------------------------------------
 
@@ -334,13 +359,14 @@ class MultipartUploads:
         if session is None:
             raise NotFound(NOT_FOUND)
         if session.user_id != caller.user.id:
-            raise Forbidden("multipart upload session belongs to another user")
+            raise Forbidden(_NOT_YOURS)
         return session
 
     async def _snapshot(self, session: UploadSession) -> Snapshot:
         return snapshot(session, await self._repo.chunks(session.id))
 
     async def _drop(self, session: UploadSession) -> None:
+        self._known_sessions.pop(session.id, None)
         await self._repo.remove(session.id)
         await self._parts(session).discard(session.staging)
 
