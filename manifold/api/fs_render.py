@@ -25,9 +25,11 @@ from manifold.services.fs.read import Listing, Related
 from manifold.vfs.memo import DerivedMemo
 
 # Kept fragments at once, in entries (a fragment is about 300 bytes).
-_FRAGMENT_BUDGET = 200_000
+_FRAGMENT_BUDGET = 400_000
 # Entries encoded between two chances for other requests to run (about 10 ms).
 _SLICE = 2_000
+# Joined pages kept by each listing's fragments (``_Fragments.joined``).
+_JOINED_KEPT = 4
 _SHAPING_SETTINGS = (
     "sign_all",
     "filename_char_mapping",
@@ -108,7 +110,7 @@ class _Fragments:
     once, any other found by name and compared whole.
     """
 
-    __slots__ = ("_by_name", "complete", "entries", "key", "old", "parts")
+    __slots__ = ("_by_name", "_joined", "complete", "entries", "key", "old", "parts")
 
     def __init__(
         self, key: tuple[object, ...], entries: list[Obj], older: _Fragments | None
@@ -124,6 +126,20 @@ class _Fragments:
             (older.entries, older.parts) if older is not None and same else None
         )
         self._by_name: dict[str, tuple[Obj, bytes]] | None = None
+        self._joined: dict[tuple[int, int], bytes] = {}
+
+    def joined(self, start: int, stop: int) -> bytes:
+        """The encoded entries ``start`` to ``stop``, comma-separated, kept for the
+        pages asked for last: the same page of an unchanged folder asked again (a
+        client polling, a rescan that found nothing new) is one piece already joined,
+        not ten thousand fragments scattered in memory gathered again."""
+        found = self._joined.get((start, stop))
+        if found is None:
+            found = b",".join(self.parts[start:stop])
+            if len(self._joined) >= _JOINED_KEPT:
+                self._joined.pop(next(iter(self._joined)))
+            self._joined[(start, stop)] = found
+        return found
 
     def fill(self, start: int, stop: int, encode: Callable[[Obj], bytes]) -> None:
         if self.complete:
@@ -173,9 +189,10 @@ class ListingRenderer:
         kept = self._kept.get(listing.view, entries)
         if kept is None or kept.key != style.key:
             fresh = _Fragments(style.key, entries, self._kept.peek(listing.view))
-            kept = self._kept.put(listing.view, entries, fresh, len(entries))
+            # An entry counts twice: its fragment, and its copy in a joined page.
+            kept = self._kept.put(listing.view, entries, fresh, 2 * len(entries))
         await _fill(kept, listing.start, listing.stop, style.encode)
-        return [b"[", b",".join(kept.parts[listing.start : listing.stop]), b"]"]
+        return [b"[", kept.joined(listing.start, listing.stop), b"]"]
 
     async def body(self, listing: Listing) -> list[bytes]:
         """The whole ``data`` object of the answer, in pieces to concatenate."""

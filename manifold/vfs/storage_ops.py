@@ -647,8 +647,9 @@ _SORT_KEYS: dict[str, Callable[[Obj], Any]] = {
 
 def _same_objects(new: builtins.list[Obj], old: builtins.list[Obj]) -> bool:
     """Whether two listings hold the very same objects in the same order (drivers
-    that reuse unchanged objects across scans, as Local does, make this common)."""
-    return len(new) == len(old) and all(map(operator.is_, new, old))
+    that reuse unchanged objects across scans, as Local does, make this common; Local
+    hands out the very list of its last scan when nothing changed)."""
+    return new is old or (len(new) == len(old) and all(map(operator.is_, new, old)))
 
 
 def _joined(names: builtins.list[str]) -> str:

@@ -794,6 +794,19 @@ async def test_a_rescan_encodes_only_what_changed(
     assert set(listed) == {f"f{n}.txt" for n in range(6)} | {"new.txt"}
 
 
+async def test_a_page_asked_again_after_a_change_shows_the_change(api: Api, tmp_path: Path) -> None:
+    root = await seven_files(api, tmp_path)
+    for _ in range(2):  # the second answers are the pages joined the first time
+        assert names(await fs_list(api, "/m", page=1, per_page=3)) == ["f0.txt", "f1.txt", "f2.txt"]
+        assert len(names(await fs_list(api, "/m"))) == 7
+    (root / "f1.txt").unlink()
+    (root / "f2.txt").write_text("grown")
+    first = by_name(await fs_list(api, "/m", page=1, per_page=3, refresh=True))
+    assert list(first) == ["f0.txt", "f2.txt", "f3.txt"]
+    assert first["f2.txt"]["size"] == 5
+    assert "f1.txt" not in names(await fs_list(api, "/m"))
+
+
 async def test_kept_renderings_follow_settings_and_token(api: Api, root: Path) -> None:
     await api.as_admin()
     await mount_local(api, "/local", root)
