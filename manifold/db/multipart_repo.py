@@ -95,35 +95,22 @@ class MultipartRepo(Repo):
         stopped mid-way); ``"gone"`` when the session is not receiving chunks (removed,
         being completed); ``"full"``, with nothing taken, when the staged bytes would
         then pass ``budget``."""
-        for attempt in (1, 2):
-            try:
-                return await self._reserve(upload_id, index, size, now, stale, budget)
-            except DuplicateError:  # a second request took the same chunk at the same time
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
 
-    async def _reserve(
-        self,
-        upload_id: str,
-        index: int,
-        size: int,
-        now: datetime,
-        stale: datetime,
-        budget: int | None,
-    ) -> str:
         def work(conn: Connection) -> str:
             taken = _take(conn, upload_id, index, size, now, stale)
             if taken == "taken" and budget is not None and _staged(conn) > budget:
                 raise _Full()  # rolls the reservation back
             return taken
 
-        try:
-            return await transact(self.engine, work)
-        except _Full:
-            return "full"
-        except IntegrityError as exc:
-            raise DuplicateError("chunk taken") from exc
+        for attempt in (1, 2):
+            try:
+                return await transact(self.engine, work)
+            except _Full:
+                return "full"
+            except IntegrityError as exc:  # another request took the chunk at the same time
+                if attempt == 2:
+                    raise DuplicateError("chunk taken") from exc
+        raise AssertionError("unreachable")
 
     async def finish(self, upload_id: str, index: int, size: int, now: datetime) -> dict[int, int]:
         """Chunk ``index`` is all there (recorded again if a request that had given it
