@@ -44,6 +44,8 @@ from .statuses import failure
 
 # Bytes read ahead per open file.
 WINDOW = 1 << 20
+# Bytes of an upload's writes gathered before they go to its storage as one block.
+GATHER = 1 << 20
 
 
 class ReadFile:
@@ -140,6 +142,8 @@ class WriteFile:
         self._exclusive = bool(pflags & asyncssh.FXF_EXCL)
         self._handle: WriteHandle | None = None
         self._spoiled = ""
+        self._gathered: list[bytes] = []  # written, not yet handed to the upload
+        self._gathered_size = 0
 
     @classmethod
     async def open(cls, ops: GuardedOps, caller: Caller, path: str, pflags: int) -> WriteFile:
@@ -151,22 +155,26 @@ class WriteFile:
 
     @property
     def size(self) -> int:
-        return 0 if self._handle is None else self._handle.offset
+        return 0 if self._handle is None else self._handle.offset + self._gathered_size
 
     async def write(self, offset: int, data: bytes) -> None:
         if self._spoiled:
             raise failure(self._spoiled)
         handle = self._handle or await self._start(offset)
+        end = handle.offset + self._gathered_size
         if self._append:
-            offset = handle.offset
-        if offset != handle.offset:
+            offset = end
+        if offset != end:
             self._spoiled = (
-                f"writes go in order: the next one starts at byte {handle.offset}, "
+                f"writes go in order: the next one starts at byte {end}, "
                 f"not {offset}; the upload is given up"
             )
-            await handle.abort()
+            await self.abort()
             raise failure(self._spoiled)
-        await handle.write(offset, data)
+        self._gathered.append(data)
+        self._gathered_size += len(data)
+        if self._gathered_size >= GATHER:
+            await self._hand_over(handle)
 
     async def close(self) -> None:
         """Put the file in place (a file opened and closed unwritten: an empty one,
@@ -175,11 +183,24 @@ class WriteFile:
             raise failure(self._spoiled)
         if self._handle is None:
             return  # opened over an existing file and never written: left as it was
+        await self._hand_over(self._handle)
         await self._handle.close()
 
     async def abort(self) -> None:
+        self._gathered, self._gathered_size = [], 0
         if self._handle is not None:
             await self._handle.abort()
+
+    async def _hand_over(self, handle: WriteHandle) -> None:
+        """Give the gathered writes to the upload as one block."""
+        gathered, self._gathered, self._gathered_size = self._gathered, [], 0
+        if not gathered:
+            return
+        try:
+            await handle.write(handle.offset, b"".join(gathered))
+        except ManifoldError as exc:
+            self._spoiled = f"the upload failed: {exc.message}"
+            raise
 
     async def _exists(self) -> bool:
         try:
