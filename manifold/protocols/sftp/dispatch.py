@@ -14,14 +14,19 @@ of the client's 32 KiB) costs two SSH packets. Here instead:
   empty, then runs where it was read, as before: a client that closes a file and
   then opens or renames it finds it written;
 * the answers made in one turn of the event loop go to the channel in one write, so
-  the SSH layer packs them into full packets, with the reply's bytes copied once.
+  the SSH layer packs them into full packets, with the reply's bytes copied once;
+* the SSH packets made in one turn go to the socket in one system call
+  (``BatchedTransport``) rather than one each (asyncssh also sends an empty ignore
+  packet before every packet, two system calls a packet).
 
-At most ``MAX_QUEUED`` requests wait in lanes: beyond that the request loop stops
-reading, so a client that never waits for answers holds no more memory than that.
+At most ``MAX_QUEUED`` requests (all files together) wait in lanes: beyond that the
+request loop stops reading, so a client that never waits for answers holds no more
+memory than that.
 
-This is the one module that builds on asyncssh's server internals
-(``SFTPServerHandler`` and the function its stream session calls to run it), pinned
-in constraints.txt; tests/protocols/test_sftp_dispatch.py fails if they change.
+This is the one module that builds on asyncssh's internals (``SFTPServerHandler``,
+the function its stream session calls to run it, a connection's transport), pinned in
+constraints.txt; tests/protocols/test_sftp_dispatch.py fails if they change
+(``missing_internals``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import asyncssh.stream
 from asyncssh.constants import FXP_CLOSE, FXP_FSETSTAT, FXP_FSTAT, FXP_READ, FXP_WRITE
@@ -142,3 +147,60 @@ def answer_in_lanes(kind: type[asyncssh.SFTPServer]) -> None:
     server in the process keeps asyncssh's own loop."""
     _LANED.add(kind)
     asyncssh.stream.run_sftp_server = _run  # type: ignore[attr-defined]
+
+
+class BatchedTransport:
+    """A connection's transport whose writes of one event-loop turn go to the socket
+    as one: asyncssh writes every SSH packet on its own (and an empty ignore packet
+    before each), one system call apiece."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending and not self._transport.is_closing():
+            self._transport.write(b"".join(pending))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+# What this module takes from asyncssh beyond its documented API: (owner, name).
+_INTERNALS = (
+    (SFTPServerHandler, "_process_packet"),
+    (SFTPServerHandler, "_cleanup"),
+    (SFTPServerHandler, "run"),
+    (asyncssh.stream, "run_sftp_server"),
+    (asyncssh.SSHServerConnection, "_send"),
+)
+
+
+def missing_internals() -> list[str]:
+    """The asyncssh internals this module builds on that the installed asyncssh lacks
+    (none with the pinned version; a test fails on any)."""
+    return [
+        f"{getattr(owner, '__name__', owner)}.{name}"
+        for owner, name in _INTERNALS
+        if not hasattr(owner, name)
+    ]
+
+
+def batch_sends(conn: asyncssh.SSHServerConnection) -> None:
+    """Make ``conn``'s writes of one event-loop turn one socket write."""
+    transport = conn._transport
+    if transport is not None:
+        conn._transport = cast(asyncio.Transport, BatchedTransport(transport))

@@ -7,12 +7,16 @@ that does not start where the last one ended is refused and spoils the upload, s
 that ``close`` puts nothing broken in place. Nothing is in place before ``close``;
 a session that ends with the file still open (a client gone mid-upload) aborts it.
 
-asyncssh answers one request after the other, so a client's many requests in flight
-(rclone's: 64 of 32 KiB) buy nothing unless each answer is quick. A file read in
-order is therefore read a window of ``WINDOW`` bytes at a time, the next window
-already being read while this one is answered (``ReadFile``); a read that does not
-follow the last one is answered on its own, so random reads cost no more than they
-did.
+The requests on one open file are answered one after the other, in the order they
+came (``dispatch``), so a client's many requests in flight (rclone's: 64 of 32 KiB)
+are worth something only if each answer is quick. A file read in order is therefore
+read a window of ``WINDOW`` bytes at a time, the next window already being read while
+this one is answered (``ReadFile``); a read that does not follow the last one is
+answered on its own, so random reads cost no more than they did. An upload's writes
+are gathered and handed to the storage ``GATHER`` bytes at a time, all but the first
+(which starts the upload), so that a storage is not called once per 32 KiB; a write
+the storage then refuses fails that write and spoils the upload, and the close says
+so.
 
 How the open flags map onto an upload:
 
@@ -144,6 +148,7 @@ class WriteFile:
         self._spoiled = ""
         self._gathered: list[bytes] = []  # written, not yet handed to the upload
         self._gathered_size = 0
+        self._handed_over = False  # whether the upload has had a block (and started)
 
     @classmethod
     async def open(cls, ops: GuardedOps, caller: Caller, path: str, pflags: int) -> WriteFile:
@@ -173,8 +178,8 @@ class WriteFile:
             raise failure(self._spoiled)
         self._gathered.append(data)
         self._gathered_size += len(data)
-        if self._gathered_size >= GATHER:
-            await self._hand_over(handle)
+        if self._gathered_size >= GATHER or not self._handed_over:
+            await self._hand_over(handle)  # the first at once: it starts the upload
 
     async def close(self) -> None:
         """Put the file in place (a file opened and closed unwritten: an empty one,
@@ -196,6 +201,7 @@ class WriteFile:
         gathered, self._gathered, self._gathered_size = self._gathered, [], 0
         if not gathered:
             return
+        self._handed_over = True
         try:
             await handle.write(handle.offset, b"".join(gathered))
         except ManifoldError as exc:
