@@ -32,6 +32,7 @@ constraints.txt; tests/protocols/test_sftp_dispatch.py fails if they change
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -54,6 +55,7 @@ class LaneHandler(SFTPServerHandler):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        self._quiet = not self._logger.isEnabledFor(logging.DEBUG)
         self._lanes: dict[bytes, deque[Request]] = {}
         self._workers: dict[bytes, asyncio.Task[None]] = {}
         self._room = asyncio.Semaphore(MAX_QUEUED)
@@ -96,6 +98,12 @@ class LaneHandler(SFTPServerHandler):
         self._write_out()
         await super()._cleanup(exc)
 
+    def log_received_packet(self, *args: Any, **kwargs: Any) -> None:
+        # asyncssh formats a packet's log line before its logger looks at the level:
+        # without debug logging, that is work for every packet and nothing to show.
+        if not self._quiet:
+            super().log_received_packet(*args, **kwargs)
+
     def send_packet(self, pkttype: int, pktid: int | None, *args: bytes) -> None:
         writer = self._writer
         if writer is None:
@@ -106,6 +114,8 @@ class LaneHandler(SFTPServerHandler):
             asyncio.get_running_loop().call_soon(self._write_out)
         self._out.append(UInt32(1 + sum(map(len, args))) + Byte(pkttype))
         self._out.extend(args)
+        if not self._quiet:
+            self.log_sent_packet(pkttype, pktid, Byte(pkttype) + b"".join(args))
 
     def _write_out(self) -> None:
         out, self._out = self._out, []

@@ -49,7 +49,7 @@ from .statuses import failure
 # Bytes read ahead per open file.
 WINDOW = 1 << 20
 # Bytes of an upload's writes gathered before they go to its storage as one block.
-GATHER = 1 << 20
+GATHER = 256 << 10
 
 
 class ReadFile:
