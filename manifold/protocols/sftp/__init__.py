@@ -3,7 +3,8 @@
 ``server`` listens and closes; ``gate`` admits a connection (none for the guest,
 password, public key); ``session`` maps SFTP requests onto ``GuardedOps``, ``files``
 holds the open files, ``statuses`` turns errors into SFTP status codes, ``hostkeys``
-keeps the host keys in the data folder, ``compat`` bears with a client bug.
+keeps the host keys in the data folder, ``compat`` bears with a client bug,
+``dispatch`` answers each open file's requests in a lane of its own.
 """
 
 from __future__ import annotations

@@ -7,12 +7,16 @@ that does not start where the last one ended is refused and spoils the upload, s
 that ``close`` puts nothing broken in place. Nothing is in place before ``close``;
 a session that ends with the file still open (a client gone mid-upload) aborts it.
 
-asyncssh answers one request after the other, so a client's many requests in flight
-(rclone's: 64 of 32 KiB) buy nothing unless each answer is quick. A file read in
-order is therefore read a window of ``WINDOW`` bytes at a time, the next window
-already being read while this one is answered (``ReadFile``); a read that does not
-follow the last one is answered on its own, so random reads cost no more than they
-did.
+The requests on one open file are answered one after the other, in the order they
+came (``dispatch``), so a client's many requests in flight (rclone's: 64 of 32 KiB)
+are worth something only if each answer is quick. A file read in order is therefore
+read a window of ``WINDOW`` bytes at a time, the next window already being read while
+this one is answered (``ReadFile``); a read that does not follow the last one is
+answered on its own, so random reads cost no more than they did. An upload's writes
+are gathered and handed to the storage ``GATHER`` bytes at a time, all but the first
+(which starts the upload), so that a storage is not called once per 32 KiB; a write
+the storage then refuses fails that write and spoils the upload, and the close says
+so.
 
 How the open flags map onto an upload:
 
@@ -44,6 +48,8 @@ from .statuses import failure
 
 # Bytes read ahead per open file.
 WINDOW = 1 << 20
+# Bytes of an upload's writes gathered before they go to its storage as one block.
+GATHER = 256 << 10
 
 
 class ReadFile:
@@ -140,6 +146,9 @@ class WriteFile:
         self._exclusive = bool(pflags & asyncssh.FXF_EXCL)
         self._handle: WriteHandle | None = None
         self._spoiled = ""
+        self._gathered: list[bytes] = []  # written, not yet handed to the upload
+        self._gathered_size = 0
+        self._handed_over = False  # whether the upload has had a block (and started)
 
     @classmethod
     async def open(cls, ops: GuardedOps, caller: Caller, path: str, pflags: int) -> WriteFile:
@@ -151,22 +160,26 @@ class WriteFile:
 
     @property
     def size(self) -> int:
-        return 0 if self._handle is None else self._handle.offset
+        return 0 if self._handle is None else self._handle.offset + self._gathered_size
 
     async def write(self, offset: int, data: bytes) -> None:
         if self._spoiled:
             raise failure(self._spoiled)
         handle = self._handle or await self._start(offset)
+        end = handle.offset + self._gathered_size
         if self._append:
-            offset = handle.offset
-        if offset != handle.offset:
+            offset = end
+        if offset != end:
             self._spoiled = (
-                f"writes go in order: the next one starts at byte {handle.offset}, "
+                f"writes go in order: the next one starts at byte {end}, "
                 f"not {offset}; the upload is given up"
             )
-            await handle.abort()
+            await self.abort()
             raise failure(self._spoiled)
-        await handle.write(offset, data)
+        self._gathered.append(data)
+        self._gathered_size += len(data)
+        if self._gathered_size >= GATHER or not self._handed_over:
+            await self._hand_over(handle)  # the first at once: it starts the upload
 
     async def close(self) -> None:
         """Put the file in place (a file opened and closed unwritten: an empty one,
@@ -175,11 +188,25 @@ class WriteFile:
             raise failure(self._spoiled)
         if self._handle is None:
             return  # opened over an existing file and never written: left as it was
+        await self._hand_over(self._handle)
         await self._handle.close()
 
     async def abort(self) -> None:
+        self._gathered, self._gathered_size = [], 0
         if self._handle is not None:
             await self._handle.abort()
+
+    async def _hand_over(self, handle: WriteHandle) -> None:
+        """Give the gathered writes to the upload as one block."""
+        gathered, self._gathered, self._gathered_size = self._gathered, [], 0
+        if not gathered:
+            return
+        self._handed_over = True
+        try:
+            await handle.write(handle.offset, b"".join(gathered))
+        except ManifoldError as exc:
+            self._spoiled = f"the upload failed: {exc.message}"
+            raise
 
     async def _exists(self) -> bool:
         try:

@@ -20,6 +20,8 @@ from manifold.services.admin.settings import SettingsService
 from manifold.services.auth.credentials import Credentials
 from manifold.services.auth.service import Caller
 
+from .dispatch import batch_sends
+
 logger = logging.getLogger(__name__)
 
 GUEST = "guest"
@@ -43,6 +45,7 @@ class Gate(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
         self._connections.add(conn)
+        batch_sends(conn)
         peer = conn.get_extra_info("peername")
         self._client = str(peer[0]) if peer else ""
 

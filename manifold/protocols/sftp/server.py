@@ -15,6 +15,7 @@ from manifold.services.auth.credentials import Credentials
 from manifold.services.fs.ops import GuardedOps
 
 from .compat import tolerate_padded_writes
+from .dispatch import answer_in_lanes
 from .gate import Gate, admitted
 from .hostkeys import host_keys
 from .session import TreeSession
@@ -22,6 +23,9 @@ from .session import TreeSession
 # SSH flow-control window: large enough that a transfer is not held back waiting for
 # window adjustments on a fast link.
 _WINDOW = 8 << 20
+# The largest SSH packet a client may send: above the 32 KiB default, so that a
+# client that writes 32 KiB blocks sends each in one packet rather than two.
+_PACKET = 256 << 10
 
 
 class SftpServer:
@@ -48,6 +52,7 @@ class SftpServer:
 
     async def start(self) -> None:
         tolerate_padded_writes()
+        answer_in_lanes(TreeSession)
         keys = await host_keys(self._config.data_dir)
         self._listener = await asyncssh.listen(
             self._config.address,
@@ -59,6 +64,7 @@ class SftpServer:
             agent_forwarding=False,
             x11_forwarding=False,
             window=_WINDOW,
+            max_pktsize=_PACKET,
             reuse_address=True,
         )
 
