@@ -135,11 +135,13 @@ class AuthService:
             return Caller(guest, client)
         claims = await self._tokens.parse(token)
         user = await self._users.by_name(claims.username)
-        return _accepted(claims, user, client, token)
+        return Caller(_holder(claims, user), client, token)
 
-    def known_caller(self, header: str, client: str) -> Caller | None:
-        """``authenticate`` for a login token when everything it needs is in memory (no
-        look-up, no wait), else None; a refusal raises as ``authenticate`` would."""
+    def known_user(self, header: str) -> User | None:
+        """The user ``authenticate`` finds for a login token when every check it makes
+        can be made from memory (no look-up, no wait), else None; a refusal raises as
+        ``authenticate`` would. The same checks on every call: nothing is remembered
+        here that a logout, a password change or a disabled user would have to undo."""
         self._users.notice_changes()
         token = _token_of(header)
         if not token or self._is_admin_token(token):
@@ -148,7 +150,7 @@ class AuthService:
         user = self._users.cached(claims.username) if claims is not None else None
         if claims is None or user is None:
             return None
-        return _accepted(claims, user, client, token)
+        return _holder(claims, user)
 
     def _is_admin_token(self, token: str) -> bool:
         admin_token = self._settings.get("token")
@@ -179,8 +181,8 @@ def _token_of(header: str) -> str:
     return header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
 
 
-def _accepted(claims: Claims, user: User | None, client: str, token: str) -> Caller:
-    """The caller holding ``token``, if its user still is the one it was issued to."""
+def _holder(claims: Claims, user: User | None) -> User:
+    """``user`` if it still is the one the token of ``claims`` was issued to."""
     # A same-name account made after the token's one was deleted is someone else.
     if user is None or user.id != claims.user_id:
         raise Unauthorized("failed find user: record not found")
@@ -188,7 +190,7 @@ def _accepted(claims: Claims, user: User | None, client: str, token: str) -> Cal
         raise Unauthorized("Password has been changed, login please")
     if user.disabled:
         raise Unauthorized(DISABLED)
-    return Caller(user, client, token)
+    return user
 
 
 async def _check_credentials(username: str, user: User | None, hashed: str, otp_code: str) -> User:
