@@ -190,9 +190,9 @@ class BoundedHttpTools(HttpToolsProtocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_lines += 1
         size = len(name) + len(value)
-        if self._head_lines > MAX_HEADERS or size > MAX_HEADER_LINE:
+        self._head_size += size + 4  # ``_count``, here without the call
+        if self._head_lines > MAX_HEADERS or size > MAX_HEADER_LINE or self._head_size > MAX_HEAD:
             self._stop()
-        self._count(size + 4)
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True

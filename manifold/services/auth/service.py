@@ -59,6 +59,19 @@ class Caller:
         return replace(self, root=join_base(self.base, path))
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What ``AuthService.known_user`` accepted a header on."""
+
+    claims: Claims
+    user: User
+    admin_token: str
+
+
+# Headers ``known_user`` keeps what it accepted them on; past this the oldest goes.
+KNOWN_KEPT = 4096
+
+
 class AuthService:
     def __init__(
         self,
@@ -74,6 +87,7 @@ class AuthService:
         self.limiter = limiter
         # Wrong codes while turning 2FA on are counted apart from logins, per user.
         self._setup_limiter = setup_limiter
+        self._known: dict[str, Known] = {}
 
     async def login(self, username: str, password: str, otp_code: str, client: str) -> str:
         return await self.login_hashed(username, static_hash(password), otp_code, client)
@@ -140,9 +154,29 @@ class AuthService:
     def known_user(self, header: str) -> User | None:
         """The user ``authenticate`` finds for a login token when every check it makes
         can be made from memory (no look-up, no wait), else None; a refusal raises as
-        ``authenticate`` would. The same checks on every call: nothing is remembered
-        here that a logout, a password change or a disabled user would have to undo."""
+        ``authenticate`` would.
+
+        A header accepted before is accepted again while what it was accepted on still
+        holds (``_holds``): the checks that depend on nothing else are not made again.
+        """
         self._users.notice_changes()
+        known = self._known.get(header)
+        if known is not None and self._holds(known):
+            return known.user
+        return self._first_known(header)
+
+    def _holds(self, known: Known) -> bool:
+        """Whether what a header was accepted on still is: the same admin token (the
+        very string), the token unexpired and not revoked, and its user the very object
+        the cache holds (a change to a user in any way replaces the object)."""
+        return (
+            known.admin_token is self._settings.get("token")
+            and self._tokens.still_valid(known.claims)
+            and self._users.cached(known.claims.username) is known.user
+        )
+
+    def _first_known(self, header: str) -> User | None:
+        """``known_user`` with every check made."""
         token = _token_of(header)
         if not token or self._is_admin_token(token):
             return None
@@ -150,7 +184,11 @@ class AuthService:
         user = self._users.cached(claims.username) if claims is not None else None
         if claims is None or user is None:
             return None
-        return _holder(claims, user)
+        known = Known(claims, _holder(claims, user), self._settings.get("token"))
+        if len(self._known) >= KNOWN_KEPT:
+            self._known.pop(next(iter(self._known)))
+        self._known[header] = known
+        return known.user
 
     def _is_admin_token(self, token: str) -> bool:
         admin_token = self._settings.get("token")
