@@ -21,8 +21,8 @@ from starlette.types import Scope
 
 from manifold import VERSION_STRING
 from manifold.api import envelope
-from manifold.api.asgi import CatchAll, FastBody, ManifoldApp, QuickBody, RouteTable
-from manifold.api.deps import client_address, get_admin, header_of, scope_client
+from manifold.api.asgi import CatchAll, FastBody, Headers, ManifoldApp, QuickBody, RouteTable
+from manifold.api.deps import client_address, get_admin, header_in, header_of, scope_client
 from manifold.api.guards import RequestGuard, ToldFirst
 from manifold.api.observe import Observer
 from manifold.api.openapi import no_body
@@ -50,7 +50,6 @@ from manifold.api.routes import (
     torrents,
     users,
 )
-from manifold.api.schemas import user_json
 from manifold.config import Config
 from manifold.container import Services
 from manifold.errors import ManifoldError
@@ -510,24 +509,24 @@ def _fast_bodies(services: Services) -> dict[str, FastBody]:
             caller = await services.auth.authenticate(header_of(scope, b"authorization"), client)
         except ManifoldError:
             return None  # the route answers the error
-        return envelope.ok_body(user_json(caller.user, with_otp=True))
+        return me.ME_BODIES.of(caller.user)
 
     return {"/api/public/settings": public_settings, "/api/me": current_user}
 
 
 def _quick_bodies(services: Services) -> dict[str, QuickBody]:
     """``_fast_bodies`` where no waiting is needed: a token whose checks are all in
-    memory; anything else (a first sight, a guest, an error) takes the ASGI call."""
+    memory; anything else (a first sight, a guest, an error) takes the ASGI call.
+    They are given the request's headers only: nothing else decides these answers."""
 
-    def public_settings(_: Scope) -> bytes:
+    def public_settings(_: Headers) -> bytes:
         return services.settings.public_envelope()
 
-    def current_user(scope: Scope) -> bytes | None:
-        client = scope_client(scope, services.config.trusted_proxies)
+    def current_user(headers: Headers) -> bytes | None:
         try:
-            caller = services.auth.known_caller(header_of(scope, b"authorization"), client)
+            user = services.auth.known_user(header_in(headers, b"authorization"))
         except ManifoldError:
             return None  # the route answers the error
-        return None if caller is None else envelope.ok_body(user_json(caller.user, with_otp=True))
+        return None if user is None else me.ME_BODIES.of(user)
 
     return {"/api/public/settings": public_settings, "/api/me": current_user}

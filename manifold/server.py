@@ -16,8 +16,9 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from manifold.api.asgi import fast_headers
+from manifold.api.asgi import Headers
 from manifold.config import Config
+from manifold.http_writes import ANSWERS, HeadHeld
 
 MAX_HEADERS = 100
 MAX_HEADER_LINE = 16 << 10  # a File-Path of 4 KiB of UTF-8, percent-escaped, fits
@@ -86,7 +87,9 @@ class BoundedHttpTools(HttpToolsProtocol):
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         # The application's answers that need no ASGI call (``ManifoldApp.quick``).
-        self._quick: Callable[[Any], bytes | None] | None = getattr(self.app, "quick", None)
+        self._quick: Callable[[str, Headers], bytes | None] | None = getattr(
+            self.app, "quick", None
+        )
         self._refused = False
         self._start_head()
         # Receiving a request from the first moment: a client that connects and sends
@@ -95,11 +98,13 @@ class BoundedHttpTools(HttpToolsProtocol):
         self._last_data = self.loop.time()
         self._watchdog: asyncio.TimerHandle | None = None
         self._watch(REQUEST_IDLE_SECONDS)
+        self._answered_at = self._last_data  # when the last response was complete
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        for timer in (self._watchdog, self.timeout_keep_alive_task):
+            if timer is not None:
+                timer.cancel()
+        self._watchdog = self.timeout_keep_alive_task = None
         super().connection_lost(exc)
 
     def _watch(self, delay: float) -> None:
@@ -120,6 +125,43 @@ class BoundedHttpTools(HttpToolsProtocol):
             return
         self._watch(max(self._last_data + REQUEST_IDLE_SECONDS - now, 0.05))
 
+    # uvicorn's keep-alive timeout, kept with one timer per idle spell instead of one
+    # per response: uvicorn cancels its timer on every request and arms a new one after
+    # every response, which cost a tenth of a quick answer. Here the timer, once armed,
+    # stays; when it fires it looks whether the connection has been idle all along.
+
+    def _unset_keepalive_if_required(self) -> None:
+        """uvicorn calls this on every piece of data: the timer stays (see above)."""
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, but the keep-alive timer is armed only if none is."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._answered_at = self.loop.time()
+        self.flow.resume_reading()
+        if self.pipeline:  # requests that came while this one was answered
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self.timeout_keep_alive_task is None:
+            self._keep_alive_in(self.timeout_keep_alive)
+
+    def _keep_alive_in(self, delay: float) -> None:
+        self.timeout_keep_alive_task = self.loop.call_later(delay, self._keep_alive_due)
+
+    def _keep_alive_due(self) -> None:
+        """Close the connection if it has been idle ``timeout_keep_alive`` seconds since
+        its last response; a request under way arms the timer again when it is answered."""
+        self.timeout_keep_alive_task = None
+        cycle = self.cycle
+        if self._receiving or self.pipeline or (cycle is not None and not cycle.response_complete):
+            return
+        left = self._answered_at + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self._keep_alive_in(left)
+        else:
+            self.timeout_keep_alive_handler()
+
     def _start_head(self) -> None:
         self._reading_head = True
         self._head_bytes = 0  # as received, counted before the parser sees a whole line
@@ -137,16 +179,24 @@ class BoundedHttpTools(HttpToolsProtocol):
         if self._reading_head and self._head_bytes > MAX_HEAD and not self._refused:
             self._refuse()
 
+    # The two callbacks below do uvicorn's work themselves (kept as its own: the URL
+    # gathered, header names lower-cased, ``Expect: 100-continue`` noted) rather than
+    # calling it: they run for every request, and the call cost more than that work.
+
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
-        super().on_url(url)
+        self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_lines += 1
-        if self._head_lines > MAX_HEADERS or len(name) + len(value) > MAX_HEADER_LINE:
+        size = len(name) + len(value)
+        self._head_size += size + 4  # ``_count``, here without the call
+        if self._head_lines > MAX_HEADERS or size > MAX_HEADER_LINE or self._head_size > MAX_HEAD:
             self._stop()
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def _count(self, size: int) -> None:
         self._head_size += size
@@ -157,10 +207,25 @@ class BoundedHttpTools(HttpToolsProtocol):
         self._refused = True
         raise HeadTooLarge()
 
+    def on_message_begin(self) -> None:
+        # uvicorn builds the request's scope here; it is built once the head is read,
+        # and only for a request the quick path does not answer (``_scoped``).
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+
+    def _scoped(self) -> None:
+        """uvicorn's scope for the request whose head was just read."""
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()
+        self.url, self.headers, self.expect_100_continue = url, headers, expect
+        self.scope["headers"] = headers
+
     def on_headers_complete(self) -> None:
         self._reading_head = False
         if self._answered_quickly():
             return
+        self._scoped()
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is not before and self.scope["method"] != "HEAD":
@@ -182,24 +247,22 @@ class BoundedHttpTools(HttpToolsProtocol):
             return False
         if parser.get_method() != b"GET" or parser.get_http_version() != "1.1":
             return False
-        raw_path, _, query = self.url.partition(b"?")
+        if parser.should_upgrade():
+            return False
+        raw_path = self.url.partition(b"?")[0]
         if not parser.should_keep_alive() or not _plain_path(raw_path):
             return False
-        scope = self.scope
-        scope["method"] = "GET"
-        scope["path"] = self.root_path + raw_path.decode("ascii")
-        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-        scope["query_string"] = query
-        body = self._quick(scope)
+        body = self._quick(self.root_path + raw_path.decode("ascii"), self.headers)
         if body is None:
             return False
-        self.transport.write(_response(self.server_state.default_headers, body))
+        self.transport.write(ANSWERS.of(self.server_state.default_headers, body))
         self.on_response_complete()
         return True
 
     def on_message_complete(self) -> None:
         self._receiving = False
-        super().on_message_complete()
+        if self.cycle is None or not self.cycle.response_complete:  # else nothing to do
+            super().on_message_complete()
         # What follows on a kept-alive connection is the next request's head.
         self._start_head()
 
@@ -221,65 +284,6 @@ class BoundedHttpTools(HttpToolsProtocol):
 def _plain_path(raw: bytes) -> bool:
     """A request target that is an origin-form path needing no decoding."""
     return raw[:1] == b"/" and raw.isascii() and b"%" not in raw and b"#" not in raw
-
-
-def _response(defaults: list[tuple[bytes, bytes]], body: bytes) -> bytes:
-    """A whole 200 JSON answer, head as uvicorn would write it (its own headers first)."""
-    head = [STATUS_LINE[200]]
-    for name, value in [*defaults, *fast_headers(body)]:
-        head += (name, b": ", value, b"\r\n")
-    return b"".join((*head, b"\r\n", body))
-
-
-# A response head longer than this is written at once rather than held for the body.
-HELD_HEAD_MAX = 4096
-
-
-class HeadHeld(asyncio.Transport):
-    """The transport as one response sees it: its head is held back and written with the
-    first piece of its body, in one system call and one TCP segment rather than two
-    (uvicorn writes each ASGI message on its own, and the socket sends at once).
-
-    Nearly every answer sends its head and body in the same turn of the loop; if the
-    body is late (a stream), the head goes out at the end of the turn all the same.
-    A HEAD request has no body to wait for, so it never gets one of these.
-    """
-
-    __slots__ = ("_held", "_loop", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._transport = transport
-        self._loop: asyncio.AbstractEventLoop | None = loop
-        self._held: bytes | None = None
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        held = self._held
-        if held is not None:
-            self._held = None
-            self._transport.writelines((held, data))
-        elif len(data) <= HELD_HEAD_MAX and self._loop is not None:
-            self._held = bytes(data)
-            self._loop.call_soon(self.flush)
-            self._loop = None  # only the first write, the head, is held
-        else:
-            self._transport.write(data)
-
-    def flush(self) -> None:
-        """Write what is held (the end of the turn, or before the transport closes)."""
-        held, self._held = self._held, None
-        if held is not None and not self._transport.is_closing():
-            self._transport.write(held)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._transport.get_extra_info(name, default)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
 
 
 class Listener:

@@ -46,7 +46,11 @@ def scope_client(scope: Scope, trusted: list[str]) -> str:
 
 def header_of(scope: Scope, name: bytes) -> str:
     """The first value of the header ``name`` (lower case) in ``scope``, else ""."""
-    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    return header_in(scope["headers"], name)
+
+
+def header_in(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    """The first value of the header ``name`` (lower case) among ``headers``, else ""."""
     for key, value in headers:
         if key == name:
             return value.decode("latin-1")

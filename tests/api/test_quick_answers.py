@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from manifold.container import Services
-from tests.api.live_server import STUCK, serving
+from manifold.services.auth.service import DISABLED
+from tests.api.live_server import Connection, connected, serving
+from tests.api.test_auth import enable_2fa
 from tests.conftest import Api, open_api, start_services
 
 SCRAPE = "scrape-token-51c2"
@@ -25,39 +27,43 @@ async def live(services: Services) -> AsyncIterator[str]:
         yield url
 
 
-class Connection:
-    """One kept-alive HTTP/1.1 connection, a request at a time."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    async def get(self, path: str, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
-        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-        async with asyncio.timeout(STUCK):
-            head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            status, *fields = head.strip().split("\r\n")
-            assert status.startswith("HTTP/1.1 200"), status
-            answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
-            body = await self.reader.readexactly(int(answer["content-length"]))
-        answer.pop("date")
-        return answer, body
-
-
 @pytest.fixture
 async def connection(live: str) -> AsyncIterator[Connection]:
-    host, port = live.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    try:
-        yield Connection(reader, writer)
-    finally:
-        writer.close()
+    async with connected(live) as kept:
+        yield kept
 
 
 def envelope(body: bytes) -> dict[str, Any]:
     shown: dict[str, Any] = json.loads(body)
     return shown
+
+
+async def me_on(connection: Connection, token: str) -> dict[str, Any]:
+    """/api/me on ``connection``, asked three times: after a change the first may take
+    the ASGI call (the user was dropped from the cache), the others are quick answers
+    again; all three must agree."""
+    answers = []
+    for _ in range(3):
+        _, body = await connection.get("/api/me", {"Authorization": token})
+        answers.append(envelope(body))
+    assert answers[1:] == answers[:-1]
+    return answers[0]
+
+
+async def kept_user(api: Api, connection: Connection, name: str) -> tuple[int, str]:
+    """A new user, its token, and its /api/me answered quickly on ``connection``."""
+    user_id = await api.make_user(name, f"{name}-pw", base_path="/", permission=0)
+    token = await api.login(name, f"{name}-pw")
+    assert (await me_on(connection, token))["data"]["username"] == name
+    return user_id, token
+
+
+async def edit_user(api: Api, user_id: int, name: str, **fields: Any) -> None:
+    """The admin's edit of user ``user_id`` (``name``), ``fields`` over its settings."""
+    user = {"id": user_id, "username": name, "password": "", "base_path": "/", "role": 0,
+            "permission": 0, "disabled": False, **fields}  # fmt: skip
+    body = await api.post("/api/admin/user/update", user, token=await api.login())
+    assert body["code"] == 200, body
 
 
 @pytest.mark.parametrize("path", ["/api/me", "/api/public/settings"])
@@ -76,26 +82,70 @@ async def test_a_password_change_refuses_the_token_on_a_kept_connection(
     api: Api, connection: Connection
 ) -> None:
     token = await api.login()
-    for _ in range(2):
-        _, body = await connection.get("/api/me", {"Authorization": token})
-        assert envelope(body)["data"]["username"] == "admin"
+    assert (await me_on(connection, token))["data"]["username"] == "admin"
     changed = await api.post(
         "/api/me/update", {"username": "admin", "password": "brand-new-pw"}, token=token
     )
     assert changed["code"] == 200
-    _, body = await connection.get("/api/me", {"Authorization": token})
-    assert envelope(body)["code"] == 401
-    assert envelope(body)["message"] == "Password has been changed, login please"
+    refused = await me_on(connection, token)
+    assert (refused["code"], refused["message"]) == (401, "Password has been changed, login please")
 
 
 async def test_a_logged_out_token_is_refused_on_a_kept_connection(
     api: Api, connection: Connection
 ) -> None:
     token = await api.login()
-    await connection.get("/api/me", {"Authorization": token})
+    await me_on(connection, token)
     await api.get("/api/auth/logout", token=token)
-    _, body = await connection.get("/api/me", {"Authorization": token})
-    assert (envelope(body)["code"], envelope(body)["message"]) == (401, "token is invalidated")
+    refused = await me_on(connection, token)
+    assert (refused["code"], refused["message"]) == (401, "token is invalidated")
+
+
+async def test_a_user_edited_by_the_admin_shows_at_once_on_a_kept_connection(
+    api: Api, connection: Connection
+) -> None:
+    user_id, token = await kept_user(api, connection, "gale")
+    await edit_user(api, user_id, "gale", base_path="/docs", permission=1 << 3)
+    shown = (await me_on(connection, token))["data"]
+    assert (shown["base_path"], shown["permission"]) == ("/docs", 1 << 3)
+
+
+async def test_a_disabled_user_is_refused_at_once_on_a_kept_connection(
+    api: Api, connection: Connection
+) -> None:
+    user_id, token = await kept_user(api, connection, "hale")
+    await edit_user(api, user_id, "hale", disabled=True)
+    refused = await me_on(connection, token)
+    assert (refused["code"], refused["message"]) == (401, DISABLED)
+
+
+async def test_two_factor_turned_on_shows_at_once_on_a_kept_connection(
+    api: Api, connection: Connection
+) -> None:
+    _, token = await kept_user(api, connection, "ivo")
+    assert (await me_on(connection, token))["data"]["otp"] is False
+    await enable_2fa(api, token)
+    assert (await me_on(connection, token))["data"]["otp"] is True
+
+
+async def test_an_idle_kept_connection_is_closed_after_the_keep_alive_timeout(
+    services: Services,
+) -> None:
+    async with serving(services, timeout_keep_alive=1) as url, connected(url) as kept:
+        for _ in range(3):
+            await kept.get("/api/public/settings", {})
+        assert await kept.closed_by_server()
+
+
+async def test_a_connection_asked_more_often_than_the_timeout_stays_open(
+    services: Services,
+) -> None:
+    async with serving(services, timeout_keep_alive=3) as url, connected(url) as kept:
+        first = await kept.get("/api/public/settings", {})
+        # Past the timeout in all, never more than a tenth of it idle.
+        for _ in range(12):
+            await asyncio.sleep(0.3)
+            assert await kept.get("/api/public/settings", {}) == first
 
 
 async def test_a_request_with_an_origin_still_gets_cors(api: Api, connection: Connection) -> None:
@@ -112,13 +162,10 @@ async def test_with_metrics_on_every_request_is_counted(tmp_path: Path) -> None:
     services = await start_services(data)
     try:
         async with open_api(services) as api, serving(services) as url:
-            host, port = url.removeprefix("http://").split(":")
-            reader, writer = await asyncio.open_connection(host, int(port))
-            kept = Connection(reader, writer)
             token = {"Authorization": await api.login()}
-            for _ in range(5):
-                await kept.get("/api/me", token)
-            writer.close()
+            async with connected(url) as kept:
+                for _ in range(5):
+                    await kept.get("/api/me", token)
             scraped = await api.client.get(
                 "/metrics", headers={"Authorization": f"Bearer {SCRAPE}"}
             )

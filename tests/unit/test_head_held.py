@@ -1,10 +1,10 @@
-"""A response's head goes out with its body in one write (``manifold.server.HeadHeld``)."""
+"""A response's head goes out with its body in one write (``manifold.http_writes.HeadHeld``)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from manifold.server import HeadHeld
+from manifold.http_writes import HeadHeld
 
 
 class Recorder(asyncio.Transport):

@@ -6,9 +6,10 @@ from fastapi import Request
 from starlette.responses import Response
 
 from manifold.api.deps import CallerDep, ServicesDep, get_caller
-from manifold.api.envelope import ok, paged
+from manifold.api.envelope import ok, ok_body, paged, raw
 from manifold.api.schemas import Int64, PageNumber, RequestBody, sshkey_json, user_json
 from manifold.errors import Forbidden
+from manifold.models import User
 from manifold.services.auth.sso import BIND_COOKIE
 
 
@@ -23,10 +24,41 @@ class KeyBody(RequestBody):
     key: str = ""
 
 
+# Users whose answer is kept at once; past this the kept answers start again from none.
+ME_KEPT = 1024
+
+
+class MeBodies:
+    """``/api/me``'s encoded answer for each user, made once per ``User`` object.
+
+    A user held by the users' cache is never changed in place: every change stores a
+    new object and drops the old one from the cache, here and (told by the change bus)
+    in every other process. So the answer kept for the very object asked about is that
+    user's current answer, and nothing has to be told to forget one. (Asked about
+    another object of the same user, say one read from the database, it encodes again.)
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[User, bytes]] = {}
+
+    def of(self, user: User) -> bytes:
+        kept = self._kept.get(user.id)
+        if kept is not None and kept[0] is user:
+            return kept[1]
+        body = ok_body(user_json(user, with_otp=True))
+        if len(self._kept) >= ME_KEPT:
+            self._kept.clear()
+        self._kept[user.id] = (user, body)
+        return body
+
+
+ME_BODIES = MeBodies()
+
+
 async def me(request: Request) -> Response:
     # Called on every page load: a plain handler, no dependency machinery.
     caller = await get_caller(request)
-    return ok(user_json(caller.user, with_otp=True))
+    return raw(ME_BODIES.of(caller.user))
 
 
 async def update_me(

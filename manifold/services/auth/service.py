@@ -59,6 +59,19 @@ class Caller:
         return replace(self, root=join_base(self.base, path))
 
 
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What ``AuthService.known_user`` accepted a header on."""
+
+    claims: Claims
+    user: User
+    admin_token: str
+
+
+# Headers ``known_user`` keeps what it accepted them on; past this the oldest goes.
+KNOWN_KEPT = 4096
+
+
 class AuthService:
     def __init__(
         self,
@@ -74,6 +87,7 @@ class AuthService:
         self.limiter = limiter
         # Wrong codes while turning 2FA on are counted apart from logins, per user.
         self._setup_limiter = setup_limiter
+        self._known: dict[str, Known] = {}
 
     async def login(self, username: str, password: str, otp_code: str, client: str) -> str:
         return await self.login_hashed(username, static_hash(password), otp_code, client)
@@ -135,12 +149,34 @@ class AuthService:
             return Caller(guest, client)
         claims = await self._tokens.parse(token)
         user = await self._users.by_name(claims.username)
-        return _accepted(claims, user, client, token)
+        return Caller(_holder(claims, user), client, token)
 
-    def known_caller(self, header: str, client: str) -> Caller | None:
-        """``authenticate`` for a login token when everything it needs is in memory (no
-        look-up, no wait), else None; a refusal raises as ``authenticate`` would."""
+    def known_user(self, header: str) -> User | None:
+        """The user ``authenticate`` finds for a login token when every check it makes
+        can be made from memory (no look-up, no wait), else None; a refusal raises as
+        ``authenticate`` would.
+
+        A header accepted before is accepted again while what it was accepted on still
+        holds (``_holds``): the checks that depend on nothing else are not made again.
+        """
         self._users.notice_changes()
+        known = self._known.get(header)
+        if known is not None and self._holds(known):
+            return known.user
+        return self._first_known(header)
+
+    def _holds(self, known: Known) -> bool:
+        """Whether what a header was accepted on still is: the same admin token (the
+        very string), the token unexpired and not revoked, and its user the very object
+        the cache holds (a change to a user in any way replaces the object)."""
+        return (
+            known.admin_token is self._settings.get("token")
+            and self._tokens.still_valid(known.claims)
+            and self._users.cached(known.claims.username) is known.user
+        )
+
+    def _first_known(self, header: str) -> User | None:
+        """``known_user`` with every check made."""
         token = _token_of(header)
         if not token or self._is_admin_token(token):
             return None
@@ -148,7 +184,11 @@ class AuthService:
         user = self._users.cached(claims.username) if claims is not None else None
         if claims is None or user is None:
             return None
-        return _accepted(claims, user, client, token)
+        known = Known(claims, _holder(claims, user), self._settings.get("token"))
+        if len(self._known) >= KNOWN_KEPT:
+            self._known.pop(next(iter(self._known)))
+        self._known[header] = known
+        return known.user
 
     def _is_admin_token(self, token: str) -> bool:
         admin_token = self._settings.get("token")
@@ -179,8 +219,8 @@ def _token_of(header: str) -> str:
     return header[7:].strip() if header[:7].lower() == "bearer " else header.strip()
 
 
-def _accepted(claims: Claims, user: User | None, client: str, token: str) -> Caller:
-    """The caller holding ``token``, if its user still is the one it was issued to."""
+def _holder(claims: Claims, user: User | None) -> User:
+    """``user`` if it still is the one the token of ``claims`` was issued to."""
     # A same-name account made after the token's one was deleted is someone else.
     if user is None or user.id != claims.user_id:
         raise Unauthorized("failed find user: record not found")
@@ -188,7 +228,7 @@ def _accepted(claims: Claims, user: User | None, client: str, token: str) -> Cal
         raise Unauthorized("Password has been changed, login please")
     if user.disabled:
         raise Unauthorized(DISABLED)
-    return Caller(user, client, token)
+    return user
 
 
 async def _check_credentials(username: str, user: User | None, hashed: str, otp_code: str) -> User:

@@ -125,6 +125,11 @@ class TokenService:
         revoked = self._store.known_revoked(claims.jti)
         return None if revoked is None else _unless_revoked(claims, revoked)
 
+    def still_valid(self, claims: Claims) -> bool:
+        """Whether the token ``claims`` were decoded from is unexpired and known not to
+        be revoked (False when that is not known without a look-up)."""
+        return claims.exp > time.time() and self._store.known_revoked(claims.jti) is False
+
     async def revoke(self, token: str) -> None:
         try:
             claims = self._decode(token)
