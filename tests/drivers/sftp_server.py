@@ -53,7 +53,7 @@ def _keygen(path: Path) -> None:
 class SshServer:
     """sshd serving SFTP on 127.0.0.1: key logins for root, password logins allowed."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, max_sessions: int = 100) -> None:
         self.folder = folder
         self.port = free_port()
         self.host_key = folder / "host_key"
@@ -74,7 +74,7 @@ class SshServer:
             "KbdInteractiveAuthentication no\n"
             "PermitRootLogin prohibit-password\n"
             "MaxStartups 100\n"
-            "MaxSessions 100\n"
+            f"MaxSessions {max_sessions}\n"
             "Subsystem sftp internal-sftp\n"
         )
         os.makedirs(PRIVSEP_DIR, mode=0o755, exist_ok=True)

@@ -220,6 +220,12 @@ def test_mlsd_lines() -> None:
     assert parse_mlsx("type=OS.unix=slink:/x;modify=bad; l") == Entry("l", LINK, 0, None)
 
 
+def test_mlsd_times_out_of_range_are_none() -> None:
+    for stamp in ("20241301093005", "20230229120000", "20240301246000", "2024030109300"):
+        entry = parse_mlsx(f"type=file;size=1;modify={stamp}; f")
+        assert entry is not None and entry.modified is None, stamp
+
+
 async def test_files_and_folders_carry_times_in_utc(ftp: FtpDriver, ftp_server: FtpServer) -> None:
     folder = await fresh_folder(ftp)
     await put(ftp, folder, "timed.txt", b"t")

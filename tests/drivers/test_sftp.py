@@ -440,6 +440,39 @@ async def test_a_big_folder_comes_in_pages(driver: SftpDriver, served: Path) -> 
     assert len(await driver.list(await driver.root_obj())) == PAGE_SIZE + 5
 
 
+@pytest.fixture(scope="module")
+def one_channel_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """A server that allows one channel per connection (``MaxSessions 1``)."""
+    server = SshServer(tmp_path_factory.mktemp("sshd-one"), max_sessions=1).start()
+    yield server
+    server.stop()
+
+
+async def test_a_server_allowing_one_channel_is_listed_over_that_channel(
+    one_channel_sshd: SshServer, served: Path
+) -> None:
+    """Listings go over a second channel where the server allows one; without it the
+    one channel lists, in the same pages, links followed and temporaries hidden."""
+    for i in range(PAGE_SIZE + 5):
+        (served / f"f{i:05d}").write_bytes(b"")
+    (served / "sub").mkdir()
+    (served / "sub-link").symlink_to("sub")
+    (served / f"{RESERVED_PREFIX}young").write_bytes(b"being written")
+    driver = await started(key_options(one_channel_sshd, served))
+    try:
+        root = await driver.root_obj()
+        pages = [page async for page in driver.list_pages(root)]
+        assert len(pages) == 2 and all(0 < len(p) <= PAGE_SIZE for p in pages)
+        assert sum(len(p) for p in pages) == PAGE_SIZE + 7
+        listed = {o.name: o for o in await driver.list(root)}
+        assert len(listed) == PAGE_SIZE + 7
+        assert listed["sub-link"].is_dir and listed["sub"].is_dir
+        with pytest.raises(NotAFolder):
+            await driver.list(listed["f00000"])
+    finally:
+        await driver.drop()
+
+
 async def test_listing_a_file_is_not_a_folder(driver: SftpDriver, served: Path) -> None:
     obj = await put_bytes(driver, await driver.root_obj(), "plain.txt", b"x")
     with pytest.raises(NotAFolder):

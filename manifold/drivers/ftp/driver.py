@@ -60,7 +60,7 @@ from manifold.errors import (
     ServerError,
     TemporaryFailure,
 )
-from manifold.models import DiskUsage, Link, Obj, Storage
+from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
 
 CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
@@ -219,7 +219,7 @@ class FtpDriver(Driver[Addition]):
                     resolved = await conn.stat(_join(path, entry.name))
                     if resolved is None:
                         continue  # a link that leads nowhere
-                    entry = replace(resolved, name=entry.name, modified=entry.modified)
+                    entry = resolved._replace(name=entry.name, modified=entry.modified)
                 objs.append(_obj(path, entry))
             for temp in self._temps.stale(temps):
                 await conn.ask(f"DELE {temp.path}")
@@ -458,7 +458,8 @@ def _parsed(
 
 def _obj(folder: str, entry: Entry) -> Obj:
     modified = entry.modified or _EPOCH
-    return Obj(entry.name, entry.size, entry.is_dir, modified, path=_join(folder, entry.name))
+    path = _join(folder, entry.name)
+    return new_obj(entry.name, entry.size, entry.is_dir, modified, None, path, "")
 
 
 DRIVER = FtpDriver

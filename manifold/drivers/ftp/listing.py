@@ -9,8 +9,8 @@ only the line ending is cut, never a blank at either end of the name.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 # An entry whose kind LIST does not tell (a symbolic link): the driver asks the server.
 LINK = "link"
@@ -31,10 +31,10 @@ _DOS = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One listed name. ``kind`` is ``file``, ``dir`` or ``LINK``; ``modified`` is UTC
-    (None when the server gave no time)."""
+    (None when the server gave no time). A tuple: a listing makes thousands, and a
+    frozen dataclass sets each field through a slower call."""
 
     name: str
     kind: str
@@ -96,8 +96,10 @@ def parse_timeval(value: str) -> datetime | None:
     whole, _, fraction = value.strip().partition(".")
     if len(whole) != 14 or not whole.isdigit():
         return None
+    # ISO 8601's basic form, which ``fromisoformat`` reads in C: ``strptime`` was a
+    # third of a long MLSD listing's parsing.
     try:
-        when = datetime.strptime(whole, "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+        when = datetime.fromisoformat(f"{whole[:8]}T{whole[8:]}Z")
     except ValueError:
         return None
     if fraction.isdigit():

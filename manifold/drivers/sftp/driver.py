@@ -64,6 +64,7 @@ from manifold.errors import (
 )
 from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
 
+from .lister import Listed
 from .meta import Addition
 from .session import KEEPALIVE_SECONDS, Connector, Credentials, parse_address
 
@@ -85,6 +86,7 @@ CLOSE_SECONDS = 10.0
 _DIR = asyncssh.FILEXFER_TYPE_DIRECTORY
 _FILE = asyncssh.FILEXFER_TYPE_REGULAR
 _LINK = asyncssh.FILEXFER_TYPE_SYMLINK
+_SHOWN = (_FILE, _DIR)  # pipes, sockets and devices are left out
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SUBFOLDER = "the destination folder is a subfolder of the source folder"
 
@@ -138,14 +140,26 @@ def _time(attrs: asyncssh.SFTPAttrs) -> datetime:
     return datetime.fromtimestamp(attrs.mtime, UTC) if attrs.mtime is not None else _EPOCH
 
 
-def _known_time(attrs: asyncssh.SFTPAttrs) -> datetime | None:
-    return None if attrs.mtime is None else _time(attrs)
+def _stamp(mtime: int | None) -> datetime | None:
+    return None if mtime is None else datetime.fromtimestamp(mtime, UTC)
 
 
 def _obj(name: str, path: str, attrs: asyncssh.SFTPAttrs) -> Obj:
     is_dir = attrs.type == _DIR
     size = 0 if is_dir else attrs.size or 0
     return new_obj(name, size, is_dir, _time(attrs), None, path, "")
+
+
+def _listed(name: str, attrs: asyncssh.SFTPAttrs) -> Listed:
+    return Listed(name, attrs.type, attrs.size or 0, attrs.mtime)
+
+
+def _listed_obj(entry: Listed, prefix: str) -> Obj:
+    """A listed file or folder as an ``Obj``; ``prefix`` is its folder's path and "/"."""
+    is_dir = entry.kind == _DIR
+    when = _EPOCH if entry.mtime is None else datetime.fromtimestamp(entry.mtime, UTC)
+    size = 0 if is_dir else entry.size
+    return new_obj(entry.name, size, is_dir, when, None, prefix + entry.name, "")
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -210,15 +224,16 @@ class SftpDriver(Driver[Addition]):
         return Obj(name="", size=0, is_dir=True, modified=self._root_modified, path=self._root)
 
     async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
-        sftp = await self._client()
-        # An async generator: closed below when the caller stops early.
-        scan = cast(AsyncGenerator[asyncssh.SFTPName, None], sftp.scandir(dir.path))
+        assert self._connector is not None
+        sftp, lister = await self._connector.lister()
+        scan = _scan(sftp, dir.path) if lister is None else lister.scan(dir.path)
+        pages = _pages(scan, PAGE_SIZE)
         try:
             first = True
             while True:
                 with self._errors(sftp):
                     try:
-                        names = await _take_bounded(scan, PAGE_SIZE)
+                        names = await _next_bounded(pages)
                     except asyncssh.SFTPNoSuchFile:
                         if first:
                             await self._refuse_file(sftp, dir.path)
@@ -230,6 +245,7 @@ class SftpDriver(Driver[Addition]):
                 if len(names) < PAGE_SIZE:
                     return
         finally:
+            await _close_scan(pages)  # the pages first: they hold the scan
             await _close_scan(scan)
 
     async def get(self, path: str) -> Obj:
@@ -424,26 +440,24 @@ class SftpDriver(Driver[Addition]):
     # --- listing -------------------------------------------------------------------
 
     async def _objs(
-        self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[asyncssh.SFTPName]
+        self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[Listed]
     ) -> builtins.list[Obj]:
         await self._sweep(sftp, folder, names)
-        entries = [(str(n.filename), n.attrs) for n in names if _shown(str(n.filename))]
-        links = [i for i, (_, attrs) in enumerate(entries) if attrs.type == _LINK]
-        followed = await _fan_out(
-            [self._follow(sftp, posixpath.join(folder, entries[i][0])) for i in links]
-        )
-        kept: dict[int, asyncssh.SFTPAttrs | None] = dict(zip(links, followed, strict=True))
-        objs = []
-        for index, (name, attrs) in enumerate(entries):
-            seen = kept.get(index, attrs)
-            if seen is not None and seen.type in (_FILE, _DIR):
-                objs.append(_obj(name, posixpath.join(folder, name), seen))
-        return objs
+        entries: builtins.list[Listed | None] = [n for n in names if _shown(n.name)]
+        links = [(i, e.name) for i, e in enumerate(entries) if e and e.kind == _LINK]
+        if links:
+            followed = await _fan_out([self._follow(sftp, folder, name) for _, name in links])
+            for (index, _), seen in zip(links, followed, strict=True):
+                entries[index] = seen
+        prefix = folder.rstrip("/") + "/"
+        return [_listed_obj(e, prefix) for e in entries if e is not None and e.kind in _SHOWN]
 
-    async def _follow(self, sftp: asyncssh.SFTPClient, path: str) -> asyncssh.SFTPAttrs | None:
-        """The attributes of a link's target; None for a broken link that is skipped."""
+    async def _follow(self, sftp: asyncssh.SFTPClient, folder: str, name: str) -> Listed | None:
+        """A link's target as an entry of its name; None for a broken link that is
+        skipped."""
+        path = posixpath.join(folder, name)
         try:
-            return await sftp.stat(path)
+            return _listed(name, await sftp.stat(path))
         except NETWORK:
             raise
         except asyncssh.SFTPError as exc:
@@ -609,39 +623,50 @@ class SftpDriver(Driver[Addition]):
         await self._temps.retry(lambda path, tree: _remove_quietly(sftp, path, tree))
 
     async def _sweep(
-        self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[asyncssh.SFTPName]
+        self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[Listed]
     ) -> None:
         """Remove the stale temporaries a listing met (a process died writing them)."""
         seen = [
-            Seen(posixpath.join(folder, name), n.attrs.type == _DIR, _known_time(n.attrs))
+            Seen(posixpath.join(folder, n.name), n.kind == _DIR, _stamp(n.mtime))
             for n in names
-            if is_temporary(name := str(n.filename))
+            if is_temporary(n.name)
         ]
         if seen:
             await self._temps.sweep(seen, lambda path, tree: _remove_quietly(sftp, path, tree))
 
 
-async def _take(
-    scan: AsyncIterator[asyncssh.SFTPName], count: int
-) -> builtins.list[asyncssh.SFTPName]:
-    """Up to ``count`` more entries of a folder scan (fewer at its end)."""
-    taken: builtins.list[asyncssh.SFTPName] = []
-    while len(taken) < count:
-        try:
-            taken.append(await anext(scan))
-        except StopAsyncIteration:
-            break
-    return taken
+async def _scan(sftp: asyncssh.SFTPClient, path: str) -> AsyncIterator[builtins.list[Listed]]:
+    """A folder's entries through the library's own listing, for a server that allows
+    one channel per connection (no ``Lister``)."""
+    scan = cast(AsyncGenerator[asyncssh.SFTPName, None], sftp.scandir(path))
+    try:
+        async for name in scan:
+            yield [_listed(str(name.filename), name.attrs)]
+    finally:
+        await scan.aclose()
 
 
-async def _take_bounded(
-    scan: AsyncIterator[asyncssh.SFTPName], count: int
-) -> builtins.list[asyncssh.SFTPName]:
-    """``_take``, but a page cut off by its time limit does not wait past
+async def _pages(
+    scan: AsyncIterator[builtins.list[Listed]], size: int
+) -> AsyncGenerator[builtins.list[Listed], None]:
+    """The scan's entries in pages of ``size``; the last one is shorter (maybe empty)."""
+    page: builtins.list[Listed] = []
+    async for names in scan:
+        page += names
+        while len(page) >= size:
+            yield page[:size]
+            page = page[size:]
+    yield page
+
+
+async def _next_bounded(
+    pages: AsyncGenerator[builtins.list[Listed], None],
+) -> builtins.list[Listed]:
+    """The next page, but a page cut off by its time limit does not wait past
     ``CLOSE_SECONDS`` for the folder handle's close, which the library's scan awaits
     as it unwinds: a server that stopped answering would hold the call until the
     keepalive gives its connection up."""
-    taking = asyncio.ensure_future(_take(scan, count))
+    taking = asyncio.ensure_future(anext(pages))
     try:
         return await asyncio.shield(taking)
     except asyncio.CancelledError:
@@ -689,13 +714,13 @@ async def _settle(fetch: asyncio.Future[Any]) -> None:
         fetch.exception()  # retrieved: the reader is closing anyway
 
 
-async def _close_scan(scan: AsyncGenerator[asyncssh.SFTPName, None]) -> None:
+async def _close_scan(scan: AsyncIterator[Any]) -> None:
     """Close a listing's folder handle, also when its page was cut off by the time
     limit: a server that stopped answering is not waited for past ``CLOSE_SECONDS``
     (the keepalive gives its connection up later)."""
     with suppress(Exception):
         async with asyncio.timeout(CLOSE_SECONDS):
-            await scan.aclose()
+            await cast(AsyncGenerator[Any, None], scan).aclose()
 
 
 async def _close(file: asyncssh.SFTPClientFile) -> None:

@@ -24,6 +24,7 @@ import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
 from manifold.drivers import reach
+from manifold.drivers.sftp.lister import Lister
 from manifold.errors import InvalidRequest, ManifoldError, PermissionDenied, TemporaryFailure
 
 DEFAULT_PORT = 22
@@ -124,6 +125,8 @@ class _Session:
     conn: asyncssh.SSHClientConnection
     client: _Client
     sftp: asyncssh.SFTPClient
+    # The listing channel; None where the server refused a second channel.
+    lister: Lister | None = None
 
     @property
     def alive(self) -> bool:
@@ -138,6 +141,8 @@ class _Session:
             return
         self.client.lost = True
         with suppress(Exception):
+            if self.lister is not None:
+                self.lister.close()
             self.sftp.exit()
         with suppress(Exception):
             self.conn.close()
@@ -175,14 +180,23 @@ class Connector:
 
     async def client(self) -> asyncssh.SFTPClient:
         """The SFTP client of a live connection, connecting first when needed."""
+        return (await self._live()).sftp
+
+    async def lister(self) -> tuple[asyncssh.SFTPClient, Lister | None]:
+        """The live connection's SFTP client and its listing channel (None where the
+        server allows one channel only: listings then go over the client)."""
+        session = await self._live()
+        return session.sftp, session.lister
+
+    async def _live(self) -> _Session:
         session = self._session
         if session is not None and session.alive:
-            return session.sftp
+            return session
         async with self._lock:
             session = self._session
             if session is None or not session.alive:
                 session = await self._reopen(session)
-            return session.sftp
+            return session
 
     def lost(self, sftp: asyncssh.SFTPClient) -> None:
         """A call on ``sftp`` failed as the network fails: the next call reconnects.
@@ -251,7 +265,7 @@ class Connector:
                     f"the server at {creds.where} refused the SFTP subsystem: {exc.reason}"
                 ) from exc
             raise _connect_error(exc, creds, client) from exc
-        session = _Session(conn, client, sftp)
+        session = _Session(conn, client, sftp, await _open_lister(conn))
         if not pinned and client.offered:
             try:
                 await self._on_first_key(client.offered)
@@ -266,6 +280,16 @@ class Connector:
 # ChaCha20-Poly1305 first, a copy into SFTP spent a seventh of its time on ciphers.
 _GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 CIPHERS = (*_GCM, *(alg.decode() for alg in get_default_encryption_algs() if b"gcm" not in alg))
+
+
+async def _open_lister(conn: asyncssh.SSHClientConnection) -> Lister | None:
+    """A listing channel, or None where the server refuses one (some allow a single
+    channel per connection) or does not answer it in time."""
+    try:
+        async with asyncio.timeout(CONNECT_SECONDS):
+            return await Lister.open(conn)
+    except (asyncssh.Error, OSError, TimeoutError):
+        return None
 
 
 def _options(creds: Credentials, keepalive: float) -> asyncssh.SSHClientConnectionOptions:
