@@ -16,6 +16,7 @@ interface; the routes and the session service do not change.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -133,23 +134,36 @@ class StagingStore:
 
 async def _write_exactly(fd: int, offset: int, body: AsyncIterator[bytes], length: int) -> None:
     """Write ``body`` at ``offset``, a batch at a time (the pieces as they came, in one
-    ``pwritev``: no copy to join them), and flush it to the disk: a chunk counted
-    received survives a crash, and ``complete`` has little left to sync. A piece that
+    vector write: no copy to join them), each batch written while the next arrives,
+    and flush it to the disk: a chunk counted received survives a crash. A piece that
     would go past ``length`` is refused before it is written, so a chunk never
     touches the next one's range."""
-    written, pending, pieces = 0, 0, []
-    async for data in body:
-        if written + pending + len(data) > length:
-            raise ChunkLengthError(f"chunk is longer than its expected {length} bytes")
-        pieces.append(data)
-        pending += len(data)
-        if pending >= _BATCH or len(pieces) >= _PIECES:
-            written += await run_in(DISK_POOL, _pwrite_all, fd, pieces, offset + written)
-            pieces, pending = [], 0
-    if pieces:
-        written += await run_in(DISK_POOL, _pwrite_all, fd, pieces, offset + written)
-    if written != length:
-        raise ChunkLengthError(f"chunk has {written} bytes, {length} expected")
+    queued, pending, pieces = 0, 0, []
+    writing: asyncio.Future[int] | None = None
+    try:
+        async for data in body:
+            if queued + pending + len(data) > length:
+                raise ChunkLengthError(f"chunk is longer than its expected {length} bytes")
+            pieces.append(data)
+            pending += len(data)
+            if pending >= _BATCH or len(pieces) >= _PIECES:
+                if writing is not None:
+                    await writing
+                writing = asyncio.ensure_future(
+                    run_in(DISK_POOL, _pwrite_all, fd, pieces, offset + queued)
+                )
+                queued, pending, pieces = queued + pending, 0, []
+        if writing is not None:
+            await writing
+            writing = None
+        if pieces:
+            await run_in(DISK_POOL, _pwrite_all, fd, pieces, offset + queued)
+            queued += pending
+    finally:
+        if writing is not None:  # the descriptor is closed next: the write ends first
+            await asyncio.wait([writing])
+    if queued != length:
+        raise ChunkLengthError(f"chunk has {queued} bytes, {length} expected")
     await run_in(DISK_POOL, os.fdatasync, fd)
 
 
