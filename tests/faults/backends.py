@@ -21,6 +21,7 @@ from tests.drivers import alist_v3_server, ftp_server, s3_server, smb_server, we
 from tests.drivers.azurite_server import Azurite, start_azurite
 from tests.drivers.sftp_server import SshServer
 from tests.fixtures.faultproxy import FaultProxy
+from tests.fixtures.processes import Daemon
 
 BUCKET = "faults"
 # The drivers' own time limits in these tests, kept short so a fault shows soon.
@@ -51,6 +52,12 @@ class Backend:
     proxy: FaultProxy
     addition: dict[str, Any]
     files: Callable[[str], Awaitable[dict[str, int]]]  # folder -> {relative path: size}
+    # The server's own process, for the tests that kill it and start it again (None:
+    # a back end not run that way here).
+    server: Daemon | None = None
+    # Seconds the server may hold what it was told before it writes it to disk: a kill
+    # sooner loses it (Azurite saves its metadata every 5 s; Azure itself never loses it).
+    saves_within: float = 0.0
 
     @property
     def mount(self) -> str:
@@ -223,4 +230,7 @@ def _azure(base: Path, stack: contextlib.AsyncExitStack) -> Backend:
     proxy = proxied(azurite.port)
     endpoint = azurite.endpoint.replace(f"127.0.0.1:{azurite.port}", proxy.address)
     addition = azurite.options(BUCKET).model_dump() | {"endpoint": endpoint}
-    return Backend("azure", "Azure Blob Storage", proxy, addition, in_container(azurite))
+    files = in_container(azurite)
+    return Backend(
+        "azure", "Azure Blob Storage", proxy, addition, files, azurite.daemon, saves_within=6.0
+    )
