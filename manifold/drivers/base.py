@@ -366,6 +366,9 @@ class Driver(ABC, Generic[OptionsT]):
         self.resources = Resources()
         # Set by the server: saves the storage's options (``addition()``) at once.
         self.options_saver: Callable[[str], Awaitable[None]] | None = None
+        # Set by the server: the storage's options as saved now (another process on the
+        # same database may have saved newer ones since this driver started).
+        self.options_loader: Callable[[], Awaitable[str | None]] | None = None
 
     async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)``, a blocking library call, in this storage's own threads.
@@ -404,6 +407,25 @@ class Driver(ABC, Generic[OptionsT]):
         happens after ``init`` anyway; this is for changes made later."""
         if self.options_saver is not None:
             await self.options_saver(self.addition())
+
+    async def saved_options(self) -> str | None:
+        """The storage's options as saved now (None outside a server)."""
+        if self.options_loader is None:
+            return None
+        return await self.options_loader()
+
+    def options_to_save(self, stored: str, addition: str) -> str:
+        """What to save when this driver saves ``addition`` and the database holds
+        ``stored`` (another process's save may lie between): its own, by default. A
+        driver whose renewed values another process renews too (a rotated token) keeps
+        the newer of each."""
+        return addition
+
+    async def options_saved(self, addition: str) -> None:
+        """The storage's options as saved now, by another process (or merged with
+        another's save, ``options_to_save``). A driver that renews values at run time
+        takes the newer ones here; the others have nothing to do."""
+        return None
 
     async def root_obj(self) -> Obj:
         """The storage's root folder.

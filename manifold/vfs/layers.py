@@ -131,6 +131,20 @@ class Layer(Driver[Any]):
         self.inner.options_saver = saver
 
     @property
+    def options_loader(self) -> Callable[[], Awaitable[str | None]] | None:
+        return self.inner.options_loader
+
+    @options_loader.setter
+    def options_loader(self, loader: Callable[[], Awaitable[str | None]] | None) -> None:
+        self.inner.options_loader = loader
+
+    def options_to_save(self, stored: str, addition: str) -> str:
+        return self.inner.options_to_save(stored, addition)
+
+    async def options_saved(self, addition: str) -> None:
+        await self.inner.options_saved(addition)  # the driver's own calls: never limited
+
+    @property
     def threads(self) -> Pool:
         return self.inner.threads
 

@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 from manifold.drivers.sftp.driver import SftpDriver
 from manifold.drivers.smb.driver import SMBDriver
 from tests.drivers import alist_v3_server, ftp_server, s3_server, smb_server, webdav_server
+from tests.drivers.azurite_server import Azurite, start_azurite
 from tests.drivers.sftp_server import SshServer
 from tests.fixtures.faultproxy import FaultProxy
+from tests.fixtures.processes import Daemon
 
 BUCKET = "faults"
 # The drivers' own time limits in these tests, kept short so a fault shows soon.
@@ -50,6 +52,12 @@ class Backend:
     proxy: FaultProxy
     addition: dict[str, Any]
     files: Callable[[str], Awaitable[dict[str, int]]]  # folder -> {relative path: size}
+    # The server's own process, for the tests that kill it and start it again (None:
+    # a back end not run that way here).
+    server: Daemon | None = None
+    # Seconds the server may hold what it was told before it writes it to disk: a kill
+    # sooner loses it (Azurite saves its metadata every 5 s; Azure itself never loses it).
+    saves_within: float = 0.0
 
     @property
     def mount(self) -> str:
@@ -96,13 +104,27 @@ def in_bucket(s3: s3_server.S3Server) -> Callable[[str], Awaitable[dict[str, int
     return files
 
 
+def in_container(azurite: Azurite) -> Callable[[str], Awaitable[dict[str, int]]]:
+    """The blobs under ``<folder>/`` as Azurite has them (asked directly, not through
+    the proxy; committed blobs only, which is what a reader can see)."""
+
+    async def files(folder: str) -> dict[str, int]:
+        prefix = folder.strip("/") + "/"
+        async with azurite.client() as service:
+            blobs = service.get_container_client(BUCKET).list_blobs(name_starts_with=prefix)
+            found = {blob.name.removeprefix(prefix): blob.size async for blob in blobs}
+        return {name: size for name, size in found.items() if name and not name.endswith("/")}
+
+    return files
+
+
 def proxied(port: int, *, ftp: bool = False) -> FaultProxy:
     return FaultProxy("127.0.0.1", port, ftp=ftp).start()
 
 
 @contextlib.asynccontextmanager
 async def every_backend(base: Path) -> AsyncIterator[list[Backend]]:
-    """All six remote back ends started under ``base``, each behind a proxy of its own."""
+    """All seven remote back ends started under ``base``, each behind a proxy of its own."""
     async with contextlib.AsyncExitStack() as stack:
         found = [
             _sftp(base, stack),
@@ -110,6 +132,7 @@ async def every_backend(base: Path) -> AsyncIterator[list[Backend]]:
             _webdav(base, stack),
             _ftp(base, stack),
             await _s3(base, stack),
+            _azure(base, stack),
             await _alist(base, stack),
         ]
         for backend in found:
@@ -199,3 +222,15 @@ async def _alist(base: Path, stack: contextlib.AsyncExitStack) -> Backend:
         "root_folder_path": alist_v3_server.MOUNT,
     }
     return Backend("alist", "AList V3", proxy, addition, on_disk(remote.files))
+
+
+def _azure(base: Path, stack: contextlib.AsyncExitStack) -> Backend:
+    azurite = start_azurite(base / "azurite")
+    stack.callback(azurite.daemon.stop)
+    proxy = proxied(azurite.port)
+    endpoint = azurite.endpoint.replace(f"127.0.0.1:{azurite.port}", proxy.address)
+    addition = azurite.options(BUCKET).model_dump() | {"endpoint": endpoint}
+    files = in_container(azurite)
+    return Backend(
+        "azure", "Azure Blob Storage", proxy, addition, files, azurite.daemon, saves_within=6.0
+    )

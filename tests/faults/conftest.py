@@ -75,7 +75,7 @@ async def site(
 def quicken(services: Services) -> None:
     """Every remote driver registered again with short time limits, no retries."""
     registry = services.registry
-    for name in ("SFTP", "SMB", "WebDav", "FTP", "S3", "AList V3"):
+    for name in ("SFTP", "SMB", "WebDav", "FTP", "S3", "Azure Blob Storage", "AList V3"):
         info = registry.get(name)
         assert info.driver_cls is not None, info.reason
         config = dataclasses.replace(

@@ -6,7 +6,7 @@ the call fails within the driver's limits (generous bound) with an error answer,
 nothing half-written is left on the back end under any name once the fault clears
 (a temporary upload name only while Manifold hides it, until it sweeps it), the Local
 storage beside keeps answering at its usual pace meanwhile, and the storage works
-again by itself once the fault is gone. The six back ends are broken at the same
+again by itself once the fault is gone. The seven back ends are broken at the same
 time, each behind its own proxy, so one test's wait is one driver's wait.
 """
 

@@ -18,7 +18,11 @@ cloud drives. A copy goes straight to its name, and is removed again if it fails
 
 When rclone refreshes an OAuth token it rewrites its config file; the driver notices
 the file changed after its next call, reads its remote back, and saves the changed
-keys into the storage's ``config`` (``Driver.save_options``).
+keys into the storage's ``config`` (``Driver.save_options``). Every server process
+runs its own rclone, and providers rotate refresh tokens: the other processes take
+the saved token into theirs (``options_saved``), a process asks the database for a
+newer one before a call that would refresh its own, and a save never puts back a
+token older than the saved one (see ``tokens``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import contextlib
 import posixpath
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -47,6 +52,7 @@ from manifold.drivers.base import (
 )
 from manifold.drivers.rclone.process import ListingTooLong, Rclone, RcloneError, rclone_of
 from manifold.drivers.rclone.section import Section, check, parse, updated
+from manifold.drivers.rclone.tokens import changes, expires_soon, to_save, to_take
 from manifold.errors import (
     InvalidRequest,
     ManifoldError,
@@ -79,6 +85,11 @@ _MISSING = ("not found", "doesn't exist", "does not exist", "no such file")
 _REFUSED = ("permission denied", "access denied", "forbidden", "unauthorized", "401", "403")
 _NANOS = re.compile(r"(\.\d{6})\d+")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# rclone refreshes a token about to expire; this far ahead a process first asks the
+# database for a newer one another process saved, at most once per ASK_SECONDS (a
+# folder listed entry by entry asks once).
+AHEAD_SECONDS = 60.0
+ASK_SECONDS = 2.0
 
 
 def translated(exc: RcloneError) -> ManifoldError:
@@ -107,8 +118,10 @@ class RcloneDriver(Driver[Addition]):
     _rclone: Rclone | None = None
     _name = ""
     _fs = ""
+    # The section as this process last saved or took it from the saved config.
     _section: Section | None = None
     _stamp = 0
+    _asked = 0.0
     _promises: frozenset[str] = frozenset()
     # Uploads go straight to their name (an object store), else through a temporary.
     _direct = False
@@ -220,6 +233,7 @@ class RcloneDriver(Driver[Addition]):
         return Link(reader=lambda offset, length: self._read(file.path, offset, length))
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        await self._newest_token()
         reading = self._live().read(self._fs, _remote(path), offset, length)
         # Closed here, not when collected: a client gone early stops rclone's read now.
         async with contextlib.aclosing(reading):
@@ -447,6 +461,7 @@ class RcloneDriver(Driver[Addition]):
         limit: int = 0,
     ) -> dict[str, Any]:
         rclone = self._live()
+        await self._newest_token()
         try:
             answer = await rclone.call(command, params, seconds, limit=limit)
         except (RcloneError, ListingTooLong):
@@ -464,26 +479,57 @@ class RcloneDriver(Driver[Addition]):
         self._stamp = stamp
         with contextlib.suppress(RcloneError, ManifoldError):
             current = await rclone.call("config/get", {"name": self._name}, 10.0)
-            passwords = (await rclone.providers()).get(self._section.type, {})
-            changes = _changes(self._section, current, passwords)
-            if changes:
-                self._section = Section(
-                    self._section.type, {**self._section.values, **changes}, self._section.lines
-                )
-                self.options.config = updated(self.options.config, changes)
-                await self.save_options()
+            found = changes(parse(self.options.config), current, await self._passwords())
+            if found:
+                self.options.config = updated(self.options.config, found)
+                await self.save_options()  # the server merges it (``options_to_save``)
+                self._section = parse(self.options.config)
 
+    async def _passwords(self) -> dict[str, bool]:
+        assert self._section is not None
+        return (await self._live().providers()).get(self._section.type, {})
 
-def _changes(
-    section: Section, current: dict[str, Any], passwords: dict[str, bool]
-) -> dict[str, str]:
-    """Keys rclone holds with another value than the section (passwords aside: rclone
-    keeps them obscured, the section may hold them plain)."""
-    return {
-        key: str(value)
-        for key, value in current.items()
-        if key != "type" and not passwords.get(key) and section.values.get(key) != str(value)
-    }
+    def options_to_save(self, stored: str, addition: str) -> str:
+        """The saved options with this process's renewed keys over them, each only if
+        it is no older than the saved one (two processes refreshed at once)."""
+        if self._section is None:
+            return addition
+        mine = Addition.model_validate_json(addition)
+        try:
+            theirs = Addition.model_validate_json(stored)
+            config = to_save(self._section, parse(mine.config), theirs.config)
+        except (ValueError, InvalidRequest):
+            return addition
+        return theirs.model_copy(update={"config": config}).model_dump_json(by_alias=True)
+
+    async def options_saved(self, addition: str) -> None:
+        """Another process saved a renewed key (its rclone refreshed the token): this
+        process's rclone takes it, unless its own is newer, with no restart; a transfer
+        under way goes on (rclone reads a token from its config again when it renews)."""
+        if self._rclone is None or self._section is None:
+            return
+        with contextlib.suppress(ValueError, InvalidRequest, RcloneError, ManifoldError):
+            stored = parse(Addition.model_validate_json(addition).config)
+            take = to_take(parse(self.options.config), stored, await self._passwords())
+            if take:
+                # Not ``config_refresh_token``: an OAuth backend would start a login.
+                params = {**take, "config_refresh_token": "false"}
+                body = {"name": self._name, "parameters": params, "opt": {"nonInteractive": True}}
+                await self._rclone.call("config/update", body, 10.0)
+                self.options.config = updated(self.options.config, take)
+            self._section = stored
+
+    async def _newest_token(self) -> None:
+        """Before a call on which rclone would refresh a token about to expire: a newer
+        one saved by another process is taken first, whether its message came or not."""
+        if not expires_soon(self.options.config, AHEAD_SECONDS):
+            return
+        if time.monotonic() - self._asked < ASK_SECONDS:
+            return
+        self._asked = time.monotonic()
+        stored = await self.saved_options()
+        if stored is not None:
+            await self.options_saved(stored)
 
 
 def _clean(path: str) -> str:

@@ -51,13 +51,18 @@ def parse(text: str) -> Section:
     return Section(kind, values, lines)
 
 
+# Keys any section may hold: rclone keeps an OAuth token under ``token`` whatever the
+# backend (most list it as an option, the others keep it as they find it).
+ANY_BACKEND = frozenset({"type", "token"})
+
+
 def check(section: Section, providers: dict[str, dict[str, bool]]) -> None:
     """``InvalidRequest`` naming the line of an unknown backend type or option."""
     options = providers.get(section.type)
     if options is None:
         raise _bad(section.lines["type"], f"names no rclone backend: {section.type!r}")
     for key, number in section.lines.items():
-        if key != "type" and key not in options:
+        if key not in ANY_BACKEND and key not in options:
             raise _bad(number, f"sets {key}, which the {section.type} backend does not have")
 
 

@@ -50,6 +50,10 @@ LONGEST_RETRY = 300.0
 # another process waits for it before it starts its own anyway.
 INIT_LEASE = 60.0
 INIT_WAIT = 30.0
+# A driver's save of options it renewed (a refreshed token) reads, merges and writes
+# them in one process at a time, waiting at most this long for another's.
+SAVE_LEASE = 30.0
+SAVE_WAIT = 15.0
 
 
 @dataclass(slots=True)
@@ -306,8 +310,17 @@ class StorageService:
             return
         mounted = self._mounted.get(storage_id)
         if mounted is not None and mounted.storage.modified == stored.modified:
-            return  # as mounted here already (told twice, or a resync)
+            # As mounted here (told twice, or a resync), but for options a driver
+            # renewed and saved since, which this one takes without a restart.
+            await self._take_options(mounted, stored.addition)
+            return
         await self._remount(stored, save=False)
+
+    async def _take_options(self, mounted: Mounted, addition: str) -> None:
+        if mounted.ops is None or mounted.storage.addition == addition:
+            return
+        mounted.storage = replace(mounted.storage, addition=addition)
+        await mounted.ops.driver.options_saved(addition)
 
     async def apply_all(self) -> None:
         """``apply_change`` for every storage, known here or stored (a resync)."""
@@ -414,7 +427,8 @@ class StorageService:
         built = self._registry.build(storage)
         built.tree = self.tree
         built.resources = self.resources
-        built.options_saver = self._saver(storage.id)
+        built.options_saver = self._saver(storage.id, built)
+        built.options_loader = self._loader(storage.id)
         driver = wrap(built, config, self.call_recorder)
         if config.call_timeout > 0 or config.check_status:
             health = Health(config.check_status, self._status_setter(storage.id))
@@ -511,18 +525,40 @@ class StorageService:
 
         return set_status
 
-    def _saver(self, storage_id: int) -> Callable[[str], Awaitable[None]]:
+    def _saver(self, storage_id: int, driver: Driver[Any]) -> Callable[[str], Awaitable[None]]:
+        """Saves what ``driver`` renewed, merged with what another process may have
+        saved meanwhile (``Driver.options_to_save``), and tells the other processes,
+        whose drivers take it (``apply_change``)."""
+
         async def save(addition: str) -> None:
-            stored = await self._repo.get(storage_id)
-            if stored is None:
+            async with self._locks.hold(f"storage-options:{storage_id}", SAVE_LEASE, SAVE_WAIT):
+                saved = await self._save_merged(storage_id, driver, addition)
+            if saved is None:
                 return
-            mounted = self._mounted.get(storage_id)
-            status = mounted.storage.status if mounted is not None else stored.status
-            await self._repo.save(replace(stored, addition=addition, status=status))
-            if mounted is not None:
-                mounted.storage = replace(mounted.storage, addition=addition)
+            if saved != addition:
+                await driver.options_saved(saved)
+            await self._bus.publish("storage", {"id": storage_id})
 
         return save
+
+    async def _save_merged(self, storage_id: int, driver: Driver[Any], addition: str) -> str | None:
+        stored = await self._repo.get(storage_id)
+        if stored is None:
+            return None
+        addition = driver.options_to_save(stored.addition, addition)
+        mounted = self._mounted.get(storage_id)
+        status = mounted.storage.status if mounted is not None else stored.status
+        await self._repo.save(replace(stored, addition=addition, status=status))
+        if mounted is not None:
+            mounted.storage = replace(mounted.storage, addition=addition)
+        return addition
+
+    def _loader(self, storage_id: int) -> Callable[[], Awaitable[str | None]]:
+        async def load() -> str | None:
+            stored = await self._repo.get(storage_id)
+            return None if stored is None else stored.addition
+
+        return load
 
     def _notifier(self, storage: Storage) -> Callable[[str, list[Obj]], None]:
         mount_path = actual_mount_path(storage.mount_path)
