@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -17,11 +18,14 @@ import asyncssh
 import httpx
 
 from manifold.container import Services
+from manifold.drivers.sftp.driver import SftpDriver
+from manifold.drivers.sftp.meta import CONFIG, Addition
 from manifold.models import Meta, Perm, Role, Storage
 from manifold.protocols.sftp import start_sftp
 from manifold.services.auth.users import UserInput
 from tests.api.fs_helpers import make_tree
 from tests.api.live_server import serving
+from tests.drivers.sftp_server import SshServer
 
 SFTP_READ = int(Perm.FTP_READ)
 SFTP_BITS = int(Perm.FTP_READ | Perm.FTP_MANAGE)
@@ -98,6 +102,30 @@ def keep_host_keys(folder: Path) -> None:
         kept = Path(tempfile.mkdtemp(prefix="manifold-hostkeys-")) / "ssh"
         shutil.copytree(folder, kept)
         _HOST_KEYS.append(kept)
+
+
+@asynccontextmanager
+async def over_limited_sftp(
+    services: Services, sshd: SshServer, disk: Path, name: str, slots: int, idle: float
+) -> AsyncIterator[Live]:
+    """Manifold's SFTP server with a user ``sam`` and the sshd's ``served`` folder at
+    ``/remote``, on a storage (driver ``name``) of ``slots`` upload slots that gives an
+    idle one up after ``idle`` seconds."""
+
+    config = dataclasses.replace(CONFIG, name=name, max_concurrency=slots, idle_timeout=idle)
+    services.registry.register(name, SftpDriver, Addition, config)
+    await add_user(services, "sam")
+    async with live_manifold(services, disk) as started:
+        addition = {
+            "address": sshd.address,
+            "username": "root",
+            "private_key": sshd.private_key,
+            "root_folder_path": str(sshd.folder / "served"),
+            "host_key_fingerprint": sshd.host_fingerprint,
+        }
+        storage = Storage(0, "/remote", name, addition=json.dumps(addition))
+        await services.storages.create(storage)
+        yield started
 
 
 async def add_user(services: Services, name: str, permission: int = WRITER, **fields: Any) -> None:

@@ -6,8 +6,6 @@ whose storage makes it wait holds up no other file."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import random
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -17,12 +15,9 @@ import asyncssh
 import pytest
 
 from manifold.container import Services
-from manifold.drivers.sftp.driver import SftpDriver
-from manifold.drivers.sftp.meta import CONFIG, Addition
-from manifold.models import Storage
 from manifold.protocols.sftp.dispatch import missing_internals
 from tests.drivers.sftp_server import SshServer
-from tests.protocols.sftp_helpers import Live, add_user, live_manifold
+from tests.protocols.sftp_helpers import Live, add_user, live_manifold, over_limited_sftp
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 60.0  # seconds: a guard against a hang, not a timing assertion
@@ -200,20 +195,8 @@ def sshd(tmp_path: Path) -> Iterator[SshServer]:
 async def one_slot(services: Services, sshd: SshServer, tmp_path: Path) -> AsyncIterator[Live]:
     """Manifold's SFTP server with the sshd's folder at ``/remote``, on a storage that
     takes one upload at a time and gives an idle one up after 10 seconds."""
-    config = dataclasses.replace(CONFIG, name="OneSlotSFTP", max_concurrency=1, idle_timeout=10.0)
-    services.registry.register("OneSlotSFTP", SftpDriver, Addition, config)
-    await add_user(services, "sam")
-    async with live_manifold(services, tmp_path / "disk") as started:
-        addition = {
-            "address": sshd.address,
-            "username": "root",
-            "private_key": sshd.private_key,
-            "root_folder_path": str(sshd.folder / "served"),
-            "host_key_fingerprint": sshd.host_fingerprint,
-        }
-        storage = Storage(0, "/remote", "OneSlotSFTP", addition=json.dumps(addition))
-        await services.storages.create(storage)
-        yield started
+    async with over_limited_sftp(services, sshd, tmp_path / "disk", "OneSlotSFTP", 1, 10.0) as live:
+        yield live
 
 
 async def test_a_file_waiting_for_its_storage_holds_up_no_other(

@@ -6,19 +6,14 @@ take one of the storage's upload slots and fail as idle meanwhile."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from manifold.container import Services
-from manifold.drivers.sftp.driver import SftpDriver
-from manifold.drivers.sftp.meta import CONFIG, Addition
-from manifold.models import Storage
 from tests.drivers.sftp_server import SshServer
-from tests.protocols.sftp_helpers import Live, add_user, live_manifold
+from tests.protocols.sftp_helpers import Live, over_limited_sftp
 
 SLOTS = 2
 IDLE_SECONDS = 1.0
@@ -38,22 +33,9 @@ def sshd(tmp_path: Path) -> Iterator[SshServer]:
 async def live(services: Services, sshd: SshServer, tmp_path: Path) -> AsyncIterator[Live]:
     """Manifold's SFTP server, with the sshd's folder mounted at ``/remote`` by a storage
     of ``SLOTS`` upload slots and an idle limit of ``IDLE_SECONDS``."""
-    config = dataclasses.replace(
-        CONFIG, name="SmallSFTP", max_concurrency=SLOTS, idle_timeout=IDLE_SECONDS
-    )
-    services.registry.register("SmallSFTP", SftpDriver, Addition, config)
-    await add_user(services, "sam")
-    async with live_manifold(services, tmp_path / "disk") as started:
-        addition = {
-            "address": sshd.address,
-            "username": "root",
-            "private_key": sshd.private_key,
-            "root_folder_path": str(sshd.folder / "served"),
-            "host_key_fingerprint": sshd.host_fingerprint,
-        }
-        storage = Storage(0, "/remote", "SmallSFTP", addition=json.dumps(addition))
-        await services.storages.create(storage)
-        yield started
+    disk = tmp_path / "disk"
+    async with over_limited_sftp(services, sshd, disk, "SmallSFTP", SLOTS, IDLE_SECONDS) as live:
+        yield live
 
 
 async def test_more_files_open_for_writing_than_upload_slots(live: Live, sshd: SshServer) -> None:
