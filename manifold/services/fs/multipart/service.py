@@ -15,6 +15,7 @@ and its parts go, except when the destination failed in a way worth retrying.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
@@ -58,6 +59,8 @@ log = logging.getLogger("manifold.multipart")
 STALE_CHUNK = timedelta(minutes=2)
 # Sessions receiving chunks kept in memory by each process (the oldest forgotten first).
 _KNOWN = 256
+# At most this much of a chunk is held in memory while its reservation is being made.
+_EARLY_BYTES = 2 << 20
 _NOT_YOURS = "multipart upload session belongs to another user"
 
 
@@ -192,9 +195,19 @@ class MultipartUploads:
         length = chunk_length(session, index)
         budget = self.limits.staging_budget() if session.store == STAGING else None
         now = _now()
-        taken = await self._repo.reserve(upload_id, index, length, now, now - STALE_CHUNK, budget)
+        reserving = asyncio.ensure_future(
+            self._repo.reserve(upload_id, index, length, now, now - STALE_CHUNK, budget)
+        )
+        try:  # the chunk's first pieces are read while it is being reserved
+            early = await _arrived_meanwhile(body, reserving, _EARLY_BYTES)
+        except BaseException:
+            if await _outcome(reserving) == "taken":
+                await self._repo.release(upload_id, index)
+            raise
+        taken = await reserving
         if taken == "taken":
-            return snapshot(session, await self._receive(session, index, length, body))
+            rest = _prefixed(early, body)
+            return snapshot(session, await self._receive(session, index, length, rest))
         if taken == "gone":
             session = await self._owned(caller, upload_id)  # not found, or its state
             self._known_sessions.pop(upload_id, None)
@@ -393,6 +406,37 @@ def _stale(session: UploadSession, idle_for: timedelta) -> bool:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+async def _arrived_meanwhile(
+    body: AsyncIterator[bytes], until: asyncio.Future[str], limit: int
+) -> list[bytes]:
+    """The pieces of ``body`` that arrive while ``until`` is pending, ``limit`` bytes at
+    most: the wait for the database is spent receiving."""
+    pieces: list[bytes] = []
+    size = 0
+    while not until.done() and size < limit:
+        piece = await anext(body, None)
+        if piece is None:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return pieces
+
+
+async def _prefixed(first: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    for piece in first:
+        yield piece
+    async for piece in rest:
+        yield piece
+
+
+async def _outcome(future: asyncio.Future[str]) -> str | None:
+    """What ``future`` ends with; None when it fails or is cancelled."""
+    await asyncio.wait([future])
+    if future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 async def _nothing() -> AsyncIterator[bytes]:
