@@ -342,15 +342,19 @@ class _Beside(uvicorn.Server):
         yield
 
 
-def bound_socket(address: str, port: int) -> socket.socket:
-    """A socket bound to ``address:port`` that child processes may inherit."""
-    return _bound(address, port)
+def bound_socket(address: str, port: int, shared_port: bool = False) -> socket.socket:
+    """A socket bound to ``address:port`` that child processes may inherit; with
+    ``shared_port``, one of several that each listen on the port, the kernel handing
+    every new connection to one of them (``SO_REUSEPORT``)."""
+    return _bound(address, port, shared_port)
 
 
-def _bound(address: str, port: int) -> socket.socket:
+def _bound(address: str, port: int, shared_port: bool = False) -> socket.socket:
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if shared_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((address, port))
     except OSError:
