@@ -224,8 +224,28 @@ def scaling(args: Namespace) -> None:
         verdict = "met" if rps >= TARGETS[name] and (name != "2w" or p99 <= 1) else "not met"
         print(f"{SETUPS[name]} / 1 worker: throughput {rps:.2f}x (target {TARGETS[name]}x), "
               f"p99 {p99:.2f}x: {verdict}")  # fmt: skip
+        if name == "2w":
+            print_headroom(one, results[name], rps, args.seconds)
     summary = {n: load.brief(r) for n, r in results.items()}
     print("\n" + json.dumps({"ratios": ratios, "runs": summary}, separators=(",", ":")))
+
+
+def print_headroom(
+    one: dict[str, object], two: dict[str, object], rps: float, seconds: float
+) -> None:
+    """What two workers reach of what the cores left to the server allow: one worker's
+    cores, against the machine's cores less the load generator's (target: 90%, at
+    no more than 1.05x one worker's CPU per request)."""
+    cores = os.cpu_count() or 1
+    used = float(str(one["server_cpu_s"])) / seconds
+    generator = float(str(two["generator_cpu_s"])) / seconds
+    allowed = (cores - generator) / max(used, 0.01)
+    per_request = per_cpu_second(one) / per_cpu_second(two)
+    print(
+        f"  one worker used {used:.2f} cores, the load generator {generator:.2f} of {cores}: "
+        f"the cores left allow {allowed:.2f}x; reached {rps / allowed:.0%} (target 90%); "
+        f"CPU per request {per_request:.2f}x one worker's (target at most 1.05x)"
+    )
 
 
 def per_kind(args: Namespace) -> None:
