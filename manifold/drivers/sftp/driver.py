@@ -89,6 +89,9 @@ _LINK = asyncssh.FILEXFER_TYPE_SYMLINK
 _SHOWN = (_FILE, _DIR)  # pipes, sockets and devices are left out
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SUBFOLDER = "the destination folder is a subfolder of the source folder"
+# What a server answers when a folder will not open for listing: OpenSSH says "no such
+# file" for a file too, another server may say "not a directory" or just "failure".
+_NOT_LISTED = (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNotADirectory, asyncssh.SFTPFailure)
 
 
 def _gone(exc: Exception) -> ManifoldError:
@@ -234,9 +237,9 @@ class SftpDriver(Driver[Addition]):
                 with self._errors(sftp):
                     try:
                         names = await _next_bounded(pages)
-                    except asyncssh.SFTPNoSuchFile:
+                    except _NOT_LISTED:
                         if first:
-                            await self._refuse_file(sftp, dir.path)
+                            await self._refuse_missing_folder(sftp, dir.path)
                         raise
                     objs = await self._objs(sftp, dir.path, names)
                 first = False
@@ -247,6 +250,14 @@ class SftpDriver(Driver[Addition]):
         finally:
             await _close_scan(pages)  # the pages first: they hold the scan
             await _close_scan(scan)
+
+    def folder_at(self, path: str) -> Obj | None:
+        # A listing tells a file and nothing from a folder itself (its first page).
+        inside = path.strip("/")
+        if not inside:
+            return None
+        full = posixpath.join(self._root, inside)
+        return new_obj(posixpath.basename(full), 0, True, _EPOCH, None, full, "")
 
     async def get(self, path: str) -> Obj:
         inside = path.strip("/")
@@ -468,11 +479,15 @@ class SftpDriver(Driver[Addition]):
                 "(ignore_symlink_error leaves such links out)"
             ) from exc
 
-    async def _refuse_file(self, sftp: asyncssh.SFTPClient, path: str) -> None:
-        """OpenSSH answers "no such file" for a listing of a file: tell the two apart."""
-        with suppress(asyncssh.SFTPNoSuchFile):
-            if (await sftp.stat(path)).type != _DIR:
-                raise NotAFolder()
+    async def _refuse_missing_folder(self, sftp: asyncssh.SFTPClient, path: str) -> None:
+        """OpenSSH answers "no such file" for a listing of a file (others a failure):
+        tell a file, nothing and a folder that would not open apart."""
+        try:
+            attrs = await sftp.stat(path)
+        except asyncssh.SFTPNoSuchFile:
+            raise ObjectNotFound() from None
+        if attrs.type != _DIR:
+            raise NotAFolder()
 
     # --- reading -------------------------------------------------------------------
 
