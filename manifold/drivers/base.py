@@ -440,6 +440,18 @@ class Driver(ABC, Generic[OptionsT]):
         modified = self.storage.modified or _EPOCH
         return Obj(name="", size=0, is_dir=True, modified=modified, path=path, id=root_id)
 
+    def folder_at(self, path: str) -> Obj | None:
+        """The folder at ``path`` (clean and absolute, ``/`` excepted) made from the
+        path alone, for ``list`` and ``list_pages``, without asking the back end.
+
+        Offered by a driver whose listing of such a folder itself raises
+        ``ObjectNotFound`` when nothing is there and ``NotAFolder`` at a file (asking
+        the back end only when the listing alone cannot tell, as an empty prefix of an
+        object store), so a listing is one round trip instead of a lookup and then a
+        listing. ``None`` (the default): the services look the folder up first.
+        """
+        return None
+
     async def real_path(self, path: str) -> str:
         """Where ``path`` (inside the storage) ends up once links are followed.
 

@@ -152,15 +152,23 @@ class PrefixDriver(Driver[OptionsT]):
     async def list_pages(self, dir: Obj) -> AsyncGenerator[builtins.list[Obj], None]:
         if not dir.is_dir:
             raise NotAFolder()
-        first = True
+        # An empty first page is what a missing folder and a file's key both give:
+        # only then is the store asked which (``folder_at``).
+        checked = self._is_root(dir.path)
         async for empty, page in self._listing(dir.path):
-            if first and empty and not self._is_root(dir.path):
+            if empty and not checked:
                 await self._refuse_missing_folder(dir.path)
-            first = False
+            checked = True
             yield page
+        if not checked:  # no page at all: as an empty one
+            await self._refuse_missing_folder(dir.path)
 
     async def root_obj(self) -> Obj:
         return Obj(name="", size=0, is_dir=True, modified=self._folder_time(), path=self._root)
+
+    def folder_at(self, path: str) -> Obj | None:
+        inside = path.strip("/")
+        return self._folder(join(self._root, inside)) if inside else None
 
     async def get(self, path: str) -> Obj:
         full = join(self._root, path.lstrip("/")) if path.strip("/") else self._root

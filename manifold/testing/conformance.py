@@ -45,7 +45,7 @@ from manifold.errors import (
 )
 from manifold.models import Link, Obj
 from manifold.services.fs.streams import open_range
-from manifold.vfs.layers import TimeoutLayer
+from manifold.vfs.layers import MeasureLayer, TimeoutLayer
 from manifold.vfs.storage_ops import MemoryListCache, StorageOps
 
 DriverFactory = Callable[[], Awaitable[Driver[Any]]]
@@ -676,6 +676,45 @@ class DriverConformance:
         file = await put_bytes(driver, place.obj, "not-a-folder.txt", b"x")
         with pytest.raises(NotAFolder):
             await driver.list(file)
+
+    # --- listings by path, as the services ask for them (``StorageOps.list``) -------
+
+    async def test_a_path_lists_as_a_folder_a_file_or_nothing(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        """A listing by path tells a folder (empty or not), a file and nothing apart,
+        whether the services look the folder up first or the driver makes it from its
+        path (``folder_at``)."""
+        require(driver, "put")
+        ops = StorageOps(driver.storage, driver, MemoryListCache())
+        await put_bytes(driver, place.obj, "file.txt", b"x")
+        await driver.make_dir(place.obj, "empty")
+        assert sorted(o.name for o in await ops.list(place.path, refresh=True)) == [
+            "empty",
+            "file.txt",
+        ]
+        assert await ops.list(place.child("empty"), refresh=True) == []
+        with pytest.raises(NotAFolder):
+            await ops.list(place.child("file.txt"), refresh=True)
+        with pytest.raises(ObjectNotFound):
+            await ops.list(place.child("nothing"), refresh=True)
+        with pytest.raises(ObjectNotFound):
+            await ops.list(place.child("nothing/below"), refresh=True)
+
+    async def test_a_folder_made_from_its_path_is_listed_without_a_lookup(
+        self, driver: Driver[Any], place: Place
+    ) -> None:
+        """A driver that makes folders from their paths (``folder_at``) is asked for a
+        folder's listing alone: one round trip, no lookup before it."""
+        require(driver, "put")
+        if driver.folder_at(place.path) is None:
+            pytest.skip(f"{type(driver).__name__} has every folder looked up first")
+        await put_bytes(driver, place.obj, "file.txt", b"x")
+        calls: list[str] = []
+        measured = MeasureLayer(driver, lambda _storage, call, _took, _error: calls.append(call))
+        ops = StorageOps(driver.storage, measured, MemoryListCache())
+        assert [o.name for o in await ops.list(place.path, refresh=True)] == ["file.txt"]
+        assert calls and set(calls) <= {"list", "list_page"}, calls
 
     # --- what the storage already holds (all a read-only driver runs) -------------
 

@@ -169,6 +169,9 @@ class Layer(Driver[Any]):
     async def root_obj(self) -> Obj:
         return await self.around("root_obj", self.inner.root_obj)
 
+    def folder_at(self, path: str) -> Obj | None:
+        return self.inner.folder_at(path)  # asks no back end: never limited
+
     async def real_paths(self, paths: Sequence[str]) -> builtins.list[str | None]:
         return await self.around("real_paths", lambda: self.inner.real_paths(paths))
 

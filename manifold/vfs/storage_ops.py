@@ -17,6 +17,10 @@ the folder's fingerprint on every use, so a change made behind the server's back
 shows at once; a write through Manifold changes the fingerprint too, so the next
 listing after it is one rescan.
 
+A listing looks its folder up first (a file is no folder, nothing is not found), unless
+the driver makes the folder from its path (``Driver.folder_at``) because its listing
+tells those apart itself: then it is one round trip to the back end, as rclone's.
+
 Every listing and every looked-up object passes ``vfs.names`` first: an entry whose name
 cannot be an entry of its folder, or holds a character no new name may, is left out.
 
@@ -293,9 +297,7 @@ class StorageOps:
     async def _list_fresh(
         self, path: str, key: str, before: builtins.list[Obj] | None, refresh: bool = False
     ) -> builtins.list[Obj]:
-        folder = await self.get(path)
-        if not folder.is_dir:
-            raise NotAFolder()
+        folder = await self._folder(path)
         # Taken before the scan: a change during the scan shows as a new fingerprint.
         token = await self.driver.fingerprint(folder) if self._revalidates else None
         if refresh:
@@ -320,6 +322,21 @@ class StorageOps:
         if self._on_listed is not None:
             self._on_listed(path, objs)
         return objs
+
+    async def _folder(self, path: str) -> Obj:
+        """The folder at ``path`` to list: made from the path where the driver's listing
+        tells a missing folder and a file itself (``Driver.folder_at``: one round trip,
+        as rclone lists), else looked up. A kept listing checked against a fingerprint
+        needs the folder as the back end has it, so that is always looked up."""
+        if path != "/" and not self._revalidates:
+            self._names.refuse_unlisted(path)
+            folder = self.driver.folder_at(path)
+            if folder is not None:
+                return folder
+        folder = await self.get(path)
+        if not folder.is_dir:
+            raise NotAFolder()
+        return folder
 
     def left_out(self, path: str) -> int:
         """How many entries the last listing of ``path`` left out for their names

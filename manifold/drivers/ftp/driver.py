@@ -125,6 +125,14 @@ class FtpDriver(Driver[Addition]):
         modified = self.storage.modified or _EPOCH
         return Obj(name="", size=0, is_dir=True, modified=modified, path=root)
 
+    def folder_at(self, path: str) -> Obj | None:
+        # A listing refused tells a file and nothing apart itself (``_entries``).
+        inside = path.strip("/")
+        if not inside:
+            return None
+        target = _join(self._root, inside)
+        return new_obj(posixpath.basename(target), 0, True, _EPOCH, None, target, "")
+
     async def get(self, path: str) -> Obj:
         if path.strip("/") == "":
             return await self.root_obj()
@@ -210,6 +218,10 @@ class FtpDriver(Driver[Addition]):
     async def _list(self, conn: Connection, path: str) -> builtins.list[Obj]:
         with ftp_errors():
             entries = await self._entries(conn, path)
+            if not entries and path != self._root:
+                # A server may answer a listing of nothing with no lines rather than
+                # a refusal: an empty one is checked (``folder_at``).
+                await self._refuse_missing_folder(conn, path)
             objs, temps = [], []
             for entry in entries:
                 if is_temporary(entry.name):

@@ -8,6 +8,7 @@ only the line ending is cut, never a blank at either end of the name.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
@@ -91,6 +92,8 @@ def mlsx_time(facts: dict[str, str]) -> datetime | None:
     return parse_timeval(facts.get("modify", ""))
 
 
+# Times kept once read: the entries of a listing share a few (files written together).
+@functools.lru_cache(maxsize=4096)
 def parse_timeval(value: str) -> datetime | None:
     """RFC 3659's ``YYYYMMDDHHMMSS[.sss]``, always UTC."""
     whole, _, fraction = value.strip().partition(".")

@@ -179,7 +179,12 @@ class RcloneDriver(Driver[Addition]):
         if not dir.is_dir:
             raise NotAFolder()
         limit = self.resources.max_listing_entries
-        items = await self._listing(dir.path, limit)
+        try:
+            items = await self._listing(dir.path, limit)
+        except ObjectNotFound:
+            if dir.path != "/":  # a file's path lists as nothing on some back ends
+                await self._must_be_folder(dir.path)
+            raise
         if len(items) > limit:
             raise too_many_entries(dir.path, limit)
         if not items and dir.path != "/":
@@ -222,6 +227,13 @@ class RcloneDriver(Driver[Addition]):
             body = await self._rclone_call("operations/stat", self._params(path))
         item = body.get("item")
         return _obj(posixpath.dirname(path), item) if item else None
+
+    def folder_at(self, path: str) -> Obj | None:
+        # A listing empty or refused asks rclone what is there (``_must_be_folder``).
+        if path == "/":
+            return None
+        modified = self.storage.modified or _EPOCH
+        return Obj(name=posixpath.basename(path), size=0, is_dir=True, modified=modified, path=path)
 
     async def root_obj(self) -> Obj:
         modified = self.storage.modified or _EPOCH

@@ -89,6 +89,9 @@ _LINK = asyncssh.FILEXFER_TYPE_SYMLINK
 _SHOWN = (_FILE, _DIR)  # pipes, sockets and devices are left out
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SUBFOLDER = "the destination folder is a subfolder of the source folder"
+# What a server answers when a folder will not open for listing: OpenSSH says "no such
+# file" for a file too, another server may say "not a directory" or just "failure".
+_NOT_LISTED = (asyncssh.SFTPNoSuchFile, asyncssh.SFTPNotADirectory, asyncssh.SFTPFailure)
 
 
 def _gone(exc: Exception) -> ManifoldError:
@@ -132,10 +135,6 @@ ERRORS: ErrorTable = {
 }
 
 
-def _shown(name: str) -> bool:
-    return name not in (".", "..") and not is_temporary(name)
-
-
 def _time(attrs: asyncssh.SFTPAttrs) -> datetime:
     return datetime.fromtimestamp(attrs.mtime, UTC) if attrs.mtime is not None else _EPOCH
 
@@ -154,10 +153,13 @@ def _listed(name: str, attrs: asyncssh.SFTPAttrs) -> Listed:
     return Listed(name, attrs.type, attrs.size or 0, attrs.mtime)
 
 
-def _listed_obj(entry: Listed, prefix: str) -> Obj:
-    """A listed file or folder as an ``Obj``; ``prefix`` is its folder's path and "/"."""
+def _listed_obj(entry: Listed, prefix: str, times: dict[int | None, datetime]) -> Obj:
+    """A listed file or folder as an ``Obj``; ``prefix`` is its folder's path and "/".
+    ``times`` keeps the times made so far: the entries of a folder share a few."""
     is_dir = entry.kind == _DIR
-    when = _EPOCH if entry.mtime is None else datetime.fromtimestamp(entry.mtime, UTC)
+    when = times.get(entry.mtime)
+    if when is None:
+        when = times[entry.mtime] = _stamp(entry.mtime) or _EPOCH
     size = 0 if is_dir else entry.size
     return new_obj(entry.name, size, is_dir, when, None, prefix + entry.name, "")
 
@@ -234,9 +236,9 @@ class SftpDriver(Driver[Addition]):
                 with self._errors(sftp):
                     try:
                         names = await _next_bounded(pages)
-                    except asyncssh.SFTPNoSuchFile:
+                    except _NOT_LISTED:
                         if first:
-                            await self._refuse_file(sftp, dir.path)
+                            await self._refuse_missing_folder(sftp, dir.path)
                         raise
                     objs = await self._objs(sftp, dir.path, names)
                 first = False
@@ -247,6 +249,14 @@ class SftpDriver(Driver[Addition]):
         finally:
             await _close_scan(pages)  # the pages first: they hold the scan
             await _close_scan(scan)
+
+    def folder_at(self, path: str) -> Obj | None:
+        # A listing tells a file and nothing from a folder itself (its first page).
+        inside = path.strip("/")
+        if not inside:
+            return None
+        full = posixpath.join(self._root, inside)
+        return new_obj(posixpath.basename(full), 0, True, _EPOCH, None, full, "")
 
     async def get(self, path: str) -> Obj:
         inside = path.strip("/")
@@ -442,15 +452,47 @@ class SftpDriver(Driver[Addition]):
     async def _objs(
         self, sftp: asyncssh.SFTPClient, folder: str, names: builtins.list[Listed]
     ) -> builtins.list[Obj]:
-        await self._sweep(sftp, folder, names)
-        entries: builtins.list[Listed | None] = [n for n in names if _shown(n.name)]
-        links = [(i, e.name) for i, e in enumerate(entries) if e and e.kind == _LINK]
-        if links:
-            followed = await _fan_out([self._follow(sftp, folder, name) for _, name in links])
-            for (index, _), seen in zip(links, followed, strict=True):
-                entries[index] = seen
+        """A page of entries as objects, in one pass over them (a listing's most
+        frequent work): temporaries swept, links followed side by side and put where
+        they were listed, pipes, sockets and devices left out."""
         prefix = folder.rstrip("/") + "/"
-        return [_listed_obj(e, prefix) for e in entries if e is not None and e.kind in _SHOWN]
+        times: dict[int | None, datetime] = {}
+        objs: builtins.list[Obj] = []
+        temps: builtins.list[Listed] = []
+        links: builtins.list[tuple[int, str]] = []
+        for entry in names:
+            name = entry.name
+            if name == "." or name == "..":
+                continue
+            if is_temporary(name):
+                temps.append(entry)
+            elif entry.kind == _LINK:
+                links.append((len(objs), name))
+            elif entry.kind in _SHOWN:
+                objs.append(_listed_obj(entry, prefix, times))
+        if temps:
+            await self._sweep(sftp, folder, temps)
+        if links:
+            await self._add_links(sftp, folder, objs, links, times)
+        return objs
+
+    async def _add_links(
+        self,
+        sftp: asyncssh.SFTPClient,
+        folder: str,
+        objs: builtins.list[Obj],
+        links: builtins.list[tuple[int, str]],
+        times: dict[int | None, datetime],
+    ) -> None:
+        """Put each link's target in ``objs`` under the link's name, at the place it was
+        listed (before ``objs[index]``); broken ones skipped, or the listing failed."""
+        prefix = folder.rstrip("/") + "/"
+        followed = await _fan_out([self._follow(sftp, folder, name) for _, name in links])
+        added = 0
+        for (index, _), seen in zip(links, followed, strict=True):
+            if seen is not None and seen.kind in _SHOWN:
+                objs.insert(index + added, _listed_obj(seen, prefix, times))
+                added += 1
 
     async def _follow(self, sftp: asyncssh.SFTPClient, folder: str, name: str) -> Listed | None:
         """A link's target as an entry of its name; None for a broken link that is
@@ -468,11 +510,15 @@ class SftpDriver(Driver[Addition]):
                 "(ignore_symlink_error leaves such links out)"
             ) from exc
 
-    async def _refuse_file(self, sftp: asyncssh.SFTPClient, path: str) -> None:
-        """OpenSSH answers "no such file" for a listing of a file: tell the two apart."""
-        with suppress(asyncssh.SFTPNoSuchFile):
-            if (await sftp.stat(path)).type != _DIR:
-                raise NotAFolder()
+    async def _refuse_missing_folder(self, sftp: asyncssh.SFTPClient, path: str) -> None:
+        """OpenSSH answers "no such file" for a listing of a file (others a failure):
+        tell a file, nothing and a folder that would not open apart."""
+        try:
+            attrs = await sftp.stat(path)
+        except asyncssh.SFTPNoSuchFile:
+            raise ObjectNotFound() from None
+        if attrs.type != _DIR:
+            raise NotAFolder()
 
     # --- reading -------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import NamedTuple, cast
 
@@ -39,6 +40,8 @@ _KINDS = {
 }
 _UNKNOWN = asyncssh.FILEXFER_TYPE_UNKNOWN
 _SPECIAL = asyncssh.FILEXFER_TYPE_SPECIAL
+# ``READDIR`` requests kept in flight beyond the one whose answer is awaited.
+READ_AHEAD = 2
 # A packet longer than this is refused, as the library refuses one.
 LONGEST_PACKET = 4 << 20
 
@@ -185,12 +188,29 @@ class Lister:
         self._channel.close()
 
     async def scan(self, path: str) -> AsyncIterator[list[Listed]]:
-        """The entries of folder ``path``, an answer's worth at a time."""
+        """The entries of folder ``path``, an answer's worth at a time.
+
+        ``READ_AHEAD`` more answers are asked for before one is handed on, so that the
+        server reads on in the folder while this side decodes and builds what it got
+        (OpenSSH answers them in turn). The folder has ended once every answer still
+        awaited says so too.
+        """
         handle = await self._handle(path)
+        asked: deque[tuple[int, asyncio.Future[bytes]]] = deque()
+        ended = False
         try:
-            while names := await self._read(handle):
-                yield names
+            while True:
+                while not ended and len(asked) <= READ_AHEAD:
+                    asked.append(self._send(_READDIR, _string(handle)))
+                if not asked:
+                    return
+                names = await self._read(*asked.popleft())
+                ended = not names  # entries after an end: a server answering out of turn
+                if names:
+                    yield names
         finally:
+            for request, _ in asked:
+                self._waiting.pop(request, None)
             self._close(handle)
 
     # --- requests ------------------------------------------------------------------
@@ -202,10 +222,10 @@ class Lister:
         (length,) = _U32.unpack_from(data, 5)
         return data[9 : 9 + length]
 
-    async def _read(self, handle: bytes) -> list[Listed]:
-        """The next entries; none at the folder's end."""
+    async def _read(self, request: int, waiter: asyncio.Future[bytes]) -> list[Listed]:
+        """The entries a ``READDIR`` sent as ``request`` got; none at the folder's end."""
         try:
-            kind, data = await self._ask(_READDIR, _string(handle))
+            kind, data = await self._answer(request, waiter)
         except asyncssh.SFTPEOFError:
             return []
         if kind != _NAME:
@@ -214,7 +234,10 @@ class Lister:
 
     async def _ask(self, kind: int, body: bytes) -> tuple[int, bytes]:
         """Send a request; its answer's type and packet (a status raises)."""
-        request, waiter = self._send(kind, body)
+        return await self._answer(*self._send(kind, body))
+
+    async def _answer(self, request: int, waiter: asyncio.Future[bytes]) -> tuple[int, bytes]:
+        """The answer to ``request``: its type and packet (a status raises)."""
         try:
             data = await waiter
         finally:
