@@ -8,7 +8,7 @@ depends on how it ends. The other protocol tests keep asyncio's loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ import uvloop
 from manifold.container import Services
 from tests.api.fs_helpers import make_tree
 from tests.conftest import open_api
+from tests.drivers.sftp_server import SshServer
 from tests.protocols.dav_helpers import Dav, mount, user
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
@@ -29,6 +30,16 @@ def pytest_asyncio_loop_factories(
     if item.path.name.startswith("test_ftp_server"):
         return {"uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[SshServer]:
+    """A real OpenSSH server whose ``served`` folder SFTP storages mount."""
+    folder = tmp_path / "sshd"
+    (folder / "served").mkdir(parents=True)
+    server = SshServer(folder).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

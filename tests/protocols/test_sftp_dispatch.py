@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncssh
@@ -180,15 +180,6 @@ async def wait_for_no_trace(disk: Path, name: str) -> None:
 
 
 # --- a file waiting for its storage ------------------------------------------------
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SshServer]:
-    folder = tmp_path / "sshd"
-    (folder / "served").mkdir(parents=True)
-    server = SshServer(folder).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

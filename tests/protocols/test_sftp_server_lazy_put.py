@@ -6,7 +6,7 @@ take one of the storage's upload slots and fail as idle meanwhile."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +18,6 @@ from tests.protocols.sftp_helpers import Live, over_limited_sftp
 SLOTS = 2
 IDLE_SECONDS = 1.0
 GUARD = 60.0  # seconds: a guard against a hang, not a timing assertion
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SshServer]:
-    folder = tmp_path / "sshd"
-    (folder / "served").mkdir(parents=True)
-    server = SshServer(folder).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
