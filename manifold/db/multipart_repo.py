@@ -147,13 +147,6 @@ class MultipartRepo(Repo):
         async with self.engine.connect() as conn:
             return await conn.run_sync(_received, upload_id)
 
-    async def staged_bytes(self) -> int:
-        """The bytes of every chunk received or being received and not yet completed,
-        of every staged session (one in its storage's own multipart upload stages
-        nothing here)."""
-        async with self.engine.connect() as conn:
-            return await conn.run_sync(_staged)
-
     async def drop_orphans(self) -> None:
         """Chunks recorded for a session removed meanwhile (an abort racing a chunk)."""
         await self._write(delete(t.multipart_chunks).where(_k.upload_id.not_in(select(_u.id))))
@@ -192,6 +185,8 @@ def _received(conn: Connection, upload_id: str) -> dict[int, int]:
 
 
 def _staged(conn: Connection) -> int:
+    """The bytes of every chunk received or being received and not yet completed, of
+    every staged session (one in its storage's own multipart upload stages nothing here)."""
     live = _k.upload_id.in_(select(_u.id).where(_u.store == "staging"))
     stmt = select(func.coalesce(func.sum(_k.size), 0)).where(live)
     return int(conn.execute(stmt).scalar_one())
