@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from manifold.config import Config
 from manifold.db import repos
-from manifold.db.engine import migrate, open_engine
+from manifold.db.engine import dispose, migrate, open_engine
 from manifold.db.multipart_repo import MultipartRepo
 from manifold.db.parking_repo import ParkingRepo
 from manifold.db.passkey_repo import ChallengeRepo, PasskeyRepo
@@ -304,7 +304,10 @@ class Services:
         """End what ``open_records`` began."""
         await self.state.stop()
         await self.http.aclose()
-        await self.engine.dispose()
+        await self.close_engine()
+
+    async def close_engine(self) -> None:
+        await dispose(self.engine)
 
     async def prepare(self) -> str | None:
         """What must happen once before several workers start: migrations, default

@@ -60,7 +60,7 @@ async def prepare(config: Config) -> str | None:
     try:
         return await services.prepare()
     finally:
-        await services.engine.dispose()
+        await services.close_engine()
 
 
 class Supervisor:
