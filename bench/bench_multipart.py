@@ -122,13 +122,14 @@ def _clear(landed: Path, size: int) -> None:
 
 async def run(base: str, token: str, pid: int, source: Path, files: Path, args: object) -> None:
     tries = int(getattr(args, "tries", 3))
-    warm = source.with_name("warm.bin")
-    make_random_file(warm, 3 * CHUNK + MIB)
     speeds: dict[str, list[float]] = {"multipart": [], "put": []}
     headers = {"Authorization": token}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=TIMEOUT) as http:
+        # A warm-up of the whole size each way, untimed: the first upload of this size
+        # on a machine pays for the kernel's first touch of the page cache it fills
+        # (a third slower here), and it would fall on whichever way ran first.
         for way in speeds:
-            await timed(way, http, warm, files / "upload.bin")
+            await timed(way, http, source, files / "upload.bin")
         await asyncio.sleep(1)
         idle_kib = tree_kib(pid, "VmRSS")
         hwm_reset = reset_peak(pid)
