@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from manifold.drivers.base import Driver, LinkArgs, Resources, Upload
+from manifold.drivers.rclone import process as process_module
 from manifold.drivers.rclone.meta import CONFIG
 from manifold.drivers.rclone.process import rclone_of
 from manifold.errors import ObjectNotFound, ServerError, TemporaryFailure
@@ -164,7 +165,7 @@ async def test_no_secret_is_on_rclones_command_line_nor_in_the_logs(
         rclone = rclone_of(shared)
         assert rclone.pid is not None
         shown = command_line(rclone.pid)
-        assert "rcd" in shown and "unix://" in shown
+        assert "rcd" in shown and "--rc-addr=127.0.0.1:" in shown
         secrets_given = [dav.password, remotes.CRYPT_PASSWORD, remotes.CRYPT_SALT]
         for secret in secrets_given:
             assert secret not in shown
@@ -175,6 +176,49 @@ async def test_no_secret_is_on_rclones_command_line_nor_in_the_logs(
         assert stat.S_IMODE(rclone.config_path.parent.stat().st_mode) == 0o700
     finally:
         await shared.aclose()
+
+
+async def test_rclones_port_opens_only_with_the_login(tmp_path: Path) -> None:
+    shared = Resources()
+    try:
+        driver = await rclone_driver(remotes.local(tmp_path / "r"), shared)
+        await put_bytes(driver, await driver.root_obj(), "f.txt", b"x")
+        pid = rclone_of(shared).pid
+        assert pid is not None
+        address = command_line(pid).split("--rc-addr=", 1)[1].split()[0]
+        async with httpx.AsyncClient(base_url=f"http://{address}") as stranger:
+            assert (await stranger.post("/rc/noop", json={})).status_code == 401
+            assert (await stranger.post("/config/dump", json={})).status_code == 401
+            assert (await stranger.get("/[here]/f.txt")).status_code == 401
+    finally:
+        await shared.aclose()
+
+
+async def test_no_request_goes_to_a_port_another_process_took_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another local user listening on the port chosen for rclone (between the choice
+    and rclone binding it) would receive the API's login with the first request."""
+    received: list[bytes] = []
+
+    async def taker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.read(65536))
+        writer.close()
+
+    taken = await asyncio.start_server(taker, "127.0.0.1", 0)
+    port = taken.sockets[0].getsockname()[1]
+    choices = iter([port])
+    monkeypatch.setattr(process_module, "free_port", lambda: next(choices, free_port()))
+    shared = Resources()
+    try:
+        driver = await rclone_driver(remotes.local(tmp_path / "r"), shared)
+        await put_bytes(driver, await driver.root_obj(), "f.txt", b"x")
+        assert [o.name for o in await driver.list(await driver.root_obj())] == ["f.txt"]
+        assert rclone_of(shared).starts >= 2  # the first could not listen there
+        assert received == []
+    finally:
+        await shared.aclose()
+        taken.close()
 
 
 async def test_a_killed_rclone_is_started_again_and_the_storage_works_again(

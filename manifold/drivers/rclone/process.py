@@ -9,20 +9,23 @@ launcher makes Linux kill it should the server die without a word.
 Nothing secret is on its command line, which every local user can read: the remotes
 live in a config file this module creates 0600 in a private folder of the data
 folder, and the API's random login goes through the environment. The API listens on
-a unix socket in a private temporary folder (a TCP port would be open to every local
-user). Its memory is bounded by ``GOMEMLIMIT`` and rclone's own buffer flags.
+a loopback TCP port chosen at each start, which only that login opens; since every
+request carries it, none is sent before ``/proc`` shows this rclone listening on the
+port (``listening.py``: another local user could take a chosen port first). Its
+memory is bounded by ``GOMEMLIMIT`` and rclone's own buffer flags.
 
 Speed: ``--rc-serve`` streams as fast as ``rclone cat`` (curl on the socket, S3 and
 SFTP remotes), and neither the buffer flags, larger pieces handed on, a task reading
 ahead of the client (aiohttp already reads as data arrives) nor larger socket buffers
-on this side (a unix socket's sender's buffer bounds it: 208 KiB, rclone's) change a
-download through this server measurably. What it loses against ``rclone cat`` on two
-loaded cores is CPU time: the relay adds this process, a second copy through the
-kernel and the client to the pipeline (about 0.4 CPU-seconds per 256 MiB together).
+on this side change a download through this server measurably. What it loses against
+``rclone cat`` on two loaded cores is CPU time: the relay adds this process, a second
+copy through the kernel and the client to the pipeline (about 0.4 CPU-seconds per
+256 MiB together).
 Nor did a long read fetched as two 64 MiB ranges side by side (an SFTP remote
 gained in some runs, lost in others; an S3 one on moto lost, each ranged GET starting
-over at the object's first-byte latency). On a loopback TCP port the same process
-measured 15-30% faster; it stays on the socket, which only this server's user can reach.
+over at the object's first-byte latency). A unix socket, which the API used first,
+was 8-9% slower than the loopback port (its sender's buffer, 208 KiB, bounds each of
+rclone's writes): ``bench_remote``'s rc-sftp 0.85x -> 0.93x, rc-s3 0.72x -> 0.78x.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from urllib.parse import quote
 import httpx
 
 from manifold.drivers.rclone.feeder import Feeder
+from manifold.drivers.rclone.listening import free_port, listened_by
 from manifold.drivers.resources import Resources
 from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import TemporaryFailure
@@ -119,8 +123,7 @@ class Rclone:
         self.folder = folder / str(os.getpid())
         self.config_path = self.folder / "rclone.conf"
         self.feeder = Feeder()
-        self._sockets = Path(tempfile.mkdtemp(prefix="manifold-rclone-"))
-        self._socket = self._sockets / "rc.sock"
+        self._port = 0  # rclone's API port on 127.0.0.1, chosen at each start
         self._login = (secrets.token_hex(16), secrets.token_hex(32))
         self._client: httpx.AsyncClient | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -240,9 +243,9 @@ class Rclone:
         descriptor = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(descriptor, 0o600)
         os.close(descriptor)
-        transport = AiohttpTransport(uds=str(self._socket), limits=httpx.Limits())
+        transport = AiohttpTransport(limits=httpx.Limits())
         self._client = httpx.AsyncClient(
-            base_url="http://rclone",
+            base_url="http://127.0.0.1",
             transport=transport,
             auth=self._login,
             timeout=httpx.Timeout(CALL_SECONDS, connect=10.0),
@@ -273,15 +276,17 @@ class Rclone:
         try:
             if await self._answering(process):
                 self._up.set()
-            else:
-                process.kill()
+            else:  # it died, or hangs
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
             await process.wait()
         finally:
             self._up.clear()
 
     async def _spawn(self) -> asyncio.subprocess.Process:
-        with contextlib.suppress(FileNotFoundError):
-            self._socket.unlink()  # a dead rclone's socket would refuse the new one
+        assert self._client is not None
+        self._port = free_port()
+        self._client.base_url = httpx.URL(f"http://127.0.0.1:{self._port}")
         user, password = self._login
         env = {
             "PATH": os.defpath,
@@ -293,7 +298,7 @@ class Rclone:
             "RCLONE_RC_PASS": password,
         }
         argv = [sys.executable, "-I", LAUNCHER, str(os.getpid()), RCLONE, "rcd"]
-        argv += [f"--rc-addr=unix://{self._socket}", *FLAGS]
+        argv += [f"--rc-addr=127.0.0.1:{self._port}", *FLAGS]
         argv.append(f"--log-file={self.folder / 'rclone.log'}")
         return await asyncio.create_subprocess_exec(
             *argv,
@@ -313,6 +318,11 @@ class Rclone:
         assert self._client is not None
         deadline = time.monotonic() + START_SECONDS
         while process.returncode is None and time.monotonic() < deadline:
+            # The login goes with every request: none is sent before the port is
+            # known to be this rclone's (another local user may have taken it first).
+            if not listened_by(process.pid, self._port):
+                await asyncio.sleep(POLL_SECONDS)
+                continue
             with contextlib.suppress(httpx.TransportError):
                 response = await self._client.post("/rc/noop", json={}, timeout=5.0)
                 if response.status_code == 200:
@@ -331,7 +341,6 @@ class Rclone:
         await self.feeder.aclose()
         if self._client is not None:
             await self._client.aclose()
-        shutil.rmtree(self._sockets, ignore_errors=True)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     async def _stop_process(self) -> None:
