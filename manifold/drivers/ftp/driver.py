@@ -50,6 +50,7 @@ from manifold.drivers.ftp.meta import CONFIG, Addition
 from manifold.drivers.ftp.pool import ConnectionPool
 from manifold.drivers.ftp.protocol import Connection, DataChannel, Endpoint, ReplyError
 from manifold.drivers.ftp.settings import clean_root, endpoint
+from manifold.drivers.ftp.spliced import spliced
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -61,6 +62,7 @@ from manifold.errors import (
     TemporaryFailure,
 )
 from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
+from manifold.splice import claim
 
 CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
@@ -118,7 +120,7 @@ class FtpDriver(Driver[Addition]):
         if file.is_dir:
             raise NotAFile()
         path = file.path
-        return Link(reader=lambda offset, length: self._read(path, offset, length))
+        return Link(reader=lambda offset, length: self._read(path, offset, length), relay=self)
 
     async def root_obj(self) -> Obj:
         root = self._root or clean_root(self.options.root_folder_path)
@@ -349,6 +351,11 @@ class FtpDriver(Driver[Addition]):
         """Bytes ``[offset, offset + length)`` of ``path`` from a pooled connection,
         which goes back to the pool in step however the reading ends."""
         if length == 0:
+            return
+        sink = claim(self, offset, length)
+        if sink is not None and self._endpoint is not None and self._endpoint.tls is None:
+            async for piece in spliced(self.pool, sink, path, offset, length):
+                yield piece
             return
         conn, data = await self.pool.hold(lambda conn: _retrieve(conn, path, offset), "read")
         if data is None:  # the offset lies past the end

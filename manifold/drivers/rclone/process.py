@@ -46,9 +46,11 @@ from urllib.parse import quote
 import httpx
 
 from manifold.drivers.rclone.feeder import Feeder
+from manifold.drivers.rclone.spliced import open_body, relay
 from manifold.drivers.resources import Resources
 from manifold.drivers.transport import AiohttpTransport
 from manifold.errors import TemporaryFailure
+from manifold.splice import Sink
 
 log = logging.getLogger("manifold.rclone")
 
@@ -83,6 +85,9 @@ LONGEST_RESTART = 10.0
 # A run this long resets the wait: it was no crash loop.
 STEADY_SECONDS = 60.0
 POLL_SECONDS = 0.05
+# A spliced download fails as temporary when rclone sends no byte for this long (the
+# storage's idle check does not see its pieces, which each end by themselves).
+STALL_SECONDS = 120.0
 
 
 class RcloneError(Exception):
@@ -166,18 +171,33 @@ class Rclone:
         return body
 
     async def read(
-        self, fs: str, remote: str, start: int, length: int | None
+        self,
+        fs: str,
+        remote: str,
+        start: int,
+        length: int | None,
+        sink: Sink | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes ``start`` to ``start + length`` (None: to the end) of a remote's file,
-        streamed through ``--rc-serve``. ``RcloneError`` (404) when it is not there."""
+        streamed through ``--rc-serve``. ``RcloneError`` (404) when it is not there.
+        ``sink``: the client's socket, into which the body is spliced when it can be
+        (``drivers.rclone.spliced``)."""
         if length == 0:
             return
         client = await self.ready()
         end = "" if length is None else str(start + length - 1)
         url = "/" + quote(f"[{fs}]/{remote}", safe="/")
-        request = client.build_request(
-            "GET", url, headers={"Range": f"bytes={start}-{end}"}, timeout=_READING
-        )
+        ranged = f"bytes={start}-{end}"
+        if sink is not None:
+            try:
+                answer = await open_body(str(self._socket), url, self._login, ranged)
+            except OSError as exc:
+                raise _unreachable() from exc
+            if answer is not None:
+                async for data in relay(answer, sink, STALL_SECONDS):
+                    yield data
+                return
+        request = client.build_request("GET", url, headers={"Range": ranged}, timeout=_READING)
         try:
             response = await client.send(request, stream=True)
         except httpx.TransportError as exc:
