@@ -28,7 +28,7 @@ from manifold.container import Services
 from manifold.drivers.rclone.process import rclone_of
 from manifold.splice import spliced_bytes
 from tests.api.live_server import STUCK, serving
-from tests.conftest import Api
+from tests.conftest import Api, open_api, start_services
 from tests.drivers import ftp_server
 from tests.drivers.rclone_remotes import local
 from tests.fixtures.certs import self_signed
@@ -139,6 +139,34 @@ async def test_a_spliced_ftp_download_is_exact_and_the_connection_serves_the_nex
     finally:
         client.close()
     assert spliced_bytes() - before == 2 * len(PAYLOAD)  # no byte came through Python
+
+
+async def test_spliced_bytes_are_counted_in_the_metrics(
+    ftp: ftp_server.FtpServer, tmp_path: Path
+) -> None:
+    data = tmp_path / "metered"
+    data.mkdir(mode=0o700)
+    (data / "config.json").write_text(json.dumps({"metrics": "scrape-token"}))
+    metered = await start_services(data)
+    try:
+        async with open_api(metered) as api, serving(metered) as url:
+            admin = await api.as_admin()
+            await mount_ftp(admin, ftp)
+            before = spliced_bytes()
+            client = await Client.open(url)
+            try:
+                status, _, body = await client.get(target(admin, "/ftp/file.bin"))
+            finally:
+                client.close()
+            assert (status, body == PAYLOAD, spliced_bytes() - before) == (200, True, len(PAYLOAD))
+            scraped = await api.client.get(
+                "/metrics", headers={"Authorization": "Bearer scrape-token"}
+            )
+    finally:
+        await metered.stop()
+    counted = 'manifold_http_response_bytes_total{route="/p/{path:path}"} '
+    (line,) = [line for line in scraped.text.splitlines() if line.startswith(counted)]
+    assert float(line.rsplit(" ", 1)[1]) == len(PAYLOAD)
 
 
 async def test_a_range_is_spliced_exactly(admin: Api, ftp: ftp_server.FtpServer, live: str) -> None:
