@@ -7,7 +7,9 @@ and UTC times for files and folders), else ``LIST``; the lines are parsed in bat
 as they arrive, in the storage's threads, and a folder past the server's
 ``max_listing_entries`` is refused once that many have come. Downloads are range readers:
 ``REST`` then ``RETR`` on a pooled connection, ended with ``ABOR`` once the range is
-read, so many small reads (an archive's) keep reusing a few connections.
+read, so many small reads (an archive's) keep reusing a few connections. A download
+the HTTP server streams over plain HTTP is spliced from the data connection into the
+client's socket (``spliced``) unless the data connection is FTPS.
 
 Uploads go to a temporary name in the target folder (``Temporaries``), are checked
 for their byte count and renamed into place; a failed or cancelled one deletes its

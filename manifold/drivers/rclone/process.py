@@ -23,6 +23,9 @@ Nor did a long read fetched as two 64 MiB ranges side by side (an SFTP remote
 gained in some runs, lost in others; an S3 one on moto lost, each ranged GET starting
 over at the object's first-byte latency). On a loopback TCP port the same process
 measured 15-30% faster; it stays on the socket, which only this server's user can reach.
+A download this server streams over plain HTTP skips the relay's copies: its body is
+spliced from the socket into the client's (``spliced``), which took rc-s3 from
+0.60-0.65x to 0.65-0.83x of ``rclone cat`` in loaded runs (rc-sftp too noisy to tell).
 """
 
 from __future__ import annotations
