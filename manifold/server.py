@@ -303,11 +303,15 @@ class ClientSocket:
 
     def descriptor(self) -> int | None:
         cycle, transport = self._cycle, self._transport
-        if cycle.disconnected or not cycle.response_started or cycle.chunked_encoding:
+        # Closing: the client went, or the server answered something itself (a bad
+        # request pipelined behind this one) and ends the connection after that answer.
+        if cycle.disconnected or transport.is_closing():
+            raise splice.ClientGone("the connection is closed")
+        if not cycle.response_started or cycle.chunked_encoding:
             return None
         if isinstance(cycle.transport, HeadHeld):
             cycle.transport.flush()
-        if transport.is_closing() or transport.get_write_buffer_size():
+        if transport.get_write_buffer_size():
             return None
         sock = transport.get_extra_info("socket")
         return None if sock is None else os.dup(sock.fileno())

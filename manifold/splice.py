@@ -12,10 +12,14 @@ Only the link's own reader can claim the offer: a link made anew over another on
 client's side says when splicing is safe (``Client.descriptor``): plain HTTP, a
 Content-Length answer whose head is on the wire and nothing else waiting to be sent.
 
-The splicing runs in a worker thread, a bounded piece at a time (``PIECE_SECONDS``):
-the thread waits in ``poll`` for either socket, the event loop stays free, and the
-reader yields between pieces so the storage's idle check and a cancelled download
-act as they do on the ordinary path. No manifold imports: every layer may use it.
+It all runs in the event loop, no thread: both sockets and the pipe are non-blocking,
+and a splice that finds nothing to move waits for its socket's readiness, on a
+duplicate of its descriptor so that the transports' own registrations stay as they are.
+A piece (``Sink.relay``) moves at most a pipe's worth, so other requests are served
+between pieces, and waits only on the back end, only until its first bytes: the
+storage's idle limit and the driver's own read timeout see a stall exactly as on the
+ordinary path. Waiting on the client is the response's (``Sink.flush``, between pieces),
+as the ordinary path's sending is. No manifold imports: every layer may use it.
 """
 
 from __future__ import annotations
@@ -24,32 +28,19 @@ import asyncio
 import contextlib
 import contextvars
 import fcntl
-import functools
 import os
-import select
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
-
-T = TypeVar("T")
+from typing import Protocol
 
 # The ASGI scope's extension holding the response's ``Client`` (plain HTTP only).
 EXTENSION = "manifold.client_socket"
 # The key of an empty body message that reports bytes spliced (for byte counters).
 SPLICED = "manifold.spliced"
-# Longest a piece waits before handing control back to the reader.
-PIECE_SECONDS = 0.5
-# The most read at once when a piece cannot be spliced.
-READ_BYTES = 1 << 20
-# The pipe between the two sockets (the kernel's default is 64 KiB).
+# The pipe between the two sockets (the kernel's default is 64 KiB), and the most one
+# piece moves before the loop serves others.
 PIPE_BYTES = 1 << 20
 _FLAGS = os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK if hasattr(os, "splice") else 0
-# Threads splicing at once; a piece lasts at most PIECE_SECONDS, so more downloads
-# than threads take turns rather than wait on one another's clients.
-_POOL = ThreadPoolExecutor(16, thread_name_prefix="manifold-splice")
 
 
 class Client(Protocol):
@@ -57,7 +48,8 @@ class Client(Protocol):
 
     def descriptor(self) -> int | None:
         """A duplicate of the socket's descriptor (the caller closes it) when splicing
-        is safe now; None when it is not (yet)."""
+        is safe now; None when it is not (yet). ``ClientGone`` once the connection is
+        closed or closing: nothing may be written to it any more."""
 
     def sent(self, count: int) -> None:
         """``count`` bytes of the body went out beside the server's own writes."""
@@ -74,18 +66,17 @@ class SourceFailed(Exception):
     """The back end's socket failed mid-way."""
 
 
+class SourceStalled(SourceFailed):
+    """The back end sent nothing for the reader's longest wait."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
-    moved: int  # bytes that reached the client in this piece
-    ended: bool  # the back end's socket reached its end (all it sent is moved)
-    # Bytes read instead, for the reader to yield: the client's socket could not take
-    # a splice just then (its head or other bytes still going out, a body reframed).
+    count: int  # bytes of the range this piece took from the back end
+    ended: bool  # the back end's socket was at its end: the piece took nothing
+    # The bytes themselves when the client's socket could not take a splice just then
+    # (its head or other bytes still going out): the reader yields them.
     data: bytes = b""
-
-    @property
-    def count(self) -> int:
-        """Bytes of the range this piece took care of, either way."""
-        return self.moved + len(self.data)
 
 
 def usable() -> bool:
@@ -102,78 +93,62 @@ def spliced_bytes() -> int:
 
 
 class Sink:
-    """One response's end of the relay: a pipe, and the bytes moved so far."""
+    """One response's end of the relay: a pipe, the bytes in it, the bytes moved."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self._pipe: tuple[int, int] | None = None
-        self._held = 0  # bytes in the pipe, read from the back end, not yet sent
+        self._room = PIPE_BYTES  # the pipe's size, once made
+        self._held = 0  # bytes in the pipe: read from the back end, not yet sent
         self._unreported = 0
-        self._source_seen = time.monotonic()
+        self._waits = 0  # times the relay waited for a socket
 
     def take_moved(self) -> int:
         """Bytes relayed since the last call (for whoever counts a response's bytes)."""
         moved, self._unreported = self._unreported, 0
         return moved
 
-    def source_idle(self) -> float:
-        """Seconds the relay has waited on the back end without a byte."""
-        return time.monotonic() - self._source_seen
-
-    async def relay(self, source: int, count: int | None) -> Step:
-        """Move up to ``count`` bytes (None: to the end) from ``source``, for at most
-        about ``PIECE_SECONDS``. Raises ``ClientGone`` or ``SourceFailed``."""
-        target = self._client.descriptor()
+    async def relay(self, source: int, count: int | None, stall: float | None = None) -> Step:
+        """One piece from the non-blocking socket ``source``: at most a pipe's worth,
+        ``count`` at most (None: no bound). Waits for the back end's first bytes,
+        ``stall`` seconds at most (``SourceStalled``; None: no limit), never for the
+        client: bytes it cannot take yet stay in the pipe for ``flush``. Raises
+        ``ClientGone`` or ``SourceFailed``."""
+        waits = self._waits
+        await self.flush()
+        budget = min(self._made(), PIPE_BYTES if count is None else count)
+        taken = await self._fill(source, budget, stall)
+        if not taken:
+            return Step(0, True)
+        # Asked only now, after the last wait: what the server did meanwhile (an answer
+        # of its own to a bad request pipelined behind this one, a close) counts.
+        target = self._target()
         if target is None:
-            return await self._read(source, count)
-        try:
-            step = await _in_thread(self._piece, source, target, count)
-        except BaseException:
-            self._client.broken()  # cancelled: what the pipe held is lost
-            raise
-        finally:
-            os.close(target)
-        return self._account(*step)
-
-    def _account(self, step: Step, error: Exception | None) -> Step:
-        self._client.sent(step.moved)
-        self._unreported += step.moved
-        _Totals.moved += step.moved
-        if isinstance(error, ClientGone):
-            self._client.broken()
-        if error is not None:
-            raise error
+            step = Step(taken, False, self._emptied())
+        else:
+            try:
+                taken += self._spliced(source, target, budget - taken)
+            finally:
+                os.close(target)
+            step = Step(taken, False)
+        if self._waits == waits:
+            await asyncio.sleep(0)  # the loop's other work gets a turn between pieces
         return step
 
-    async def _read(self, source: int, count: int | None) -> Step:
-        """The ordinary way for one piece: bytes read (the pipe's first), to be yielded."""
-        try:
-            data = await _in_thread(self._take, source, count)
-        except OSError as exc:
-            raise SourceFailed(str(exc)) from exc
-        if data is None:
-            return Step(0, False)
-        self._source_seen = time.monotonic()
-        return Step(0, not data, data)
-
-    def _take(self, source: int, count: int | None, stop: threading.Event) -> bytes | None:
-        """Up to ``READ_BYTES`` (``count`` at most), waiting ``PIECE_SECONDS`` at most
-        for them; None when none came."""
-        wanted = READ_BYTES if count is None else min(READ_BYTES, count)
-        if self._held:
-            data = os.read(self.pipe()[0], min(wanted, self._held))
-            self._held -= len(data)
-            return data
-        poller = select.poll()
-        poller.register(source, select.POLLIN)
-        deadline = time.monotonic() + PIECE_SECONDS
-        while not poller.poll(100):
-            if stop.is_set() or time.monotonic() > deadline:
-                return None
-        try:
-            return os.read(source, wanted)
-        except BlockingIOError:
-            return None
+    async def flush(self) -> None:
+        """Wait until the pipe's bytes are all in the client's socket: the response
+        calls this between pieces, as it waits for its own sends."""
+        while self._held:
+            target = self._target()  # again after each wait (see ``relay``)
+            if target is None:  # bytes of its own went out meanwhile: the order is lost
+                self._broken()
+                raise ClientGone("the connection changed under the relay")
+            try:
+                if self._drain(target):
+                    return
+                await self._waited(_ready(target, writing=True))
+            finally:
+                os.close(target)
 
     def close(self) -> None:
         pipe, self._pipe = self._pipe, None
@@ -181,116 +156,132 @@ class Sink:
             for end in pipe:
                 os.close(end)
 
-    # --- in the worker thread ---------------------------------------------------------
-
-    def _piece(
-        self, source: int, target: int, count: int | None, stop: threading.Event
-    ) -> tuple[Step, Exception | None]:
-        piece = _Piece(self, source, target, count)
+    def _target(self) -> int | None:
         try:
-            return piece.run(stop), None
-        except (ClientGone, SourceFailed) as exc:
-            return Step(piece.moved, False), exc
+            return self._client.descriptor()
+        except ClientGone:
+            self._broken()
+            raise
 
-    def pipe(self) -> tuple[int, int]:
+    def _emptied(self) -> bytes:
+        """The pipe's bytes, read: the ordinary way for a piece the client's socket
+        cannot take spliced just now."""
+        data = b""
+        while self._held:
+            part = os.read(self._made_pipe()[0], self._held)
+            self._held -= len(part)
+            data += part
+        return data
+
+    def _spliced(self, source: int, target: int, room: int) -> int:
+        """Drain the pipe into ``target`` and fill it again, without waiting, until
+        ``room`` more bytes are taken, the back end has none ready or the client's
+        socket is full; the bytes taken."""
+        taken = 0
+        while self._drain(target) and taken < room:
+            more = self._take(source, room - taken)
+            if not more:  # nothing ready (or the end, which the next piece finds)
+                break
+            taken += more
+        return taken
+
+    async def _fill(self, source: int, budget: int, stall: float | None) -> int:
+        """Bytes put in the pipe from ``source``, waiting for the first ones; 0 at its end."""
+        while True:
+            got = self._take(source, budget)
+            if got is not None:
+                return got
+            try:
+                await self._waited(_ready(source, writing=False, seconds=stall))
+            except TimeoutError:
+                raise SourceStalled(f"no byte for {stall:g}s") from None
+
+    def _take(self, source: int, budget: int) -> int | None:
+        """A splice from ``source`` into the pipe: bytes moved, 0 at the end, None when
+        it has nothing ready."""
+        try:
+            got = os.splice(source, self._made_pipe()[1], budget, flags=_FLAGS)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            raise SourceFailed(str(exc)) from exc
+        self._held += got
+        return got
+
+    def _drain(self, target: int) -> bool:
+        """Splice the pipe's bytes into ``target`` while it takes them; whether the pipe
+        is empty now."""
+        out = self._made_pipe()[0]
+        while self._held:
+            try:
+                sent = os.splice(out, target, self._held, flags=_FLAGS)
+            except BlockingIOError:
+                return False
+            except OSError as exc:
+                self._broken()
+                raise ClientGone(str(exc)) from exc
+            self._held -= sent
+            self._counted(sent)
+        return True
+
+    def _counted(self, sent: int) -> None:
+        self._client.sent(sent)
+        self._unreported += sent
+        _Totals.moved += sent
+
+    async def _waited(self, wait: Awaitable[None]) -> None:
+        """``wait``; cancelled with bytes in the pipe, the body cannot be completed."""
+        self._waits += 1
+        try:
+            await wait
+        except asyncio.CancelledError:
+            if self._held:
+                self._broken()
+            raise
+
+    def _broken(self) -> None:
+        self._client.broken()
+
+    def _made(self) -> int:
+        self._made_pipe()
+        return self._room
+
+    def _made_pipe(self) -> tuple[int, int]:
         if self._pipe is None:
             self._pipe = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
             with contextlib.suppress(OSError):
                 fcntl.fcntl(self._pipe[1], fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            # What the kernel granted: a splice into a full pipe would wait for ever
+            # on a back end that is ready.
+            self._room = fcntl.fcntl(self._pipe[1], fcntl.F_GETPIPE_SZ)
         return self._pipe
 
 
-class _Piece:
-    """One bounded run of the relay, in a worker thread."""
+async def _ready(fd: int, *, writing: bool, seconds: float | None = None) -> None:
+    """Until ``fd`` is readable (writable), ``seconds`` at most (``TimeoutError``).
+    The loop watches a duplicate: the descriptor may be a transport's, whose own
+    registration must stay; the duplicate is unwatched before it is closed."""
+    loop = asyncio.get_running_loop()
+    watched = os.dup(fd)
+    ready: asyncio.Future[None] = loop.create_future()
 
-    def __init__(self, sink: Sink, source: int, target: int, count: int | None) -> None:
-        self.sink = sink
-        self.source = source
-        self.target = target
-        self.count = count
-        self.moved = 0
-        self.ended = False
-        self.out, self.into = sink.pipe()
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
 
-    def run(self, stop: threading.Event) -> Step:
-        deadline = time.monotonic() + PIECE_SECONDS
-        poller = select.poll()
-        while not self._done() and not stop.is_set():
-            progress = self._fill() | self._drain()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            if not progress and not self._done():
-                self._wait(poller, left)
-        return Step(self.moved, self.ended and self.sink._held == 0)
-
-    def _done(self) -> bool:
-        if self.ended:
-            return self.sink._held == 0
-        return self.count is not None and self.moved >= self.count
-
-    def _wanted(self) -> int:
-        room = PIPE_BYTES - self.sink._held
-        if self.count is not None:
-            room = min(room, self.count - self.moved - self.sink._held)
-        return 0 if self.ended else room
-
-    def _fill(self) -> bool:
-        wanted = self._wanted()
-        if wanted <= 0:
-            return False
-        try:
-            got = os.splice(self.source, self.into, wanted, flags=_FLAGS)
-        except BlockingIOError:
-            return False
-        except OSError as exc:
-            raise SourceFailed(str(exc)) from exc
-        self.ended = got == 0
-        self.sink._held += got
-        self.sink._source_seen = time.monotonic()
-        return True
-
-    def _drain(self) -> bool:
-        if not self.sink._held:
-            return False
-        try:
-            sent = os.splice(self.out, self.target, self.sink._held, flags=_FLAGS)
-        except BlockingIOError:
-            return False
-        except OSError as exc:
-            raise ClientGone(str(exc)) from exc
-        self.sink._held -= sent
-        self.moved += sent
-        return sent > 0
-
-    def _wait(self, poller: select.poll, seconds: float) -> None:
-        """Until the socket the relay waits on is ready, ``seconds`` at most (a tenth,
-        so that a stop is seen soon). Bytes in the pipe go out before more are read
-        (the back end's socket buffers meanwhile): waiting on both would spin on a
-        readable source while the pipe is full."""
-        for fd in (self.source, self.target):
-            with contextlib.suppress(KeyError):
-                poller.unregister(fd)
-        if self.sink._held:
-            poller.register(self.target, select.POLLOUT)
-            self.sink._source_seen = time.monotonic()  # waiting on the client, not the source
-        else:
-            poller.register(self.source, select.POLLIN)
-        poller.poll(min(seconds, 0.1) * 1000)
-
-
-async def _in_thread(call: Callable[..., T], *args: Any) -> T:
-    """``call(*args, stop)`` in a worker thread. Cancelled, it is told to stop and
-    waited for: it must be done with the descriptors before their owner closes them
-    (a number closed and reused meanwhile would be another connection's)."""
-    stop = threading.Event()
-    work = asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(call, *args, stop))
+    if writing:
+        loop.add_writer(watched, wake)
+    else:
+        loop.add_reader(watched, wake)
     try:
-        return await asyncio.shield(work)
-    except BaseException:
-        stop.set()
-        await asyncio.wait([work])
-        raise
+        async with asyncio.timeout(seconds):
+            await ready
+    finally:
+        if writing:
+            loop.remove_writer(watched)
+        else:
+            loop.remove_reader(watched)
+        os.close(watched)
 
 
 # --- the offer ----------------------------------------------------------------------

@@ -106,9 +106,15 @@ class ReaderResponse(Response):
         await self._report(send)
 
     async def _report(self, send: Send) -> None:
-        """Spliced bytes go out beside the body messages: an empty one reports them, so
-        that whoever counts a response's bytes counts them too."""
-        spliced = 0 if self._sink is None else self._sink.take_moved()
+        """Spliced bytes go out beside the body messages: they are all in the client's
+        socket first (waiting for the client here, between the reader's pieces, as a
+        send waits, rather than inside the reader, where the storage's idle limit would
+        count it), then an empty message reports them, so that whoever counts a
+        response's bytes counts them too."""
+        if self._sink is None:
+            return
+        await self._sink.flush()
+        spliced = self._sink.take_moved()
         if spliced:
             await send(
                 {"type": "http.response.body", "body": b"", "more_body": True, SPLICED: spliced}

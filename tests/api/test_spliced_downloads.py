@@ -11,6 +11,7 @@ answer short rather than hanging it. TLS to the client takes the ordinary path.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
@@ -18,6 +19,7 @@ import signal
 import socket
 import ssl
 import struct
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -39,6 +41,10 @@ PAYLOAD = secrets.token_bytes(6 * MiB)
 # the socket buffers and the pipe between them hold).
 BIG = 96 * MiB
 CREATE = "/api/admin/storage/create"
+# The FTP storage's idle limit in the stall tests, and how long a download may take to
+# fail under it (generous: a loaded machine; the driver's own read timeout is 60 s).
+IDLE_SECONDS = 2.0
+FAIL_BOUND = 30.0
 
 
 @pytest.fixture
@@ -73,6 +79,15 @@ async def mount_ftp(admin: Api, ftp: ftp_server.FtpServer) -> None:
     })  # fmt: skip
 
 
+def quick_ftp(services: Services) -> None:
+    """FTP storages mounted from now on give up a read after ``IDLE_SECONDS`` without a
+    byte (the storage's idle limit, as the fault tests set it)."""
+    info = services.registry.get("FTP")
+    assert info.driver_cls is not None, info.reason
+    config = dataclasses.replace(info.config, idle_timeout=IDLE_SECONDS)
+    services.registry.register("FTP", info.driver_cls, info.options, config)
+
+
 def target(admin: Api, path: str) -> str:
     return f"/p{quote(path)}?sign={admin.services.signer.sign(path)}"
 
@@ -91,14 +106,27 @@ class Client:
 
     async def ask(self, path: str, **headers: str) -> tuple[int, dict[str, str]]:
         """Send a GET; its status and headers once the head is in."""
-        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.send(path, **headers)
         async with asyncio.timeout(STUCK):
             head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
         status, *fields = head.strip().split("\r\n")
         answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
         return int(status.split(" ")[1]), answer
+
+    def send(self, path: str, **headers: str) -> None:
+        """Send a GET without waiting for anything."""
+        lines = [f"GET {path} HTTP/1.1", "Host: 127.0.0.1"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+
+    async def answer(self) -> tuple[int, dict[str, str], bytes]:
+        """The next answer on the connection: status, headers, body."""
+        async with asyncio.timeout(STUCK):
+            head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            status, *fields = head.strip().split("\r\n")
+            answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
+            body = await self.reader.readexactly(int(answer["content-length"]))
+        return int(status.split(" ")[1]), answer, body
 
     async def get(self, path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
         status, answer = await self.ask(path, **headers)
@@ -238,6 +266,115 @@ async def test_an_ftp_server_dying_mid_way_cuts_the_answer_short(
         assert (status, body == PAYLOAD) == (200, True)
     finally:
         client.close()
+
+
+async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_limit(
+    admin: Api, ftp: ftp_server.FtpServer, services: Services, live: str
+) -> None:
+    (ftp.root / "big.bin").write_bytes(secrets.token_bytes(BIG))
+    quick_ftp(services)
+    await mount_ftp(admin, ftp)
+    before = spliced_bytes()
+    client = await Client.open(live)
+    try:
+        status, _ = await client.ask(target(admin, "/ftp/big.bin"))
+        assert status == 200
+        received = len(await client.reader.readexactly(MiB))
+        with ftp.frozen():
+            started = time.monotonic()
+            received += len(await client.rest())  # cut off, not held open
+            took = time.monotonic() - started
+    finally:
+        client.close()
+    assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
+    assert MiB <= received < BIG
+    assert spliced_bytes() > before
+    client = await Client.open(live)  # the storage serves again once the server does
+    try:
+        status, _, body = await client.get(target(admin, "/ftp/file.bin"))
+        assert (status, body == PAYLOAD) == (200, True)
+    finally:
+        client.close()
+
+
+async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
+    admin: Api, ftp: ftp_server.FtpServer, services: Services, live: str
+) -> None:
+    big = secrets.token_bytes(BIG // 4)
+    (ftp.root / "slow.bin").write_bytes(big)
+    quick_ftp(services)
+    await mount_ftp(admin, ftp)
+    before = spliced_bytes()
+    client = await Client.open(live)
+    try:
+        status, answer = await client.ask(target(admin, "/ftp/slow.bin"))
+        assert (status, answer["content-length"]) == (200, str(len(big)))
+        body = await client.reader.readexactly(MiB)
+        await asyncio.sleep(2.5 * IDLE_SECONDS)  # the client's wait, not the server's
+        async with asyncio.timeout(STUCK):
+            body += await client.reader.readexactly(len(big) - MiB)
+        await client.settled()
+    finally:
+        client.close()
+    assert body == big
+    assert spliced_bytes() - before == len(big)
+
+
+async def test_requests_pipelined_behind_a_spliced_answer_are_answered_after_it_in_order(
+    admin: Api, ftp: ftp_server.FtpServer, live: str
+) -> None:
+    big = secrets.token_bytes(BIG // 4)
+    (ftp.root / "big.bin").write_bytes(big)
+    await mount_ftp(admin, ftp)
+    before = spliced_bytes()
+    client = await Client.open(live)
+    try:
+        # Sent together with the spliced one...
+        client.send(target(admin, "/ftp/big.bin"))
+        client.send(target(admin, "/ftp/file.bin"), Range="bytes=10-19")
+        async with asyncio.timeout(STUCK):
+            head = await client.reader.readuntil(b"\r\n\r\n")
+            first = await client.reader.readexactly(MiB)
+        # ... and while its body goes out.
+        client.send(target(admin, "/ftp/file.bin"))
+        client.send("/api/public/settings")
+        async with asyncio.timeout(STUCK):
+            first += await client.reader.readexactly(len(big) - MiB)
+        answers = [await client.answer() for _ in range(3)]
+    finally:
+        client.close()
+    assert head.startswith(b"HTTP/1.1 200 ") and first == big
+    assert [(status, body) for status, _, body in answers[:2]] == [
+        (206, PAYLOAD[10:20]),
+        (200, PAYLOAD),
+    ]
+    assert answers[2][0] == 200 and json.loads(answers[2][2])["code"] == 200
+    assert spliced_bytes() - before == len(big) + 10 + len(PAYLOAD)
+
+
+async def test_a_bad_request_pipelined_behind_a_spliced_answer_is_the_last_thing_sent(
+    admin: Api, ftp: ftp_server.FtpServer, live: str
+) -> None:
+    big = secrets.token_bytes(BIG // 4)
+    (ftp.root / "big.bin").write_bytes(big)
+    await mount_ftp(admin, ftp)
+    client = await Client.open(live)
+    try:
+        status, _ = await client.ask(target(admin, "/ftp/big.bin"))
+        assert status == 200
+        received = await client.reader.readexactly(MiB)
+        # The server answers this one itself (400) and closes the connection, in the
+        # middle of the spliced body: no byte of that body may follow its answer.
+        client.writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        received += await client.rest()
+    finally:
+        client.close()
+    at = received.find(b"HTTP/1.1 400 ")
+    assert MiB <= at < len(big)
+    assert received[:at] == big[:at]
+    head, _, body = received[at:].partition(b"\r\n\r\n")
+    fields = dict(line.split(": ", 1) for line in head.decode("latin-1").split("\r\n")[1:])
+    assert len(body) == int(fields["content-length"]), body[:200]
 
 
 async def test_a_crypt_storage_over_ftp_is_never_spliced(

@@ -10,6 +10,7 @@ stalls mid-way fails as ``TemporaryFailure``.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
@@ -17,7 +18,7 @@ from manifold.drivers.ftp.errors import ftp_errors
 from manifold.drivers.ftp.pool import ConnectionPool
 from manifold.drivers.ftp.protocol import Connection, ReplyError
 from manifold.errors import TemporaryFailure
-from manifold.splice import ClientGone, Sink, SourceFailed, Step
+from manifold.splice import ClientGone, Sink, SourceFailed, SourceStalled, Step
 
 
 async def spliced(
@@ -61,17 +62,20 @@ async def spliced(
 
 
 async def _piece(conn: Connection, data: socket.socket, sink: Sink, count: int | None) -> Step:
-    """One piece of the relay; a back end that failed or stalled fails as temporary."""
+    """One piece of the relay, waiting for the server no longer than a read on the
+    ordinary path does; a server that failed or stalled fails as temporary."""
+    timeout = conn.endpoint.io_timeout
     try:
-        step = await sink.relay(data.fileno(), count)
+        return await sink.relay(data.fileno(), count, timeout)
+    except SourceStalled as exc:
+        conn.broken = True
+        raise TemporaryFailure(f"read stalled for {timeout:g}s") from exc
     except SourceFailed as exc:
         conn.broken = True
         raise TemporaryFailure(f"the FTP server stopped sending the file: {exc}") from exc
-    timeout = conn.endpoint.io_timeout
-    if not step.ended and sink.source_idle() > timeout:
-        conn.broken = True
-        raise TemporaryFailure(f"read stalled for {timeout:g}s")
-    return step
+    except asyncio.CancelledError:
+        conn.broken = True  # the transfer is cut: its replies are unknown
+        raise
 
 
 async def _retrieve(conn: Connection, path: str, offset: int) -> socket.socket | None:

@@ -91,9 +91,6 @@ LONGEST_RESTART = 10.0
 # A run this long resets the wait: it was no crash loop.
 STEADY_SECONDS = 60.0
 POLL_SECONDS = 0.05
-# A spliced download fails as temporary when rclone sends no byte for this long (the
-# storage's idle check does not see its pieces, which each end by themselves).
-STALL_SECONDS = 120.0
 
 
 class RcloneError(Exception):
@@ -202,7 +199,7 @@ class Rclone:
         if sink is not None:
             answer = await self._spliceable(url, ranged)
             if answer is not None:
-                async for data in relay(answer, sink, STALL_SECONDS):
+                async for data in relay(answer, sink):
                     yield data
                 return
         request = client.build_request("GET", url, headers={"Range": ranged}, timeout=_READING)

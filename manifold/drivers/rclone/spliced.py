@@ -86,11 +86,11 @@ def _length(head: bytes) -> int | None:
     return int(value) if value.isascii() and value.isdigit() else None
 
 
-async def relay(answer: Answer, sink: Sink, stall: float) -> AsyncIterator[bytes]:
+async def relay(answer: Answer, sink: Sink) -> AsyncIterator[bytes]:
     """The answer's body: what came with the head, then the rest spliced into ``sink``
     a piece at a time (an empty piece each, or its bytes when the client's socket could
-    not take it spliced). A body cut short, or no byte for
-    ``stall`` seconds, fails as ``TemporaryFailure``."""
+    not take it spliced). A body cut short fails as ``TemporaryFailure``; a stalled one
+    is the storage's idle limit's, as on the ordinary path."""
     try:
         yield answer.early
         remaining = answer.length - len(answer.early)
@@ -99,9 +99,9 @@ async def relay(answer: Answer, sink: Sink, stall: float) -> AsyncIterator[bytes
                 step = await sink.relay(answer.sock.fileno(), remaining)
             except SourceFailed as exc:
                 raise TemporaryFailure(f"rclone stopped sending the file: {exc}") from exc
-            remaining -= step.count
-            if remaining and (step.ended or sink.source_idle() > stall):
+            if step.ended:
                 raise TemporaryFailure("rclone stopped sending the file")
+            remaining -= step.count
             yield step.data
     finally:
         answer.sock.close()
