@@ -79,13 +79,13 @@ async def mount_ftp(admin: Api, ftp: ftp_server.FtpServer) -> None:
     })  # fmt: skip
 
 
-def quick_ftp(services: Services) -> None:
-    """FTP storages mounted from now on give up a read after ``IDLE_SECONDS`` without a
-    byte (the storage's idle limit, as the fault tests set it)."""
-    info = services.registry.get("FTP")
+def quick(services: Services, driver: str) -> None:
+    """``driver``'s storages mounted from now on give up a read after ``IDLE_SECONDS``
+    without a byte (the storage's idle limit, as the fault tests set it)."""
+    info = services.registry.get(driver)
     assert info.driver_cls is not None, info.reason
     config = dataclasses.replace(info.config, idle_timeout=IDLE_SECONDS)
-    services.registry.register("FTP", info.driver_cls, info.options, config)
+    services.registry.register(driver, info.driver_cls, info.options, config)
 
 
 def target(admin: Api, path: str) -> str:
@@ -272,7 +272,7 @@ async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_l
     admin: Api, ftp: ftp_server.FtpServer, services: Services, live: str
 ) -> None:
     (ftp.root / "big.bin").write_bytes(secrets.token_bytes(BIG))
-    quick_ftp(services)
+    quick(services, "FTP")
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
     client = await Client.open(live)
@@ -302,7 +302,7 @@ async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
 ) -> None:
     big = secrets.token_bytes(BIG // 4)
     (ftp.root / "slow.bin").write_bytes(big)
-    quick_ftp(services)
+    quick(services, "FTP")
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
     client = await Client.open(live)
@@ -464,6 +464,43 @@ async def test_rclone_dying_mid_way_cuts_the_answer_short_and_it_serves_again(
         client.close()
     assert MiB <= received < BIG
     client = await Client.open(live)  # rclone is started again
+    try:
+        status, _, body = await client.get(target(admin, "/rc/file.bin"))
+        assert (status, body == PAYLOAD) == (200, True)
+    finally:
+        client.close()
+
+
+async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit(
+    admin: Api, live: str, services: Services, tmp_path: Path
+) -> None:
+    remote = local(tmp_path / "remote")
+    (tmp_path / "remote" / "big.bin").write_bytes(secrets.token_bytes(BIG))
+    (tmp_path / "remote" / "file.bin").write_bytes(PAYLOAD)
+    quick(services, "Rclone")
+    await mount(admin, "/rc", "Rclone", {"config": remote.config, "root_folder_path": remote.root})
+    rclone = rclone_of(services.storages.resources)
+    before = spliced_bytes()
+    client = await Client.open(live)
+    try:
+        status, _ = await client.ask(target(admin, "/rc/big.bin"))
+        assert status == 200
+        received = len(await client.reader.readexactly(MiB))
+        pid = rclone.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # alive, its connections open, sending nothing
+        try:
+            started = time.monotonic()
+            received += len(await client.rest())
+            took = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        client.close()
+    assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
+    assert MiB <= received < BIG
+    assert spliced_bytes() > before
+    client = await Client.open(live)
     try:
         status, _, body = await client.get(target(admin, "/rc/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
