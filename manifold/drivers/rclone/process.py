@@ -27,7 +27,8 @@ over at the object's first-byte latency). A unix socket, which the API used firs
 was 8-9% slower than the loopback port (its sender's buffer, 208 KiB, bounds each of
 rclone's writes): ``bench_remote``'s rc-sftp 0.85x -> 0.93x, rc-s3 0.72x -> 0.78x.
 A download this server streams over plain HTTP skips the relay's copies: its body is
-spliced from rclone's answer into the client's socket (``spliced``).
+spliced from rclone's answer into the client's socket (``spliced``): rc-s3 0.76-0.79x ->
+0.85-0.89x, rc-sftp 0.82-0.90x -> 0.90-0.93x of ``rclone cat`` on ``bench_remote``.
 """
 
 from __future__ import annotations
