@@ -264,6 +264,9 @@ class Link:
     reader: RangeReader | None = None
     verify: bool = True
     idle_timeout: float = 0.0
+    # The reader's own key when it can splice its bytes into the client's socket
+    # (``manifold.splice``): a link made anew over this one has none.
+    relay: object | None = None
 
 
 @dataclass(frozen=True, slots=True)

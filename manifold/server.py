@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from manifold import splice
 from manifold.api.asgi import Headers
 from manifold.config import Config
 from manifold.http_writes import ANSWERS, HeadHeld
@@ -99,6 +101,10 @@ class BoundedHttpTools(HttpToolsProtocol):
         self._watchdog: asyncio.TimerHandle | None = None
         self._watch(REQUEST_IDLE_SECONDS)
         self._answered_at = self._last_data  # when the last response was complete
+        # Plain HTTP: a response may splice its body into the socket (``ClientSocket``).
+        self._plain = splice.usable() and not any(
+            transport.get_extra_info(name) is not None for name in ("sslcontext", "ssl_object")
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in (self._watchdog, self.timeout_keep_alive_task):
@@ -230,6 +236,9 @@ class BoundedHttpTools(HttpToolsProtocol):
         super().on_headers_complete()
         if self.cycle is not before and self.scope["method"] != "HEAD":
             self.cycle.transport = HeadHeld(self.transport, self.loop)
+            if self._plain:
+                extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+                extensions[splice.EXTENSION] = ClientSocket(self.cycle, self.transport)
 
     def _answered_quickly(self) -> bool:
         """Answer a plain GET the application can answer at once (``quick``) here,
@@ -279,6 +288,41 @@ class BoundedHttpTools(HttpToolsProtocol):
         head = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         self.transport.write(STATUS_LINE[431] + head % len(body) + body)
         self.transport.close()
+
+
+class ClientSocket:
+    """One response's client connection as ``manifold.splice`` may write to it: only
+    once the head is on the wire and nothing else waits to be sent, only for a body
+    of a known length (no chunked framing to add), only while the client is there."""
+
+    __slots__ = ("_cycle", "_transport")
+
+    def __init__(self, cycle: Any, transport: asyncio.Transport) -> None:
+        self._cycle = cycle
+        self._transport = transport
+
+    def descriptor(self) -> int | None:
+        cycle, transport = self._cycle, self._transport
+        # Closing: the client went, or the server answered something itself (a bad
+        # request pipelined behind this one) and ends the connection after that answer.
+        if cycle.disconnected or transport.is_closing():
+            raise splice.ClientGone("the connection is closed")
+        if not cycle.response_started or cycle.chunked_encoding:
+            return None
+        if isinstance(cycle.transport, HeadHeld):
+            cycle.transport.flush()
+        if transport.get_write_buffer_size():
+            return None
+        sock = transport.get_extra_info("socket")
+        return None if sock is None else os.dup(sock.fileno())
+
+    def sent(self, count: int) -> None:
+        # uvicorn checks the body against Content-Length; these bytes count toward it.
+        self._cycle.expected_content_length -= count
+
+    def broken(self) -> None:
+        self._cycle.disconnected = True  # gone: uvicorn sends nothing more, nor complains
+        self._transport.close()
 
 
 def _plain_path(raw: bytes) -> bool:

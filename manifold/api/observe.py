@@ -16,6 +16,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from manifold.metrics import Metrics
+from manifold.splice import SPLICED
 
 access_log = logging.getLogger("manifold.access")
 # The key under which a request's scope carries what routing found (see ``Seen``).
@@ -64,7 +65,8 @@ class Observer:
             nonlocal status, sent
             kind = message["type"]
             if kind == "http.response.body":
-                sent += len(message.get("body", b""))
+                # Bytes spliced into the socket are reported beside the body.
+                sent += len(message.get("body", b"")) + message.get(SPLICED, 0)
             elif kind == "http.response.start":
                 status = message["status"]
             await send(message)

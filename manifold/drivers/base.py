@@ -525,7 +525,12 @@ class Driver(ABC, Generic[OptionsT]):
           waiting no longer than ``idle_timeout`` for a byte (the storage's own).
         * ``reader``: a range reader, for back ends with neither (SFTP, FTP, SMB,
           WebDAV behind a login); the server streams the bytes through it, opening a
-          range at a time and closing it early when the client goes.
+          range at a time and closing it early when the client goes. A reader whose
+          bytes arrive on a plain socket may set ``relay`` to a key of its own (the
+          driver) and, when its read finds ``manifold.splice.claim(key, offset,
+          length)`` offers a sink, hand that socket to it: the kernel then splices the
+          bytes into the client's socket (FTP, Rclone). A link made anew over another
+          (crypt, chunk) leaves ``relay`` unset, so transformed bytes are never relayed.
 
         Raises ``ObjectNotFound`` when the file is gone and ``NotAFile`` for a folder
         (a ``reader`` may raise them when it opens instead).

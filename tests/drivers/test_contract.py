@@ -37,7 +37,7 @@ def test_the_contract_names_its_four_modules() -> None:
 def test_link_documents_every_kind_of_link() -> None:
     """A field added to ``Link`` is a kind a driver author must be told about."""
     doc = base.Driver.link.__doc__ or ""
-    qualifiers = ("headers", "expires_in", "verify", "idle_timeout")
+    qualifiers = ("headers", "expires_in", "verify", "idle_timeout", "relay")
     kinds = [name for name in fields_of(Link) if name not in qualifiers]
     assert kinds == ["file_path", "url", "reader"]
     assert all(f"* ``{kind}``" in doc for kind in kinds)

@@ -156,7 +156,9 @@ def _ranged(link: Link, services: Services) -> Link:
 
 async def _read(request: Request, obj: Obj, link: Link) -> Response:
     headers = {"Content-Disposition": content_disposition(obj.name), **link.headers}
-    return await ReaderResponse.open(link, obj, headers, request.headers, request.method)
+    return await ReaderResponse.open(
+        link, obj, headers, request.headers, request.method, request.scope
+    )
 
 
 async def _local_file(name: str, link: Link) -> LocalFileResponse:

@@ -7,7 +7,9 @@ and UTC times for files and folders), else ``LIST``; the lines are parsed in bat
 as they arrive, in the storage's threads, and a folder past the server's
 ``max_listing_entries`` is refused once that many have come. Downloads are range readers:
 ``REST`` then ``RETR`` on a pooled connection, ended with ``ABOR`` once the range is
-read, so many small reads (an archive's) keep reusing a few connections.
+read, so many small reads (an archive's) keep reusing a few connections. A download
+the HTTP server streams over plain HTTP is spliced from the data connection into the
+client's socket (``spliced``) unless the data connection is FTPS.
 
 Uploads go to a temporary name in the target folder (``Temporaries``), are checked
 for their byte count and renamed into place; a failed or cancelled one deletes its
@@ -50,6 +52,7 @@ from manifold.drivers.ftp.meta import CONFIG, Addition
 from manifold.drivers.ftp.pool import ConnectionPool
 from manifold.drivers.ftp.protocol import Connection, DataChannel, Endpoint, ReplyError
 from manifold.drivers.ftp.settings import clean_root, endpoint
+from manifold.drivers.ftp.spliced import spliced
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -61,6 +64,7 @@ from manifold.errors import (
     TemporaryFailure,
 )
 from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
+from manifold.splice import claim
 
 CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
@@ -118,7 +122,7 @@ class FtpDriver(Driver[Addition]):
         if file.is_dir:
             raise NotAFile()
         path = file.path
-        return Link(reader=lambda offset, length: self._read(path, offset, length))
+        return Link(reader=lambda offset, length: self._read(path, offset, length), relay=self)
 
     async def root_obj(self) -> Obj:
         root = self._root or clean_root(self.options.root_folder_path)
@@ -361,6 +365,11 @@ class FtpDriver(Driver[Addition]):
         """Bytes ``[offset, offset + length)`` of ``path`` from a pooled connection,
         which goes back to the pool in step however the reading ends."""
         if length == 0:
+            return
+        sink = claim(self, offset, length)
+        if sink is not None and self._endpoint is not None and self._endpoint.tls is None:
+            async for piece in spliced(self.pool, sink, path, offset, length):
+                yield piece
             return
         conn, data = await self.pool.hold(lambda conn: _retrieve(conn, path, offset), "read")
         if data is None:  # the offset lies past the end

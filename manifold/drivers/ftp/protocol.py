@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -275,17 +276,37 @@ class Connection:
             self.broken = True  # the server waits for a connection that never came
             raise
         try:
-            if offset:
-                await self.do(f"REST {offset}", "3")
-            reply = await self.ask(command, wait=False)
-            if not reply.code.startswith("1"):
-                raise ReplyError(command.split(" ", 1)[0], reply)
+            await self._start(command, offset)
             if endpoint.tls is not None:
                 await self._secure(writer, endpoint.tls)
         except BaseException:
             writer.close()
             raise
         return DataChannel(reader, writer, endpoint.io_timeout)
+
+    async def open_socket(self, command: str, offset: int = 0) -> socket.socket:
+        """``open_data`` without TLS, as a bare non-blocking socket that the event loop
+        never reads: the bytes go from it to the client by ``manifold.splice``."""
+        port = await self._passive_port()
+        try:
+            async with asyncio.timeout(self.endpoint.connect_timeout):
+                sock = await _bare(self.endpoint.host, port)
+        except BaseException:
+            self.broken = True
+            raise
+        try:
+            await self._start(command, offset)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    async def _start(self, command: str, offset: int) -> None:
+        if offset:
+            await self.do(f"REST {offset}", "3")
+        reply = await self.ask(command, wait=False)
+        if not reply.code.startswith("1"):
+            raise ReplyError(command.split(" ", 1)[0], reply)
 
     async def _passive_port(self) -> int:
         if self._epsv:
@@ -331,11 +352,14 @@ class Connection:
         data.close()
         await self.final()
 
-    async def abandon(self, data: DataChannel) -> None:
+    async def abandon(self, data: DataChannel | socket.socket) -> None:
         """End a download before its end: close the data connection, then ``ABOR``, and
         read every reply up to ``NOOP``'s (the transfer's own ``226`` or ``426``, the
         abort's, in whatever mix the server sends)."""
-        data.abort()
+        if isinstance(data, socket.socket):
+            data.close()  # bytes left unread: the kernel resets the connection
+        else:
+            data.abort()
         try:
             await self.client.stream.write(b"ABOR\r\nNOOP\r\n")
             for _ in range(RESYNC_REPLIES):
@@ -406,3 +430,25 @@ class Connection:
 
     def decode(self, raw: bytes) -> str | None:
         return decode_line(raw, self.endpoint.encoding)
+
+
+async def _bare(host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket to ``host:port`` (its first address that
+    answers)."""
+    loop = asyncio.get_running_loop()
+    found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    failure: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in found:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise failure

@@ -65,6 +65,7 @@ from manifold.errors import (
     TemporaryFailure,
 )
 from manifold.models import DiskUsage, Link, Obj
+from manifold.splice import claim
 
 from .meta import Addition
 
@@ -242,11 +243,12 @@ class RcloneDriver(Driver[Addition]):
     async def link(self, file: Obj, args: LinkArgs) -> Link:
         if file.is_dir:
             raise NotAFile()
-        return Link(reader=lambda offset, length: self._read(file.path, offset, length))
+        return Link(reader=lambda offset, length: self._read(file.path, offset, length), relay=self)
 
     async def _read(self, path: str, offset: int, length: int | None) -> AsyncIterator[bytes]:
+        sink = claim(self, offset, length)
         await self._newest_token()
-        reading = self._live().read(self._fs, _remote(path), offset, length)
+        reading = self._live().read(self._fs, _remote(path), offset, length, sink)
         # Closed here, not when collected: a client gone early stops rclone's read now.
         async with contextlib.aclosing(reading):
             with translating():

@@ -18,6 +18,7 @@ from manifold.drivers.helpers import trimmed
 from manifold.errors import InvalidRequest, ObjectNotFound, TemporaryFailure
 from manifold.models import Link
 from manifold.services.fs.redirects import FETCH_TIMEOUT, LinkClient, link_pool
+from manifold.splice import Offer, Sink, offering
 
 CHUNK = 1 << 20
 # A URL's answers that say the file is not there (any other error may pass).
@@ -53,6 +54,7 @@ async def open_range(
     *,
     client: LinkClient | None = None,
     chunk: int = CHUNK,
+    sink: Sink | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """Bytes ``[offset, offset + length)`` behind ``link`` (``length`` None: to the end).
 
@@ -61,6 +63,10 @@ async def open_range(
     client is made for this read alone, checking certificates as ``Link.verify`` says.
     A URL that answers 404 or 410 raises ``ObjectNotFound``; other failures
     ``TemporaryFailure``.
+
+    ``sink``: the client's socket, which the link's own reader may splice the range
+    into (``manifold.splice``); its bytes then never come through here. Every read
+    offers its own sink or none, so a reader nested in another never sees the outer's.
     """
     if offset < 0 or (length is not None and length < 0):
         raise InvalidRequest("a range starts and lasts at least 0 bytes")
@@ -74,7 +80,14 @@ async def open_range(
         source = _url_range(link, offset, length, client, chunk)
     else:
         raise ObjectNotFound("link has neither a file, a URL nor a reader")
-    async for data in source:
+    offer = None
+    if sink is not None and link.relay is not None:
+        offer = Offer(link.relay, offset, length, sink)
+    while True:
+        with offering(offer):
+            data = await anext(source, None)
+        if data is None:
+            return
         yield data
 
 
