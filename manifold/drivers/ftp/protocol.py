@@ -48,8 +48,9 @@ RESYNC_REPLIES = 6
 # Bytes a data connection reads ahead of its consumer (it pauses at twice this): the
 # largest piece a download is handed over in.
 DATA_BUFFER = 1 << 20
-# Bytes of a listing handed over in one batch of lines, and the longest line taken.
-LINES_BATCH = 256 << 10
+# Bytes of a listing handed over in one batch of lines (small enough that the first
+# batches are parsed while the server still writes the rest), and the longest line taken.
+LINES_BATCH = 32 << 10
 LONGEST_LINE = 1 << 20
 # Where a listing's lines go, a batch at a time, as they arrive.
 LineSink = Callable[[list[bytes]], Awaitable[None]]
