@@ -18,6 +18,7 @@ import pytest
 from manifold.drivers.base import Driver, LinkArgs, Upload
 from manifold.drivers.registry import builtin_registry
 from manifold.drivers.s3.driver import S3Driver
+from manifold.drivers.s3.listing_xml import read_page
 from manifold.drivers.s3.meta import CONFIG, DIRECT_UPLOAD_HELP
 from manifold.errors import (
     InvalidRequest,
@@ -579,3 +580,55 @@ async def test_an_s3_storage_mounted_through_the_api_lists_stores_serves_and_rem
     addition = s3.options(BUCKET, root_folder_path=f"/{folder}").model_dump_json()
     await check_served_through_the_api(api, "S3", addition, "/bucket")
     assert await s3.keys(BUCKET, f"{folder}/") == [f"{folder}/docs/.alist"]
+
+
+# --- listing pages read without botocore's parser ----------------------------------
+
+ODD_KEYS = ["plain.txt", "with space.txt", "per%46cent", "a+b=c&d<e>.txt", "ünï.txt"]
+ODD_KEYS += ["dir/inner.txt", "dir 2/x", "z" * 200]
+
+
+@pytest.mark.parametrize("operation", ["list_objects", "list_objects_v2"])
+async def test_a_listing_page_is_read_as_botocore_reads_it(s3: S3Server, operation: str) -> None:
+    bucket = await s3.bucket(f"pages-{operation.replace('_', '-')}")
+    for key in ODD_KEYS:
+        await s3.put(bucket, key, b"12345")
+    params = {"Bucket": bucket, "Delimiter": "/", "MaxKeys": 3, "EncodingType": "url"}
+    pages = 0
+    while True:
+        url = await s3.client.generate_presigned_url(operation, Params=params)
+        async with httpx.AsyncClient() as http:
+            raw = (await http.get(url)).content
+        ours, theirs = read_page(raw), await getattr(s3.client, operation)(**params)
+        assert ours is not None
+        fields = ("IsTruncated", "NextMarker", "NextContinuationToken", "Prefix", "Delimiter")
+        assert {f: ours.get(f) for f in fields} == {f: theirs.get(f) for f in fields}
+        assert ours.get("CommonPrefixes") == theirs.get("CommonPrefixes")
+        kept = [
+            {k: item[k] for k in ("Key", "Size", "LastModified")}
+            for item in theirs.get("Contents") or ()
+        ]
+        assert ours.get("Contents", []) == kept
+        pages += 1
+        if not theirs.get("IsTruncated"):
+            break
+        if operation == "list_objects_v2":
+            params["ContinuationToken"] = theirs["NextContinuationToken"]
+        else:
+            params["Marker"] = theirs.get("NextMarker") or theirs["Contents"][-1]["Key"]
+    assert pages >= 2  # eight keys and prefixes, three a page
+
+
+def test_what_is_not_a_whole_listing_is_left_to_botocore() -> None:
+    assert read_page(b"<Error><Code>NoSuchBucket</Code></Error>") is None
+    assert read_page(b"not xml") is None
+    time = b"<LastModified>2020-01-01T00:00:00.000Z</LastModified>"
+    no_size = b"<ListBucketResult><Contents><Key>k</Key>" + time + b"</Contents></ListBucketResult>"
+    assert read_page(no_size) is None
+    declared = (
+        b'<!DOCTYPE x [<!ENTITY a "b">]><ListBucketResult><Name>&a;</Name></ListBucketResult>'
+    )
+    assert read_page(declared) is None
+    assert read_page(b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>") == {
+        "IsTruncated": False
+    }

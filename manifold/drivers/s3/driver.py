@@ -31,7 +31,6 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
 from botocore import UNSIGNED
 from botocore.handlers import set_list_objects_encoding_type_url
-from botocore.utils import parse_timestamp
 
 from manifold.drivers.base import (
     LinkArgs,
@@ -54,6 +53,8 @@ from manifold.models import Link, Obj
 
 from .failures import ERRORS
 from .keys import is_empty, last_key, page_objects
+from .listing_xml import OPERATIONS as LISTINGS
+from .listing_xml import before_parse, read_timestamp
 from .meta import DEFAULT_PLACEHOLDER, DEFAULT_REGION, Addition
 from .native import MIN_PART, NativeUploads
 from .upload import MAX_PARTS, Uploader
@@ -72,19 +73,9 @@ def _session() -> AioSession:
     if not _SESSION:
         session = get_session()
         factory = session.get_component("response_parser_factory")
-        factory.set_parser_defaults(timestamp_parser=_timestamp)
+        factory.set_parser_defaults(timestamp_parser=read_timestamp)
         _SESSION.append(session)
     return _SESSION[0]
-
-
-def _timestamp(value: Any) -> datetime:
-    """botocore's timestamp parsing, with the ISO 8601 times of S3's XML read by the
-    standard library: botocore's general parser took four fifths of a listing's time."""
-    if isinstance(value, str) and value[:1].isdigit() and "T" in value:
-        with suppress(ValueError):
-            return datetime.fromisoformat(value)
-    parsed: datetime = parse_timestamp(value)
-    return parsed
 
 
 class S3Driver(PrefixDriver[Addition]):
@@ -172,6 +163,8 @@ class S3Driver(PrefixDriver[Addition]):
         self._client.meta.events.unregister(
             "before-parameter-build.s3.ListObjects", set_list_objects_encoding_type_url
         )
+        for operation in LISTINGS:
+            self._client.meta.events.register(f"before-parse.s3.{operation}", before_parse)
         self._signer = self._client
         if options.custom_host:
             signed = options.enable_custom_host_presign
