@@ -53,6 +53,7 @@ from manifold.drivers.ftp.pool import ConnectionPool
 from manifold.drivers.ftp.protocol import Connection, DataChannel, Endpoint, ReplyError
 from manifold.drivers.ftp.settings import clean_root, endpoint
 from manifold.drivers.ftp.spliced import spliced
+from manifold.drivers.ftp.transfer import transfer
 from manifold.errors import (
     InvalidRequest,
     NotAFile,
@@ -64,7 +65,7 @@ from manifold.errors import (
     TemporaryFailure,
 )
 from manifold.models import DiskUsage, Link, Obj, Storage, new_obj
-from manifold.splice import claim
+from manifold.splice import Step, claim
 
 CHUNK = 4 << 20
 # Seconds ``drop`` waits for deletions of temporaries still under way.
@@ -368,41 +369,22 @@ class FtpDriver(Driver[Addition]):
             return
         sink = claim(self, offset, length)
         if sink is not None and self._endpoint is not None and self._endpoint.tls is None:
-            async for piece in spliced(self.pool, sink, path, offset, length):
-                yield piece
-            return
-        conn, data = await self.pool.hold(lambda conn: _retrieve(conn, path, offset), "read")
-        if data is None:  # the offset lies past the end
-            self.pool.release(conn, True)
-            return
-        reusable = gone = False
+            source = transfer(
+                self.pool,
+                path,
+                offset,
+                length,
+                Connection.open_socket,
+                spliced(sink),
+                announce=True,
+            )
+        else:
+            source = transfer(self.pool, path, offset, length, Connection.open_data, _chunk)
         try:
-            remaining = length
-            while remaining is None or remaining > 0:
-                want = CHUNK if remaining is None else min(CHUNK, remaining)
-                with ftp_errors():
-                    chunk = await _received(conn, data, want)
-                if not chunk:
-                    data.close()
-                    with ftp_errors():
-                        await conn.final()
-                    reusable = True
-                    return
-                if remaining is not None:
-                    remaining -= len(chunk)
-                yield chunk
-            await conn.abandon(data)  # every byte asked for is read
-            reusable = not conn.broken
-        except GeneratorExit:  # the reader was closed early: keep the connection if we can
-            await conn.abandon(data)
-            reusable = not conn.broken
-            raise
-        except TemporaryFailure:
-            gone = True
-            raise
+            async for piece in source:
+                yield piece
         finally:
-            data.close()
-            self.pool.release(conn, reusable, gone=gone)
+            await source.aclose()  # now, not when collected: the connection goes back
 
 
 async def _delete(conn: Connection, path: str) -> bool:
@@ -412,23 +394,16 @@ async def _delete(conn: Connection, path: str) -> bool:
     return reply.ok() or reply.code == "550"
 
 
-async def _retrieve(conn: Connection, path: str, offset: int) -> DataChannel | None:
-    """A data connection carrying ``path`` from ``offset``; None past its end."""
-    with ftp_errors():
-        try:
-            return await conn.open_data(f"RETR {path}", offset)
-        except ReplyError as exc:
-            if offset and exc.code == "554":  # REST beyond the end
-                return None
-            raise
-
-
-async def _received(conn: Connection, data: DataChannel, count: int) -> bytes:
+async def _chunk(conn: Connection, data: DataChannel, remaining: int | None) -> Step:
+    """The next piece of a transfer read through Python, ``CHUNK`` at most."""
+    want = CHUNK if remaining is None else min(CHUNK, remaining)
     try:
-        return await data.read(count)
+        with ftp_errors():
+            chunk = await data.read(want)
     except BaseException:
         conn.broken = True  # the transfer is cut: its replies are unknown
         raise
+    return Step(len(chunk), not chunk, chunk)
 
 
 async def _send(conn: Connection, data: DataChannel, upload: Upload) -> int:

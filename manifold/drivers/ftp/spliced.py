@@ -2,66 +2,32 @@
 
 When the server offers a sink for exactly this read (``manifold.splice``) and the
 data connection is plain (no FTPS), its bytes go from the FTP server's socket to the
-client's in the kernel instead of through Python. The rest is ``FtpDriver._read``'s:
-the connection comes from the pool and goes back to it in step however the read
-ends, a range read to its end is ended with ``ABOR``, and a back end that fails or
-stalls mid-way fails as ``TemporaryFailure``.
+client's in the kernel instead of through Python. The rest is ``transfer``'s, as for
+every download: the connection comes from the pool and goes back to it in step
+however the read ends. A back end that fails or stalls mid-way fails as
+``TemporaryFailure``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
-from collections.abc import AsyncIterator
 
-from manifold.drivers.ftp.errors import ftp_errors
-from manifold.drivers.ftp.pool import ConnectionPool
-from manifold.drivers.ftp.protocol import Connection, ReplyError
+from manifold.drivers.ftp.protocol import Connection
+from manifold.drivers.ftp.transfer import PieceReader
 from manifold.errors import TemporaryFailure
-from manifold.splice import ClientGone, Sink, SourceFailed, SourceStalled, Step
+from manifold.splice import Sink, SourceFailed, SourceStalled, Step
 
 
-async def spliced(
-    pool: ConnectionPool, sink: Sink, path: str, offset: int, length: int | None
-) -> AsyncIterator[bytes]:
-    """Bytes ``[offset, offset + length)`` of ``path`` spliced into ``sink``; yields an
-    empty piece once the transfer is open (the response's head goes out then) and
-    after each piece, so the layers above see a read that makes progress (a piece the
-    client's socket could not take spliced comes as its bytes)."""
-    conn, data = await pool.hold(lambda conn: _retrieve(conn, path, offset), "read")
-    if data is None:  # the offset lies past the end
-        pool.release(conn, True)
-        return
-    reusable = gone = False
-    try:
-        yield b""
-        remaining = length
-        while remaining is None or remaining > 0:
-            step = await _piece(conn, data, sink, remaining)
-            if step.ended:
-                data.close()
-                with ftp_errors():
-                    await conn.final()
-                reusable = True
-                return
-            if remaining is not None:
-                remaining -= step.count
-            yield step.data
-        await conn.abandon(data)  # every byte asked for is read
-        reusable = not conn.broken
-    except (GeneratorExit, ClientGone):
-        await conn.abandon(data)
-        reusable = not conn.broken
-        raise
-    except TemporaryFailure:
-        gone = True
-        raise
-    finally:
-        data.close()
-        pool.release(conn, reusable, gone=gone)
+def spliced(sink: Sink) -> PieceReader[socket.socket]:
+    """The pieces of a transfer (``transfer.transfer``, announced, on a bare socket)
+    spliced into ``sink``: each yields nothing, or its bytes when the client's socket
+    could not take them spliced, so the layers above see a read that makes progress."""
+    return functools.partial(_piece, sink)
 
 
-async def _piece(conn: Connection, data: socket.socket, sink: Sink, count: int | None) -> Step:
+async def _piece(sink: Sink, conn: Connection, data: socket.socket, count: int | None) -> Step:
     """One piece of the relay, waiting for the server no longer than a read on the
     ordinary path does; a server that failed or stalled fails as temporary."""
     timeout = conn.endpoint.io_timeout
@@ -76,13 +42,3 @@ async def _piece(conn: Connection, data: socket.socket, sink: Sink, count: int |
     except asyncio.CancelledError:
         conn.broken = True  # the transfer is cut: its replies are unknown
         raise
-
-
-async def _retrieve(conn: Connection, path: str, offset: int) -> socket.socket | None:
-    with ftp_errors():
-        try:
-            return await conn.open_socket(f"RETR {path}", offset)
-        except ReplyError as exc:
-            if offset and exc.code == "554":  # REST beyond the end
-                return None
-            raise
