@@ -11,6 +11,7 @@ answer short rather than hanging it. TLS to the client takes the ordinary path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -108,10 +109,7 @@ class Client:
         """Send a GET; its status and headers once the head is in."""
         self.send(path, **headers)
         async with asyncio.timeout(STUCK):
-            head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-        status, *fields = head.strip().split("\r\n")
-        answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
-        return int(status.split(" ")[1]), answer
+            return await self._head()
 
     def send(self, path: str, **headers: str) -> None:
         """Send a GET without waiting for anything."""
@@ -122,11 +120,15 @@ class Client:
     async def answer(self) -> tuple[int, dict[str, str], bytes]:
         """The next answer on the connection: status, headers, body."""
         async with asyncio.timeout(STUCK):
-            head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            status, *fields = head.strip().split("\r\n")
-            answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
+            status, answer = await self._head()
             body = await self.reader.readexactly(int(answer["content-length"]))
-        return int(status.split(" ")[1]), answer, body
+        return status, answer, body
+
+    async def _head(self) -> tuple[int, dict[str, str]]:
+        head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        status, *fields = head.strip().split("\r\n")
+        answer = {k.lower(): v for k, v in (f.split(": ", 1) for f in fields)}
+        return int(status.split(" ")[1]), answer
 
     async def get(self, path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
         status, answer = await self.ask(path, **headers)
@@ -158,19 +160,26 @@ class Client:
         self.writer.close()
 
 
+@contextlib.asynccontextmanager
+async def connected(url: str, tls: ssl.SSLContext | None = None) -> AsyncIterator[Client]:
+    """A ``Client`` on a connection of its own, closed when the block ends."""
+    client = await Client.open(url, tls)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 async def test_a_spliced_ftp_download_is_exact_and_the_connection_serves_the_next(
     admin: Api, ftp: ftp_server.FtpServer, live: str
 ) -> None:
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         for _ in range(2):
             status, _, body = await client.get(target(admin, "/ftp/file.bin"))
             assert (status, body == PAYLOAD) == (200, True)
         await client.settled()
-    finally:
-        client.close()
     assert spliced_bytes() - before == 2 * len(PAYLOAD)  # no byte came through Python
 
 
@@ -186,12 +195,9 @@ async def test_spliced_bytes_are_counted_in_the_metrics(
             admin = await api.as_admin()
             await mount_ftp(admin, ftp)
             before = spliced_bytes()
-            client = await Client.open(url)
-            try:
+            async with connected(url) as client:
                 status, _, body = await client.get(target(admin, "/ftp/file.bin"))
                 await client.settled()
-            finally:
-                client.close()
             assert (status, body == PAYLOAD, spliced_bytes() - before) == (200, True, len(PAYLOAD))
             scraped = await api.client.get(
                 "/metrics", headers={"Authorization": "Bearer scrape-token"}
@@ -206,8 +212,7 @@ async def test_spliced_bytes_are_counted_in_the_metrics(
 async def test_a_range_is_spliced_exactly(admin: Api, ftp: ftp_server.FtpServer, live: str) -> None:
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, answer, body = await client.get(
             target(admin, "/ftp/file.bin"), Range="bytes=1000-4000999"
         )
@@ -217,8 +222,6 @@ async def test_a_range_is_spliced_exactly(admin: Api, ftp: ftp_server.FtpServer,
         status, _, tail = await client.get(target(admin, "/ftp/file.bin"), Range="bytes=-10")
         assert (status, tail) == (206, PAYLOAD[-10:])
         await client.settled()
-    finally:
-        client.close()
     assert spliced_bytes() - before == 4_000_000 + 10
 
 
@@ -234,12 +237,9 @@ async def test_a_client_gone_mid_way_frees_the_ftp_connection_for_the_next_downl
         assert (status, answer["content-length"]) == (200, str(BIG))
         await gone.reader.readexactly(MiB)
         gone.reset()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _, body = await client.get(target(admin, "/ftp/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
-    finally:
-        client.close()
 
 
 async def test_an_ftp_server_dying_mid_way_cuts_the_answer_short(
@@ -248,24 +248,18 @@ async def test_an_ftp_server_dying_mid_way_cuts_the_answer_short(
     (ftp.root / "big.bin").write_bytes(secrets.token_bytes(BIG))
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _ = await client.ask(target(admin, "/ftp/big.bin"))
         assert status == 200
         received = len(await client.reader.readexactly(MiB))
         ftp.crash()
         received += len(await client.rest())  # the server closes: no hang, no padding
-    finally:
-        client.close()
     assert MiB <= received < BIG
     assert spliced_bytes() > before
     ftp.start()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _, body = await client.get(target(admin, "/ftp/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
-    finally:
-        client.close()
 
 
 async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_limit(
@@ -275,8 +269,7 @@ async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_l
     quick(services, "FTP")
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _ = await client.ask(target(admin, "/ftp/big.bin"))
         assert status == 200
         received = len(await client.reader.readexactly(MiB))
@@ -284,17 +277,12 @@ async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_l
             started = time.monotonic()
             received += len(await client.rest())  # cut off, not held open
             took = time.monotonic() - started
-    finally:
-        client.close()
     assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
     assert MiB <= received < BIG
     assert spliced_bytes() > before
-    client = await Client.open(live)  # the storage serves again once the server does
-    try:
+    async with connected(live) as client:  # the storage serves again once the server does
         status, _, body = await client.get(target(admin, "/ftp/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
-    finally:
-        client.close()
 
 
 async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
@@ -305,8 +293,7 @@ async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
     quick(services, "FTP")
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, answer = await client.ask(target(admin, "/ftp/slow.bin"))
         assert (status, answer["content-length"]) == (200, str(len(big)))
         body = await client.reader.readexactly(MiB)
@@ -314,8 +301,6 @@ async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
         async with asyncio.timeout(STUCK):
             body += await client.reader.readexactly(len(big) - MiB)
         await client.settled()
-    finally:
-        client.close()
     assert body == big
     assert spliced_bytes() - before == len(big)
 
@@ -327,8 +312,7 @@ async def test_requests_pipelined_behind_a_spliced_answer_are_answered_after_it_
     (ftp.root / "big.bin").write_bytes(big)
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         # Sent together with the spliced one...
         client.send(target(admin, "/ftp/big.bin"))
         client.send(target(admin, "/ftp/file.bin"), Range="bytes=10-19")
@@ -341,8 +325,6 @@ async def test_requests_pipelined_behind_a_spliced_answer_are_answered_after_it_
         async with asyncio.timeout(STUCK):
             first += await client.reader.readexactly(len(big) - MiB)
         answers = [await client.answer() for _ in range(3)]
-    finally:
-        client.close()
     assert head.startswith(b"HTTP/1.1 200 ") and first == big
     assert [(status, body) for status, _, body in answers[:2]] == [
         (206, PAYLOAD[10:20]),
@@ -358,8 +340,7 @@ async def test_a_bad_request_pipelined_behind_a_spliced_answer_is_the_last_thing
     big = secrets.token_bytes(BIG // 4)
     (ftp.root / "big.bin").write_bytes(big)
     await mount_ftp(admin, ftp)
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _ = await client.ask(target(admin, "/ftp/big.bin"))
         assert status == 200
         received = await client.reader.readexactly(MiB)
@@ -367,8 +348,6 @@ async def test_a_bad_request_pipelined_behind_a_spliced_answer_is_the_last_thing
         # middle of the spliced body: no byte of that body may follow its answer.
         client.writer.write(b"NOT HTTP AT ALL\r\n\r\n")
         received += await client.rest()
-    finally:
-        client.close()
     at = received.find(b"HTTP/1.1 400 ")
     assert MiB <= at < len(big)
     assert received[:at] == big[:at]
@@ -390,14 +369,11 @@ async def test_a_crypt_storage_over_ftp_is_never_spliced(
     )
     assert response.json()["code"] == 200, response.text
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _, body = await client.get(target(admin, "/vault/secret.bin"))
         assert (status, body == plain) == (200, True)
         status, _, part = await client.get(target(admin, "/vault/secret.bin"), Range="bytes=7-")
         assert (status, part == plain[7:]) == (206, True)
-    finally:
-        client.close()
     assert spliced_bytes() == before  # the FTP file's bytes are ciphertext
 
 
@@ -409,13 +385,10 @@ async def test_tls_to_the_client_takes_the_ordinary_path(
     before = spliced_bytes()
     async with serving(services, ssl_certfile=str(cert), ssl_keyfile=str(key)) as url:
         tls = ssl.create_default_context(cafile=str(cert))
-        client = await Client.open(url.replace("http://", "https://"), tls)
-        try:
+        async with connected(url.replace("http://", "https://"), tls) as client:
             for _ in range(2):
                 status, _, body = await client.get(target(admin, "/ftp/file.bin"))
                 assert (status, body == PAYLOAD) == (200, True)
-        finally:
-            client.close()
     assert spliced_bytes() == before
 
 
@@ -426,15 +399,12 @@ async def test_an_rclone_download_is_spliced_with_ranges_and_keep_alive(
     (tmp_path / "remote" / "file.bin").write_bytes(PAYLOAD)
     await mount(admin, "/rc", "Rclone", {"config": remote.config, "root_folder_path": remote.root})
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _, body = await client.get(target(admin, "/rc/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
         status, _, part = await client.get(target(admin, "/rc/file.bin"), Range="bytes=5-3000004")
         assert (status, part == PAYLOAD[5:3000005]) == (206, True)
         await client.settled()
-    finally:
-        client.close()
     # What came with rclone's answer head goes the ordinary way; the rest is spliced.
     assert spliced_bytes() - before > len(PAYLOAD)
 
@@ -452,23 +422,17 @@ async def test_rclone_dying_mid_way_cuts_the_answer_short_and_it_serves_again(
     assert status == 200
     await gone.reader.readexactly(MiB)
     gone.reset()  # a client gone mid-way first: rclone's read ends with it
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _ = await client.ask(target(admin, "/rc/big.bin"))
         assert status == 200
         received = len(await client.reader.readexactly(MiB))
         assert rclone.pid is not None
         os.kill(rclone.pid, signal.SIGKILL)
         received += len(await client.rest())
-    finally:
-        client.close()
     assert MiB <= received < BIG
-    client = await Client.open(live)  # rclone is started again
-    try:
+    async with connected(live) as client:  # rclone is started again
         status, _, body = await client.get(target(admin, "/rc/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
-    finally:
-        client.close()
 
 
 async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit(
@@ -481,8 +445,7 @@ async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit
     await mount(admin, "/rc", "Rclone", {"config": remote.config, "root_folder_path": remote.root})
     rclone = rclone_of(services.storages.resources)
     before = spliced_bytes()
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _ = await client.ask(target(admin, "/rc/big.bin"))
         assert status == 200
         received = len(await client.reader.readexactly(MiB))
@@ -495,14 +458,9 @@ async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit
             took = time.monotonic() - started
         finally:
             os.kill(pid, signal.SIGCONT)
-    finally:
-        client.close()
     assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
     assert MiB <= received < BIG
     assert spliced_bytes() > before
-    client = await Client.open(live)
-    try:
+    async with connected(live) as client:
         status, _, body = await client.get(target(admin, "/rc/file.bin"))
         assert (status, body == PAYLOAD) == (200, True)
-    finally:
-        client.close()
