@@ -42,12 +42,7 @@ _FRAMING = frozenset({"transfer-encoding"})
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """An httpx transport sending each request through one pooled aiohttp session."""
 
-    def __init__(
-        self, *, verify: bool = True, limits: httpx.Limits | None = None, uds: str = ""
-    ) -> None:
-        # A unix socket every request goes to, whatever its URL's host (a helper
-        # process reachable by this server's user alone); empty: TCP.
-        self._uds = uds
+    def __init__(self, *, verify: bool = True, limits: httpx.Limits | None = None) -> None:
         self._ssl: ssl.SSLContext | bool = httpx.create_ssl_context(verify=verify)
         if not verify:
             self._ssl = False
@@ -76,10 +71,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     def _connector(self) -> aiohttp.BaseConnector:
-        if self._uds:
-            return aiohttp.UnixConnector(
-                self._uds, limit=self._limit, keepalive_timeout=self._keepalive
-            )
         return aiohttp.TCPConnector(
             ssl=self._ssl, limit=self._limit, keepalive_timeout=self._keepalive
         )

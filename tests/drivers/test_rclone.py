@@ -183,10 +183,9 @@ async def test_rclones_port_opens_only_with_the_login(tmp_path: Path) -> None:
     try:
         driver = await rclone_driver(remotes.local(tmp_path / "r"), shared)
         await put_bytes(driver, await driver.root_obj(), "f.txt", b"x")
-        pid = rclone_of(shared).pid
-        assert pid is not None
-        address = command_line(pid).split("--rc-addr=", 1)[1].split()[0]
-        async with httpx.AsyncClient(base_url=f"http://{address}") as stranger:
+        port = rclone_of(shared).api_port
+        assert port is not None
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as stranger:
             assert (await stranger.post("/rc/noop", json={})).status_code == 401
             assert (await stranger.post("/config/dump", json={})).status_code == 401
             assert (await stranger.get("/[here]/f.txt")).status_code == 401
