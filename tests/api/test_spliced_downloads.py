@@ -170,6 +170,20 @@ async def connected(url: str, tls: ssl.SSLContext | None = None) -> AsyncIterato
         client.close()
 
 
+async def begun(client: Client, path: str) -> int:
+    """Ask for a big file and take the first mebibyte of its answer; the bytes taken."""
+    status, _ = await client.ask(path)
+    assert status == 200
+    return len(await client.reader.readexactly(MiB))
+
+
+async def serves(live: str, path: str) -> None:
+    """``path`` answers the whole payload, on a connection of its own."""
+    async with connected(live) as client:
+        status, _, body = await client.get(path)
+    assert (status, body == PAYLOAD) == (200, True)
+
+
 async def test_a_spliced_ftp_download_is_exact_and_the_connection_serves_the_next(
     admin: Api, ftp: ftp_server.FtpServer, live: str
 ) -> None:
@@ -237,9 +251,7 @@ async def test_a_client_gone_mid_way_frees_the_ftp_connection_for_the_next_downl
         assert (status, answer["content-length"]) == (200, str(BIG))
         await gone.reader.readexactly(MiB)
         gone.reset()
-    async with connected(live) as client:
-        status, _, body = await client.get(target(admin, "/ftp/file.bin"))
-        assert (status, body == PAYLOAD) == (200, True)
+    await serves(live, target(admin, "/ftp/file.bin"))
 
 
 async def test_an_ftp_server_dying_mid_way_cuts_the_answer_short(
@@ -249,17 +261,13 @@ async def test_an_ftp_server_dying_mid_way_cuts_the_answer_short(
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
     async with connected(live) as client:
-        status, _ = await client.ask(target(admin, "/ftp/big.bin"))
-        assert status == 200
-        received = len(await client.reader.readexactly(MiB))
+        received = await begun(client, target(admin, "/ftp/big.bin"))
         ftp.crash()
         received += len(await client.rest())  # the server closes: no hang, no padding
     assert MiB <= received < BIG
     assert spliced_bytes() > before
     ftp.start()
-    async with connected(live) as client:
-        status, _, body = await client.get(target(admin, "/ftp/file.bin"))
-        assert (status, body == PAYLOAD) == (200, True)
+    await serves(live, target(admin, "/ftp/file.bin"))
 
 
 async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_limit(
@@ -270,9 +278,7 @@ async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_l
     await mount_ftp(admin, ftp)
     before = spliced_bytes()
     async with connected(live) as client:
-        status, _ = await client.ask(target(admin, "/ftp/big.bin"))
-        assert status == 200
-        received = len(await client.reader.readexactly(MiB))
+        received = await begun(client, target(admin, "/ftp/big.bin"))
         with ftp.frozen():
             started = time.monotonic()
             received += len(await client.rest())  # cut off, not held open
@@ -280,9 +286,8 @@ async def test_a_stalled_ftp_server_fails_the_spliced_download_within_its_idle_l
     assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
     assert MiB <= received < BIG
     assert spliced_bytes() > before
-    async with connected(live) as client:  # the storage serves again once the server does
-        status, _, body = await client.get(target(admin, "/ftp/file.bin"))
-        assert (status, body == PAYLOAD) == (200, True)
+    # The storage serves again once the server does.
+    await serves(live, target(admin, "/ftp/file.bin"))
 
 
 async def test_a_client_slower_than_the_idle_limit_still_gets_the_whole_file(
@@ -423,16 +428,12 @@ async def test_rclone_dying_mid_way_cuts_the_answer_short_and_it_serves_again(
     await gone.reader.readexactly(MiB)
     gone.reset()  # a client gone mid-way first: rclone's read ends with it
     async with connected(live) as client:
-        status, _ = await client.ask(target(admin, "/rc/big.bin"))
-        assert status == 200
-        received = len(await client.reader.readexactly(MiB))
+        received = await begun(client, target(admin, "/rc/big.bin"))
         assert rclone.pid is not None
         os.kill(rclone.pid, signal.SIGKILL)
         received += len(await client.rest())
     assert MiB <= received < BIG
-    async with connected(live) as client:  # rclone is started again
-        status, _, body = await client.get(target(admin, "/rc/file.bin"))
-        assert (status, body == PAYLOAD) == (200, True)
+    await serves(live, target(admin, "/rc/file.bin"))  # rclone is started again
 
 
 async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit(
@@ -446,9 +447,7 @@ async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit
     rclone = rclone_of(services.storages.resources)
     before = spliced_bytes()
     async with connected(live) as client:
-        status, _ = await client.ask(target(admin, "/rc/big.bin"))
-        assert status == 200
-        received = len(await client.reader.readexactly(MiB))
+        received = await begun(client, target(admin, "/rc/big.bin"))
         pid = rclone.pid
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)  # alive, its connections open, sending nothing
@@ -461,6 +460,4 @@ async def test_a_stalled_rclone_fails_the_spliced_download_within_the_idle_limit
     assert took < FAIL_BOUND, f"the stalled download took {took:.1f}s to fail"
     assert MiB <= received < BIG
     assert spliced_bytes() > before
-    async with connected(live) as client:
-        status, _, body = await client.get(target(admin, "/rc/file.bin"))
-        assert (status, body == PAYLOAD) == (200, True)
+    await serves(live, target(admin, "/rc/file.bin"))
