@@ -392,13 +392,20 @@ class RcloneDriver(Driver[Addition]):
 
     async def _taking(self, temp: str, path: str, is_dir: bool, overwrite: bool) -> None:
         """``_place`` for a name checked free a moment ago: another writer that took it
-        meanwhile makes this one fail as ``ObjectExists``, whatever rclone said."""
+        meanwhile makes this one fail as ``ObjectExists``, whatever rclone said. That
+        includes a name found missing while our temporary is still whole: rclone's move
+        removes what is in its way, and another writer's move got there first."""
         try:
             await self._place(temp, path, is_dir, overwrite)
         except ManifoldError as exc:
-            if not overwrite and await self._stat(path) is not None:
+            if not overwrite and await self._contested(exc, temp, path):
                 raise ObjectExists() from exc
             raise
+
+    async def _contested(self, exc: ManifoldError, temp: str, path: str) -> bool:
+        if await self._stat(path) is not None:
+            return True
+        return isinstance(exc, ObjectNotFound) and await self._stat(temp) is not None
 
     async def _place(self, temp: str, path: str, is_dir: bool, overwrite: bool = False) -> None:
         """Move a whole temporary into place (a rename where the remote has one)."""
